@@ -1,0 +1,94 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "trainer/train_config_proto.h"
+
+namespace normsweep::trainer {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::TrainConfig Valid() {
+  v1::TrainConfig c;
+  c.set_lr(1e-3);
+  return c;
+}
+
+TEST(TrainConfigTest, DefaultsAreApplied) {
+  auto s = SettingsFromProto(Valid());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->model.placement, Placement::kPostLN);
+  EXPECT_EQ(s->model.layers, 6);
+  EXPECT_EQ(s->model.d_model, 128);
+  EXPECT_EQ(s->model.d_ff, 512);
+  EXPECT_DOUBLE_EQ(s->optimizer.beta2, 0.98);
+  EXPECT_EQ(s->schedule.kind, ScheduleKind::kConstant);
+}
+
+TEST(TrainConfigTest, ExplicitZeroBetaIsKept) {
+  v1::TrainConfig c = Valid();
+  c.set_beta1(0.0);
+  auto s = SettingsFromProto(c);
+  ASSERT_TRUE(s.ok());
+  EXPECT_DOUBLE_EQ(s->optimizer.beta1, 0.0);
+}
+
+struct BadCase {
+  const char* json;
+  const char* field;
+};
+
+class BadConfigTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfigTest, NamesTheField) {
+  auto c = TrainConfigFromJson(GetParam().json);
+  absl::Status st = c.ok() ? ValidateTrainConfig(*c) : c.status();
+  ASSERT_FALSE(st.ok()) << GetParam().json;
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()), HasSubstr(GetParam().field));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, BadConfigTest,
+    ::testing::Values(BadCase{R"({"lr": 0.001, "placement": "middle"})", "placement"},
+                      BadCase{R"({"lr": 0.001, "d_model": 100, "heads": 3})", "heads"},
+                      BadCase{R"({"lr": 0.001, "warmup_steps": -5})", "warmup_steps"},
+                      BadCase{R"({"lr": 0})", "lr"},
+                      BadCase{R"({"lr": -1})", "lr"},
+                      BadCase{R"({"lr": "NaN"})", "lr"},
+                      BadCase{R"({"lr": "Infinity"})", "lr"},
+                      BadCase{R"({"lr": 0.001, "optimizer": "lion"})", "optimizer"},
+                      BadCase{R"({"lr": 0.001, "schedule": "step"})", "schedule"},
+                      BadCase{R"({"lr": 0.001, "layers": -2})", "layers"},
+                      BadCase{R"({"lr": 0.001, "beta2": 1.5})", "beta2"},
+                      BadCase{R"({"lr": 0.001, "dropout": 1.0})", "dropout"},
+                      BadCase{R"({"lr": 0.001, "task": "chess"})", "task"},
+                      BadCase{R"({"lr": 0.001, "positions": "rotary"})", "positions"},
+                      BadCase{R"({"lr": 0.001, "no_such_field": 1})", "no_such_field"}));
+
+TEST(TrainConfigTest, JsonRoundTripOfResolvedConfig) {
+  auto c = TrainConfigFromJson(R"({"lr": 0.002, "placement": "pre", "warmup_steps": 100})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto resolved = ResolvedTrainConfig(*c);
+  ASSERT_TRUE(resolved.ok());
+  auto again = TrainConfigFromJson(TrainConfigToJson(*resolved));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->placement(), "pre");
+  EXPECT_EQ(again->warmup_steps(), 100);
+  EXPECT_EQ(again->d_ff(), 512);
+}
+
+TEST(TrainEventTest, OptionalZeroFieldsArePrinted) {
+  v1::TrainEvent e;
+  e.set_type("step");
+  e.set_step(1);
+  e.set_train_loss(0.0);
+  e.set_lr(0.0);
+  std::string json = TrainEventToJson(e);
+  EXPECT_THAT(json, HasSubstr("\"train_loss\":0"));
+  EXPECT_THAT(json, HasSubstr("\"lr\":0"));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("val_loss")));
+}
+
+}  // namespace
+}  // namespace normsweep::trainer

@@ -1,0 +1,125 @@
+#include "trainer/config.h"
+
+#include <cmath>
+#include <string>
+
+namespace normsweep::trainer {
+namespace {
+
+Status FieldError(const char* field, const std::string& what) {
+  return InvalidArgument(std::string(field) + ": " + what);
+}
+
+Status CheckRange(const char* field, long long value, long long lo, long long hi) {
+  if (value < lo || value > hi) {
+    return FieldError(field, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                                 ", got " + std::to_string(value));
+  }
+  return OkStatus();
+}
+
+Status CheckFinite(const char* field, double value) {
+  if (!std::isfinite(value)) return FieldError(field, "must be a finite number");
+  return OkStatus();
+}
+
+}  // namespace
+
+const char* PlacementName(Placement p) { return p == Placement::kPreLN ? "pre" : "post"; }
+const char* PositionsName(Positions p) { return p == Positions::kLearned ? "learned" : "sinusoidal"; }
+const char* OptimizerName(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::kAdam: return "adam";
+    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kSgd: return "sgd";
+  }
+  return "?";
+}
+const char* ScheduleName(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kConstant: return "constant";
+    case ScheduleKind::kInverseSqrt: return "inverse_sqrt";
+    case ScheduleKind::kLinear: return "linear";
+    case ScheduleKind::kCosine: return "cosine";
+  }
+  return "?";
+}
+
+StatusOr<Placement> ParsePlacement(const std::string& s) {
+  if (s == "post" || s == "post-ln" || s == "post_ln") return Placement::kPostLN;
+  if (s == "pre" || s == "pre-ln" || s == "pre_ln") return Placement::kPreLN;
+  return FieldError("placement", "unknown placement '" + s + "' (expected post or pre)");
+}
+StatusOr<Positions> ParsePositions(const std::string& s) {
+  if (s == "sinusoidal") return Positions::kSinusoidal;
+  if (s == "learned") return Positions::kLearned;
+  return FieldError("positions", "unknown positions '" + s + "' (expected sinusoidal or learned)");
+}
+StatusOr<OptimizerKind> ParseOptimizer(const std::string& s) {
+  if (s == "adam") return OptimizerKind::kAdam;
+  if (s == "adamw") return OptimizerKind::kAdamW;
+  if (s == "sgd") return OptimizerKind::kSgd;
+  return FieldError("optimizer", "unknown optimizer '" + s + "' (expected adam, adamw or sgd)");
+}
+StatusOr<ScheduleKind> ParseSchedule(const std::string& s) {
+  if (s == "constant") return ScheduleKind::kConstant;
+  if (s == "inverse_sqrt") return ScheduleKind::kInverseSqrt;
+  if (s == "linear") return ScheduleKind::kLinear;
+  if (s == "cosine") return ScheduleKind::kCosine;
+  return FieldError("schedule",
+                    "unknown schedule '" + s + "' (expected constant, inverse_sqrt, linear or cosine)");
+}
+
+Status ValidateModelConfig(const ModelConfig& m) {
+  TRAINER_RETURN_IF_ERROR(CheckRange("layers", m.layers, 1, kMaxLayers));
+  TRAINER_RETURN_IF_ERROR(CheckRange("d_model", m.d_model, 1, kMaxDModel));
+  TRAINER_RETURN_IF_ERROR(CheckRange("heads", m.heads, 1, m.d_model));
+  if (m.d_model % m.heads != 0) {
+    return FieldError("heads", "must divide d_model (" + std::to_string(m.d_model) + "), got " +
+                                   std::to_string(m.heads));
+  }
+  TRAINER_RETURN_IF_ERROR(CheckRange("d_ff", m.d_ff, 1, 8 * kMaxDModel));
+  TRAINER_RETURN_IF_ERROR(CheckRange("seq_len", m.seq_len, 1, kMaxSeqLen));
+  if (!(m.dropout >= 0.0f && m.dropout < 1.0f)) return FieldError("dropout", "must be in [0, 1)");
+  return OkStatus();
+}
+
+Status ValidateTrainSettings(const TrainSettings& s) {
+  TRAINER_RETURN_IF_ERROR(ValidateModelConfig(s.model));
+  TRAINER_RETURN_IF_ERROR(CheckRange("batch_size", s.batch_size, 1, kMaxBatchSize));
+  TRAINER_RETURN_IF_ERROR(CheckRange("steps", s.steps, 1, 1 << 30));
+  const ScheduleConfig& sc = s.schedule;
+  TRAINER_RETURN_IF_ERROR(CheckFinite("lr", sc.peak_lr));
+  if (!(sc.peak_lr > 0.0)) return FieldError("lr", "must be > 0");
+  if (sc.peak_lr > 100.0) return FieldError("lr", "must be <= 100");
+  if (sc.warmup_steps < 0) return FieldError("warmup_steps", "must be >= 0");
+  const OptimizerConfig& o = s.optimizer;
+  TRAINER_RETURN_IF_ERROR(CheckFinite("beta1", o.beta1));
+  TRAINER_RETURN_IF_ERROR(CheckFinite("beta2", o.beta2));
+  TRAINER_RETURN_IF_ERROR(CheckFinite("eps", o.eps));
+  TRAINER_RETURN_IF_ERROR(CheckFinite("weight_decay", o.weight_decay));
+  TRAINER_RETURN_IF_ERROR(CheckFinite("momentum", o.momentum));
+  TRAINER_RETURN_IF_ERROR(CheckFinite("grad_clip", o.grad_clip));
+  if (!(o.beta1 >= 0.0 && o.beta1 < 1.0)) return FieldError("beta1", "must be in [0, 1)");
+  if (!(o.beta2 >= 0.0 && o.beta2 < 1.0)) return FieldError("beta2", "must be in [0, 1)");
+  if (!(o.eps > 0.0)) return FieldError("eps", "must be > 0");
+  if (o.weight_decay < 0.0) return FieldError("weight_decay", "must be >= 0");
+  if (!(o.momentum >= 0.0 && o.momentum < 1.0)) return FieldError("momentum", "must be in [0, 1)");
+  if (o.grad_clip < 0.0) return FieldError("grad_clip", "must be >= 0 (0 disables clipping)");
+  if (s.data.data_file.empty() && s.data.task != "translate") {
+    return FieldError("task", "unknown task '" + s.data.task + "' (expected translate, or set data_file)");
+  }
+  if (s.eval_every < 0) return FieldError("eval_every", "must be >= 0");
+  TRAINER_RETURN_IF_ERROR(CheckRange("eval_batches", s.eval_batches, 1, 1 << 20));
+  TRAINER_RETURN_IF_ERROR(CheckFinite("divergence_loss", s.divergence_loss));
+  if (!(s.divergence_loss > 0.0)) return FieldError("divergence_loss", "must be > 0");
+  TRAINER_RETURN_IF_ERROR(CheckRange("divergence_patience", s.divergence_patience, 1, 1 << 30));
+  TRAINER_RETURN_IF_ERROR(CheckRange("threads", s.threads, 1, 1024));
+  if (s.checkpoint_every < 0) return FieldError("checkpoint_every", "must be >= 0");
+  if (s.device != "cpu" && s.device.rfind("cuda", 0) != 0) {
+    return FieldError("device", "unknown device '" + s.device + "' (expected cpu or cuda:N)");
+  }
+  return OkStatus();
+}
+
+}  // namespace normsweep::trainer

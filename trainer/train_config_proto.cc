@@ -1,0 +1,179 @@
+#include "trainer/train_config_proto.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <string>
+
+namespace normsweep::trainer {
+namespace {
+
+absl::StatusCode ToAbslCode(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return absl::StatusCode::kOk;
+    case StatusCode::kInvalidArgument: return absl::StatusCode::kInvalidArgument;
+    case StatusCode::kNotFound: return absl::StatusCode::kNotFound;
+    case StatusCode::kDataLoss: return absl::StatusCode::kDataLoss;
+    case StatusCode::kInternal: return absl::StatusCode::kInternal;
+    case StatusCode::kCancelled: return absl::StatusCode::kCancelled;
+  }
+  return absl::StatusCode::kUnknown;
+}
+
+template <typename T>
+absl::StatusOr<T> Convert(StatusOr<T> v) {
+  if (!v.ok()) return ToAbslStatus(v.status());
+  return std::move(v.value());
+}
+
+}  // namespace
+
+absl::Status ToAbslStatus(const Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(ToAbslCode(status.code()), status.message());
+}
+
+absl::StatusOr<TrainSettings> SettingsFromProto(const v1::TrainConfig& c) {
+  TrainSettings s;
+  ModelConfig& m = s.model;
+  if (!c.placement().empty()) {
+    auto p = Convert(ParsePlacement(c.placement()));
+    if (!p.ok()) return p.status();
+    m.placement = *p;
+  }
+  if (c.layers() != 0) m.layers = c.layers();
+  if (c.d_model() != 0) m.d_model = c.d_model();
+  if (c.heads() != 0) m.heads = c.heads();
+  m.d_ff = c.d_ff() != 0 ? c.d_ff() : 4 * m.d_model;
+  if (c.seq_len() != 0) m.seq_len = c.seq_len();
+  m.dropout = static_cast<float>(c.dropout());
+  if (!c.positions().empty()) {
+    auto p = Convert(ParsePositions(c.positions()));
+    if (!p.ok()) return p.status();
+    m.positions = *p;
+  }
+  if (c.layers() < 0 || c.d_model() < 0 || c.heads() < 0 || c.d_ff() < 0 || c.seq_len() < 0) {
+    // Negative values must not be mistaken for "unset": report the first one.
+    const char* field = c.layers() < 0 ? "layers" : c.d_model() < 0 ? "d_model" : c.heads() < 0 ? "heads"
+                        : c.d_ff() < 0 ? "d_ff" : "seq_len";
+    return absl::InvalidArgumentError(std::string(field) + ": must be positive");
+  }
+
+  if (c.batch_size() != 0) s.batch_size = c.batch_size();
+  if (c.steps() != 0) s.steps = c.steps();
+  if (c.batch_size() < 0) return absl::InvalidArgumentError("batch_size: must be positive");
+  if (c.steps() < 0) return absl::InvalidArgumentError("steps: must be positive");
+  OptimizerConfig& o = s.optimizer;
+  if (!c.optimizer().empty()) {
+    auto k = Convert(ParseOptimizer(c.optimizer()));
+    if (!k.ok()) return k.status();
+    o.kind = *k;
+  }
+  if (c.has_beta1()) o.beta1 = c.beta1();
+  if (c.has_beta2()) o.beta2 = c.beta2();
+  if (c.has_eps()) o.eps = c.eps();
+  o.weight_decay = c.weight_decay();
+  o.momentum = c.momentum();
+  o.grad_clip = c.grad_clip();
+  ScheduleConfig& sc = s.schedule;
+  sc.peak_lr = c.lr();
+  sc.warmup_steps = c.warmup_steps();
+  if (!c.schedule().empty()) {
+    auto k = Convert(ParseSchedule(c.schedule()));
+    if (!k.ok()) return k.status();
+    sc.kind = *k;
+  }
+  sc.total_steps = s.steps;
+
+  if (!c.task().empty()) s.data.task = c.task();
+  s.data.data_file = c.data_file();
+  if (c.eval_every() != 0) s.eval_every = c.eval_every();
+  if (c.eval_every() < 0) return absl::InvalidArgumentError("eval_every: must be >= 0");
+  if (c.eval_batches() != 0) s.eval_batches = c.eval_batches();
+  if (c.seed() < 0) return absl::InvalidArgumentError("seed: must be >= 0");
+  s.seed = static_cast<uint64_t>(c.seed());
+  if (c.divergence_loss() != 0) s.divergence_loss = c.divergence_loss();
+  if (c.divergence_patience() != 0) s.divergence_patience = c.divergence_patience();
+  if (c.threads() != 0) s.threads = c.threads();
+  if (!c.device().empty()) s.device = c.device();
+  s.checkpoint_every = c.checkpoint_every();
+
+  Status st = ValidateTrainSettings(s);
+  if (!st.ok()) return ToAbslStatus(st);
+  return s;
+}
+
+absl::Status ValidateTrainConfig(const v1::TrainConfig& config) {
+  return SettingsFromProto(config).status();
+}
+
+absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& config) {
+  absl::StatusOr<TrainSettings> s = SettingsFromProto(config);
+  if (!s.ok()) return s.status();
+  v1::TrainConfig c;
+  c.set_placement(PlacementName(s->model.placement));
+  c.set_layers(s->model.layers);
+  c.set_d_model(s->model.d_model);
+  c.set_heads(s->model.heads);
+  c.set_d_ff(s->model.d_ff);
+  c.set_seq_len(s->model.seq_len);
+  c.set_dropout(s->model.dropout);
+  c.set_positions(PositionsName(s->model.positions));
+  c.set_batch_size(s->batch_size);
+  c.set_steps(s->steps);
+  c.set_optimizer(OptimizerName(s->optimizer.kind));
+  c.set_lr(s->schedule.peak_lr);
+  c.set_beta1(s->optimizer.beta1);
+  c.set_beta2(s->optimizer.beta2);
+  c.set_eps(s->optimizer.eps);
+  c.set_weight_decay(s->optimizer.weight_decay);
+  c.set_momentum(s->optimizer.momentum);
+  c.set_grad_clip(s->optimizer.grad_clip);
+  c.set_warmup_steps(s->schedule.warmup_steps);
+  c.set_schedule(ScheduleName(s->schedule.kind));
+  if (s->data.data_file.empty()) c.set_task(s->data.task);
+  c.set_data_file(s->data.data_file);
+  c.set_eval_every(s->eval_every);
+  c.set_eval_batches(s->eval_batches);
+  c.set_seed(static_cast<int32_t>(s->seed));
+  c.set_divergence_loss(s->divergence_loss);
+  c.set_divergence_patience(s->divergence_patience);
+  c.set_threads(s->threads);
+  c.set_device(s->device);
+  c.set_checkpoint_every(s->checkpoint_every);
+  return c;
+}
+
+absl::StatusOr<v1::TrainConfig> TrainConfigFromJson(const std::string& json) {
+  v1::TrainConfig config;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status = google::protobuf::util::JsonStringToMessage(json, &config, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError("config: " + std::string(status.message()));
+  }
+  return config;
+}
+
+namespace {
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  return out;
+}
+}  // namespace
+
+std::string TrainConfigToJson(const v1::TrainConfig& config) { return ToJson(config); }
+std::string TrainEventToJson(const v1::TrainEvent& event) { return ToJson(event); }
+
+absl::StatusOr<v1::TrainEvent> TrainEventFromJson(const std::string& line) {
+  v1::TrainEvent event;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // newer trainers may add fields
+  auto status = google::protobuf::util::JsonStringToMessage(line, &event, options);
+  if (!status.ok()) return absl::InvalidArgumentError("event: " + std::string(status.message()));
+  return event;
+}
+
+}  // namespace normsweep::trainer
