@@ -9,6 +9,8 @@ the machine's sgemm peak (tests/bench/sgemm_peak.cc) as the ceiling.
 
 Both sides are timed the same way: wall-clock time over the steps after the
 first --warmup steps (which are excluded), tokens = batch * seq_len per step.
+Step times on a shared 2-core VM vary by +-30%, so the tokens/s of the median
+step is printed too.
 For normsweep-train the time is taken from when its step events arrive on the
 pipe (it writes one JSON line per step); its own `mean_tokens_per_s` from the
 final event is printed next to it.
@@ -25,6 +27,7 @@ import glob
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -122,7 +125,8 @@ def run_pytorch(args, cfg, data_path):
         times.append(time.perf_counter() - t0)
     timed = times[args.warmup:]
     tokens_per_s = len(timed) * B * T / sum(timed)
-    return {"tokens_per_s": tokens_per_s, "first_loss": losses[0], "last_loss": losses[-1],
+    return {"tokens_per_s": tokens_per_s, "median_step_tokens_per_s": B * T / statistics.median(timed),
+            "first_loss": losses[0], "last_loss": losses[-1],
             "timed_steps": len(timed), "seconds": sum(timed)}
 
 
@@ -170,6 +174,8 @@ def run_trainer(args, data_path):
     span = steps[-1][0] - steps[args.warmup - 1][0] if args.warmup > 0 else steps[-1][0] - start
     timed_steps = len(steps) - args.warmup
     arrival_tps = timed_steps * tokens_per_step / span if span > 0 else float("inf")
+    gaps = [b[0] - a[0] for a, b in zip(steps[max(args.warmup - 1, 0):], steps[args.warmup:])]
+    median_gap = statistics.median(gaps) if gaps else 0.0
     reported = [e.get("tokens_per_s") for _, e in steps[args.warmup:]]
     # Per-step rates combine as a harmonic mean (equal tokens per step).
     step_tps = (len(reported) / sum(1.0 / r for r in reported)
@@ -179,7 +185,9 @@ def run_trainer(args, data_path):
     # If the trainer's stdout was block-buffered, arrival times bunch up and
     # say nothing: then fall back to its own figures.
     buffered = span < 0.5 * (wall * timed_steps / len(steps))
+    median_tps = None
     if not buffered:
+        median_tps = tokens_per_step / median_gap if median_gap > 0 else None
         tps, source = arrival_tps, f"wall time of steps {args.warmup + 1}..{len(steps)} (event arrival)"
     elif step_tps:
         tps, source = step_tps, "harmonic mean of per-step tokens_per_s after warm-up (stdout buffered)"
@@ -187,7 +195,8 @@ def run_trainer(args, data_path):
         tps, source = mean_tps, "final mean_tokens_per_s (stdout buffered)"
     else:
         tps, source = len(steps) * tokens_per_step / wall, "whole-process wall time (incl. start-up)"
-    return {"tokens_per_s": tps, "source": source, "arrival_tokens_per_s": arrival_tps,
+    return {"tokens_per_s": tps, "source": source, "median_step_tokens_per_s": median_tps,
+            "arrival_tokens_per_s": arrival_tps,
             "step_events_tokens_per_s": step_tps, "final_mean_tokens_per_s": mean_tps,
             "process_wall_s": wall, "first_loss": steps[0][1].get("train_loss"),
             "last_loss": steps[-1][1].get("train_loss"), "final_event": final,
@@ -259,7 +268,7 @@ def main():
         print(f"\n[a] PyTorch {__import__('torch').__version__}, {args.pytorch_steps} steps", flush=True)
         pt = run_pytorch(args, cfg, data_path)
         print(f"  {pt['tokens_per_s']:.0f} tokens/s over {pt['timed_steps']} steps "
-              f"({pt['seconds']:.1f} s); loss {pt['first_loss']:.3f} -> {pt['last_loss']:.3f}")
+              f"({pt['seconds']:.1f} s; median step {pt['median_step_tokens_per_s']:.0f} tokens/s); loss {pt['first_loss']:.3f} -> {pt['last_loss']:.3f}")
 
         tr = None
         if not args.pytorch_only:
@@ -267,6 +276,8 @@ def main():
             tr = run_trainer(args, data_path)
             print(f"  {tr['tokens_per_s']:.0f} tokens/s, from {tr['source']}")
             extra = [f"final mean_tokens_per_s {tr['final_mean_tokens_per_s']}"]
+            if tr["median_step_tokens_per_s"]:
+                extra.insert(0, f"median step {tr['median_step_tokens_per_s']:.0f}")
             if tr["step_events_tokens_per_s"]:
                 extra.append(f"step events (harmonic mean) {tr['step_events_tokens_per_s']:.0f}")
             extra.append(f"process wall {tr['process_wall_s']:.1f} s")
@@ -303,7 +314,8 @@ def main():
 
         print(f"PyTorch          {pt['tokens_per_s']:9.0f} tokens/s  {gflops_pt:7.1f} GFLOP/s{pct(gflops_pt)}")
         result = {"type": "bench", "config": vars(args), "flops_per_token": flops_per_token,
-                  "pytorch_tokens_per_s": pt["tokens_per_s"], "pytorch_gflops": gflops_pt,
+                  "pytorch_tokens_per_s": pt["tokens_per_s"],
+                  "pytorch_median_step_tokens_per_s": pt["median_step_tokens_per_s"], "pytorch_gflops": gflops_pt,
                   "sgemm_peak": peak}
         if tr:
             gflops_tr = tr["tokens_per_s"] * flops_per_token / 1e9
@@ -312,7 +324,12 @@ def main():
                   f"{pct(gflops_tr)}")
             print(f"ratio normsweep-train / PyTorch = {ratio:.2f}x (target >= {TARGET_RATIO:.0f}x: "
                   f"{'met' if ratio >= TARGET_RATIO else 'NOT met'})")
-            result.update({"trainer_tokens_per_s": tr["tokens_per_s"], "trainer_gflops": gflops_tr,
+            if tr["median_step_tokens_per_s"]:
+                print(f"ratio of median steps = "
+                      f"{tr['median_step_tokens_per_s'] / pt['median_step_tokens_per_s']:.2f}x")
+            result.update({"trainer_tokens_per_s": tr["tokens_per_s"],
+                           "trainer_median_step_tokens_per_s": tr["median_step_tokens_per_s"],
+                           "trainer_gflops": gflops_tr,
                            "trainer_tokens_per_s_source": tr["source"],
                            "trainer_final_mean_tokens_per_s": tr["final_mean_tokens_per_s"],
                            "ratio": ratio})
