@@ -1,0 +1,85 @@
+// The compute backend interface: one model's parameters, gradients,
+// optimizer state and the kernels that move them. The CPU backend
+// (trainer/cpu/) and the CUDA backend (trainer/cuda/) implement it; this
+// header includes no CUDA header. All host buffers use ParamLayout's flat
+// order. A Backend is used from one thread at a time.
+#ifndef NORMSWEEP_TRAINER_BACKEND_H_
+#define NORMSWEEP_TRAINER_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/config.h"
+#include "trainer/param_layout.h"
+#include "trainer/status.h"
+
+namespace normsweep::trainer {
+
+// One batch of token windows on the host. inputs and targets are [B, T];
+// a target of -1 is ignored by the loss (e.g. the source half of a task).
+struct Batch {
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> targets;
+  int batch_size = 0;
+  int seq_len = 0;
+};
+
+struct LossStats {
+  double loss_sum = 0.0;  // summed cross-entropy over counted targets
+  int64_t count = 0;      // targets that count (target != -1)
+  int64_t correct = 0;    // argmax == target among them
+  double mean() const { return count > 0 ? loss_sum / static_cast<double>(count) : 0.0; }
+};
+
+struct OptimizerStepArgs {
+  int step = 1;             // 1-based, for Adam's bias correction
+  double lr = 0.0;
+  double grad_scale = 1.0;  // clipping: gradients are multiplied by this first
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;       // "cpu", "cuda:0"
+  virtual std::string precision() const = 0;  // "fp32", ...
+  virtual const ParamLayout& layout() const = 0;
+
+  // Host copies in and out, each of layout().total() floats.
+  virtual Status SetParameters(const std::vector<float>& host) = 0;
+  virtual Status GetParameters(std::vector<float>* host) = 0;
+  virtual Status GetGradients(std::vector<float>* host) = 0;
+  // Optimizer moments: Adam's m and v; SGD's momentum buffer is m, v unused.
+  virtual Status SetOptimizerState(const std::vector<float>& m, const std::vector<float>& v) = 0;
+  virtual Status GetOptimizerState(std::vector<float>* m, std::vector<float>* v) = 0;
+
+  // Forward and backward in training mode (dropout on when configured, with
+  // masks drawn from dropout_seed). Gradients are overwritten, not added to.
+  virtual StatusOr<LossStats> ForwardBackward(const Batch& batch, uint64_t dropout_seed) = 0;
+  // Forward only, no dropout.
+  virtual StatusOr<LossStats> Evaluate(const Batch& batch) = 0;
+  // Squared L2 norm of each tensor's gradient, in layout().tensors() order.
+  virtual StatusOr<std::vector<double>> GradientSquaredNorms() = 0;
+  virtual Status OptimizerStep(const OptimizerStepArgs& args) = 0;
+};
+
+struct BackendOptions {
+  std::string device = "cpu";  // "cpu" or "cuda:N"
+  int threads = 1;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  int max_batch_size = 1;  // largest batch the backend must hold activations for
+};
+
+// Makes the backend for options.device; INVALID_ARGUMENT names "device" when
+// it is unknown or not built in.
+StatusOr<std::unique_ptr<Backend>> MakeBackend(const BackendOptions& options);
+
+// Devices this build can use, e.g. {"cpu"} or {"cpu", "cuda:0 (NVIDIA H200)"}.
+std::vector<std::string> ListDevices();
+
+}  // namespace normsweep::trainer
+
+#endif  // NORMSWEEP_TRAINER_BACKEND_H_

@@ -1,0 +1,381 @@
+#include "trainer/cpu/ops.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "trainer/rng.h"
+
+namespace normsweep::trainer::cpu {
+namespace {
+
+// Splits [0, n) into the calling thread's static chunk.
+inline void ThreadRange(size_t n, size_t* begin, size_t* end) {
+  const size_t threads = static_cast<size_t>(omp_get_num_threads());
+  const size_t id = static_cast<size_t>(omp_get_thread_num());
+  const size_t chunk = (n + threads - 1) / threads;
+  *begin = std::min(n, id * chunk);
+  *end = std::min(n, *begin + chunk);
+}
+
+// Column sums of a (N, C) matrix into out (C), parallel over column blocks so
+// every column is summed in row order whatever the thread count.
+void ColumnSums(float* out, const float* x, int N, int C) {
+#pragma omp parallel
+  {
+    size_t c0, c1;
+    ThreadRange(static_cast<size_t>(C), &c0, &c1);
+    if (c1 > c0) {
+      std::vector<double> acc(c1 - c0, 0.0);
+      for (int n = 0; n < N; ++n) {
+        const float* row = x + static_cast<size_t>(n) * C;
+        for (size_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
+      }
+      for (size_t c = c0; c < c1; ++c) out[c] = static_cast<float>(acc[c - c0]);
+    }
+  }
+}
+
+}  // namespace
+
+void SetThreads(int threads) {
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+void EncoderForward(float* out, const int32_t* tokens, const float* tok_emb, const float* pos, int B,
+                    int T, int C, float emb_scale) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < B * T; ++n) {
+    const int t = n % T;
+    const float* e = tok_emb + static_cast<size_t>(tokens[n]) * C;
+    const float* p = pos + static_cast<size_t>(t) * C;
+    float* o = out + static_cast<size_t>(n) * C;
+    for (int c = 0; c < C; ++c) o[c] = e[c] * emb_scale + p[c];
+  }
+}
+
+void EncoderBackward(float* dtok_emb, float* dpos, const float* dout, const int32_t* tokens, int B, int T,
+                     int C, int V, float emb_scale) {
+  std::memset(dtok_emb, 0, sizeof(float) * static_cast<size_t>(V) * C);
+  // Parallel over channels: each thread scatters its columns for all rows.
+#pragma omp parallel
+  {
+    size_t c0, c1;
+    ThreadRange(static_cast<size_t>(C), &c0, &c1);
+    for (int n = 0; n < B * T; ++n) {
+      const float* d = dout + static_cast<size_t>(n) * C;
+      float* e = dtok_emb + static_cast<size_t>(tokens[n]) * C;
+      for (size_t c = c0; c < c1; ++c) e[c] += d[c] * emb_scale;
+      if (dpos != nullptr) {
+        float* p = dpos + static_cast<size_t>(n % T) * C;
+        for (size_t c = c0; c < c1; ++c) p[c] += d[c];
+      }
+    }
+  }
+}
+
+void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                      const float* b, int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* x = inp + static_cast<size_t>(n) * C;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; ++c) s += x[c];
+    const float m = s / C;
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; ++c) {
+      const float d = x[c] - m;
+      v += d * d;
+    }
+    const float r = 1.0f / std::sqrt(v / C + eps);
+    float* o = out + static_cast<size_t>(n) * C;
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * r * w[c] + b[c];
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                       const float* w, const float* mean, const float* rstd, int N, int C) {
+  // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * w.
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* x = inp + static_cast<size_t>(n) * C;
+    const float* dy = dout + static_cast<size_t>(n) * C;
+    const float m = mean[n], r = rstd[n];
+    float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
+    for (int c = 0; c < C; ++c) {
+      const float xhat = (x[c] - m) * r;
+      const float dxhat = dy[c] * w[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+    }
+    const float mean_dxhat = sum_dxhat / C, mean_dxhat_xhat = sum_dxhat_xhat / C;
+    float* dx = dinp + static_cast<size_t>(n) * C;
+    for (int c = 0; c < C; ++c) {
+      const float xhat = (x[c] - m) * r;
+      dx[c] += r * (dy[c] * w[c] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+#pragma omp parallel
+  {
+    size_t c0, c1;
+    ThreadRange(static_cast<size_t>(C), &c0, &c1);
+    if (c1 > c0) {
+      std::vector<double> acc_w(c1 - c0, 0.0), acc_b(c1 - c0, 0.0);
+      for (int n = 0; n < N; ++n) {
+        const float* x = inp + static_cast<size_t>(n) * C;
+        const float* dy = dout + static_cast<size_t>(n) * C;
+        const float m = mean[n], r = rstd[n];
+        for (size_t c = c0; c < c1; ++c) {
+          acc_w[c - c0] += dy[c] * ((x[c] - m) * r);
+          acc_b[c - c0] += dy[c];
+        }
+      }
+      for (size_t c = c0; c < c1; ++c) {
+        dw[c] = static_cast<float>(acc_w[c - c0]);
+        db[c] = static_cast<float>(acc_b[c - c0]);
+      }
+    }
+  }
+}
+
+void MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O) {
+  float beta = 0.0f;
+  if (b != nullptr) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; ++n) std::memcpy(out + static_cast<size_t>(n) * O, b, sizeof(float) * O);
+    beta = 1.0f;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, I, 1.0f, inp, I, w, I, beta, out, O);
+}
+
+void MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                    int N, int I, int O, bool accumulate) {
+  if (dinp != nullptr) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, I, O, 1.0f, dout, O, w, I,
+                accumulate ? 1.0f : 0.0f, dinp, I);
+  }
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, I, N, 1.0f, dout, O, inp, I, 0.0f, dw, I);
+  if (db != nullptr) ColumnSums(db, dout, N, O);
+}
+
+void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
+  const int hd = C / H;
+  const size_t row = 3 * static_cast<size_t>(C);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+#pragma omp parallel for schedule(static)
+  for (int bh = 0; bh < B * H; ++bh) {
+    const int b = bh / H, h = bh % H;
+    const float* base = qkv + static_cast<size_t>(b) * T * row;
+    for (int t = 0; t < T; ++t) {
+      const float* q = base + t * row + h * hd;
+      float* a = att + (static_cast<size_t>(bh) * T + t) * T;
+      float maxv = -INFINITY;
+      for (int s = 0; s <= t; ++s) {
+        const float* k = base + s * row + C + h * hd;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int i = 0; i < hd; ++i) dot += q[i] * k[i];
+        dot *= scale;
+        a[s] = dot;
+        maxv = std::max(maxv, dot);
+      }
+      float sum = 0.0f;
+      for (int s = 0; s <= t; ++s) {
+        a[s] = std::exp(a[s] - maxv);
+        sum += a[s];
+      }
+      const float inv = 1.0f / sum;
+      for (int s = 0; s <= t; ++s) a[s] *= inv;
+      for (int s = t + 1; s < T; ++s) a[s] = 0.0f;
+      float* o = out + (static_cast<size_t>(b) * T + t) * C + h * hd;
+      for (int i = 0; i < hd; ++i) o[i] = 0.0f;
+      for (int s = 0; s <= t; ++s) {
+        const float* v = base + s * row + 2 * C + h * hd;
+        const float p = a[s];
+        for (int i = 0; i < hd; ++i) o[i] += p * v[i];
+      }
+    }
+  }
+}
+
+void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
+                       int C, int H) {
+  const int hd = C / H;
+  const size_t row = 3 * static_cast<size_t>(C);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+#pragma omp parallel
+  {
+    std::vector<float> datt(static_cast<size_t>(T));
+#pragma omp for schedule(static)
+    for (int bh = 0; bh < B * H; ++bh) {
+      const int b = bh / H, h = bh % H;
+      const float* base = qkv + static_cast<size_t>(b) * T * row;
+      float* dbase = dqkv + static_cast<size_t>(b) * T * row;
+      for (int t = 0; t < T; ++t) {
+        for (int part = 0; part < 3; ++part) {
+          std::memset(dbase + t * row + part * C + h * hd, 0, sizeof(float) * hd);
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        const float* a = att + (static_cast<size_t>(bh) * T + t) * T;
+        const float* dy = dout + (static_cast<size_t>(b) * T + t) * C + h * hd;
+        float weighted = 0.0f;
+        for (int s = 0; s <= t; ++s) {
+          const float* v = base + s * row + 2 * C + h * hd;
+          float* dv = dbase + s * row + 2 * C + h * hd;
+          float dot = 0.0f;
+          const float p = a[s];
+#pragma omp simd reduction(+ : dot)
+          for (int i = 0; i < hd; ++i) {
+            dot += dy[i] * v[i];
+            dv[i] += p * dy[i];
+          }
+          datt[s] = dot;
+          weighted += p * dot;
+        }
+        const float* q = base + t * row + h * hd;
+        float* dq = dbase + t * row + h * hd;
+        for (int s = 0; s <= t; ++s) {
+          const float dpre = a[s] * (datt[s] - weighted) * scale;
+          const float* k = base + s * row + C + h * hd;
+          float* dk = dbase + s * row + C + h * hd;
+          for (int i = 0; i < hd; ++i) {
+            dq[i] += dpre * k[i];
+            dk[i] += dpre * q[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+void ReluForward(float* x, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void ReluBackward(float* dx, const float* dy, const float* act, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) dx[i] = act[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void Add(float* out, const float* a, const float* b, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void Multiply(float* out, const float* a, const float* b, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+void MakeDropoutMask(float* mask, size_t n, float p, uint64_t seed) {
+  const float keep_scale = 1.0f / (1.0f - p);
+  // Counter-based: element i depends only on (seed, i), not on the threads.
+  const size_t block = 4096;
+  const size_t blocks = (n + block - 1) / block;
+#pragma omp parallel for schedule(static)
+  for (size_t bi = 0; bi < blocks; ++bi) {
+    Rng rng(MixSeed(seed, 0xd409, bi));
+    const size_t end = std::min(n, (bi + 1) * block);
+    for (size_t i = bi * block; i < end; ++i) mask[i] = rng.Uniform() < p ? 0.0f : keep_scale;
+  }
+}
+
+CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, const float* logits,
+                                      const int32_t* targets, int N, int V) {
+  std::vector<uint8_t> row_correct(static_cast<size_t>(N));
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* z = logits + static_cast<size_t>(n) * V;
+    float* p = probs + static_cast<size_t>(n) * V;
+    float maxv = z[0];
+    int argmax = 0;
+    for (int j = 1; j < V; ++j) {
+      if (z[j] > maxv) {
+        maxv = z[j];
+        argmax = j;
+      }
+    }
+    double sum = 0.0;
+    for (int j = 0; j < V; ++j) {
+      p[j] = std::exp(z[j] - maxv);
+      sum += p[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int j = 0; j < V; ++j) p[j] *= inv;
+    const int32_t target = targets[n];
+    if (target >= 0) {
+      row_loss[n] = static_cast<float>(std::log(sum) + maxv - z[target]);
+      row_correct[n] = argmax == target;
+    } else {
+      row_loss[n] = 0.0f;
+      row_correct[n] = 0;
+    }
+  }
+  CrossEntropyStats stats;
+  for (int n = 0; n < N; ++n) {
+    if (targets[n] < 0) continue;
+    stats.loss_sum += row_loss[n];
+    stats.count += 1;
+    stats.correct += row_correct[n];
+  }
+  return stats;
+}
+
+void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,
+                          float scale) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    float* d = dlogits + static_cast<size_t>(n) * V;
+    const int32_t target = targets[n];
+    if (target < 0) {
+      std::memset(d, 0, sizeof(float) * V);
+      continue;
+    }
+    const float* p = probs + static_cast<size_t>(n) * V;
+    for (int j = 0; j < V; ++j) d[j] = p[j] * scale;
+    d[target] -= scale;
+  }
+}
+
+void SinusoidalPositions(float* out, int T, int C) {
+  for (int p = 0; p < T; ++p) {
+    for (int i = 0; 2 * i < C; ++i) {
+      const double angle = p / std::pow(10000.0, 2.0 * i / C);
+      out[static_cast<size_t>(p) * C + 2 * i] = static_cast<float>(std::sin(angle));
+      if (2 * i + 1 < C) out[static_cast<size_t>(p) * C + 2 * i + 1] = static_cast<float>(std::cos(angle));
+    }
+  }
+}
+
+double SquaredNorm(const float* x, size_t n) {
+  // Per-thread partials summed in thread order (an OpenMP reduction's order is unspecified).
+  std::vector<double> partial(static_cast<size_t>(omp_get_max_threads()), 0.0);
+  int used = 1;
+#pragma omp parallel
+  {
+#pragma omp single
+    used = omp_get_num_threads();
+    size_t i0, i1;
+    ThreadRange(n, &i0, &i1);
+    double acc = 0.0;
+    for (size_t i = i0; i < i1; ++i) acc += static_cast<double>(x[i]) * x[i];
+    partial[static_cast<size_t>(omp_get_thread_num())] = acc;
+  }
+  double total = 0.0;
+  for (int i = 0; i < used; ++i) total += partial[static_cast<size_t>(i)];
+  return total;
+}
+
+}  // namespace normsweep::trainer::cpu

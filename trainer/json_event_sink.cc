@@ -1,0 +1,69 @@
+#include "trainer/json_event_sink.h"
+
+#include "trainer/train_config_proto.h"
+
+namespace normsweep::trainer {
+
+v1::TrainEvent ToProto(const StepEvent& e) {
+  v1::TrainEvent p;
+  p.set_type("step");
+  p.set_step(e.step);
+  p.set_elapsed_s(e.elapsed_s);
+  p.set_train_loss(e.train_loss);
+  p.set_lr(e.lr);
+  p.set_grad_norm(e.grad_norm);
+  p.set_tokens_per_s(e.tokens_per_s);
+  return p;
+}
+
+v1::TrainEvent ToProto(const EvalEvent& e) {
+  v1::TrainEvent p;
+  p.set_type("eval");
+  p.set_step(e.step);
+  p.set_elapsed_s(e.elapsed_s);
+  p.set_val_loss(e.val_loss);
+  if (e.val_accuracy) p.set_val_accuracy(*e.val_accuracy);
+  return p;
+}
+
+v1::TrainEvent ToProto(const GradNormsEvent& e) {
+  v1::TrainEvent p;
+  p.set_type("grad_norms");
+  p.set_step(0);
+  p.set_elapsed_s(e.elapsed_s);
+  for (const LayerGradNormValue& n : e.norms) {
+    v1::LayerGradNorm* g = p.add_layer_grad_norms();
+    g->set_layer(n.layer);
+    g->set_matrix(n.matrix);
+    g->set_norm(n.norm);
+  }
+  return p;
+}
+
+v1::TrainEvent ToProto(const FinalEvent& e) {
+  v1::TrainEvent p;
+  p.set_type("final");
+  p.set_step(e.step);
+  p.set_elapsed_s(e.elapsed_s);
+  p.set_outcome(OutcomeName(e.outcome));
+  p.set_error(e.error);
+  if (e.final_train_loss) p.set_final_train_loss(*e.final_train_loss);
+  if (e.final_val_loss) p.set_final_val_loss(*e.final_val_loss);
+  if (e.best_val_loss) p.set_best_val_loss(*e.best_val_loss);
+  if (e.final_val_accuracy) p.set_final_val_accuracy(*e.final_val_accuracy);
+  if (e.diverged_step) p.set_diverged_step(*e.diverged_step);
+  p.set_mean_tokens_per_s(e.mean_tokens_per_s);
+  p.set_backend(e.backend);
+  p.set_precision(e.precision);
+  p.set_parameters(static_cast<int32_t>(e.parameters));
+  return p;
+}
+
+void JsonLinesEventSink::Write(const v1::TrainEvent& event) {
+  const std::string line = TrainEventToJson(event);
+  std::fwrite(line.data(), 1, line.size(), out_);
+  std::fputc('\n', out_);
+  std::fflush(out_);
+}
+
+}  // namespace normsweep::trainer

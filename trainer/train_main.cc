@@ -1,0 +1,292 @@
+// normsweep-train: one Transformer training run, or a checkpoint check.
+//
+//   normsweep-train train [--config FILE.json] [flags]     events as JSON lines
+//   normsweep-train eval  --checkpoint C --data F          {"loss":..,"tokens":..}
+//   normsweep-train grads --checkpoint C --data F --batch-size B --out G
+//   normsweep-train --list-devices
+//
+// Exit status: 0 when the run ended (SUCCEEDED, DIVERGED or CANCELLED: the
+// final event says which), 1 when it FAILED, 2 for bad usage or config.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "normsweep/v1/train.pb.h"
+#include "trainer/backend.h"
+#include "trainer/inspect.h"
+#include "trainer/json_event_sink.h"
+#include "trainer/train_config_proto.h"
+#include "trainer/trainer.h"
+
+namespace {
+
+using normsweep::v1::TrainConfig;
+namespace tr = normsweep::trainer;
+
+std::atomic<bool> g_cancel{false};
+void OnSignal(int) { g_cancel.store(true); }
+
+constexpr char kUsage[] = R"(normsweep-train: train one decoder-only Transformer LM (Post-LN or Pre-LN).
+
+Usage:
+  normsweep-train train [--config FILE.json] [flags]
+  normsweep-train eval  --checkpoint FILE --data FILE [--batch-size B] [--threads N]
+  normsweep-train grads --checkpoint FILE --data FILE --batch-size B --out FILE [--threads N]
+  normsweep-train --list-devices
+  normsweep-train --help
+
+train writes one JSON line per event (normsweep.v1.TrainEvent) to --events
+(default stdout): "step" every step, "eval" every --eval-every steps and at the
+end, "grad_norms" (FFN W1/W2 gradient norms per layer at initialization) once,
+and "final" with the outcome SUCCEEDED, DIVERGED, FAILED or CANCELLED.
+Flags override the --config file (protobuf JSON of normsweep.v1.TrainConfig).
+
+Model:     --placement post|pre  --layers N  --d-model N  --heads N  --d-ff N
+           --seq-len N  --dropout P  --positions sinusoidal|learned
+Training:  --batch-size N  --steps N  --optimizer adam|adamw|sgd  --lr LR
+           --beta1 B  --beta2 B  --eps E  --weight-decay W  --momentum M
+           --grad-clip NORM (0 = off)  --warmup-steps W
+           --schedule constant|inverse_sqrt|linear|cosine
+Data:      --task translate | --data FILE   --eval-every N  --eval-batches N  --seed S
+Stopping:  --divergence-loss L  --divergence-patience N
+Runtime:   --threads N  --device cpu|cuda:N  --events FILE  --checkpoint-out FILE
+           --checkpoint-every N  --resume FILE  --print-config
+)";
+
+struct Args {
+  std::string mode;
+  std::map<std::string, std::string> flags;  // name without dashes -> value
+  std::vector<std::string> order;
+};
+
+// Parses "--name value" and "--name=value"; bare --help/--list-devices/--print-config.
+bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
+  static const char* kBare[] = {"help", "list-devices", "print-config"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) {
+      if (args->mode.empty()) {
+        args->mode = a;
+        continue;
+      }
+      *error = "unexpected argument '" + a + "'";
+      return false;
+    }
+    a = a.substr(2);
+    std::string value;
+    const size_t eq = a.find('=');
+    bool bare = false;
+    for (const char* b : kBare) bare |= a == b;
+    if (eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else if (!bare) {
+      if (i + 1 >= argc) {
+        *error = "--" + a + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    args->flags[a] = value;
+    args->order.push_back(a);
+  }
+  return true;
+}
+
+using Setter = std::function<bool(TrainConfig&, const std::string&)>;
+
+Setter Int(void (TrainConfig::*set)(int32_t)) {
+  return [set](TrainConfig& c, const std::string& v) {
+    int32_t x;
+    if (!absl::SimpleAtoi(v, &x)) return false;
+    (c.*set)(x);
+    return true;
+  };
+}
+Setter Double(void (TrainConfig::*set)(double)) {
+  return [set](TrainConfig& c, const std::string& v) {
+    double x;
+    if (!absl::SimpleAtod(v, &x)) return false;
+    (c.*set)(x);
+    return true;
+  };
+}
+template <typename F>
+Setter String(F set) {
+  return [set](TrainConfig& c, const std::string& v) {
+    (c.*set)(v);
+    return true;
+  };
+}
+
+const std::map<std::string, Setter>& ConfigFlags() {
+  using C = TrainConfig;
+  using S = void (C::*)(const std::string&);
+  static const auto* flags = new std::map<std::string, Setter>{
+      {"placement", String(static_cast<S>(&C::set_placement))},
+      {"layers", Int(&C::set_layers)},
+      {"d-model", Int(&C::set_d_model)},
+      {"heads", Int(&C::set_heads)},
+      {"d-ff", Int(&C::set_d_ff)},
+      {"seq-len", Int(&C::set_seq_len)},
+      {"dropout", Double(&C::set_dropout)},
+      {"positions", String(static_cast<S>(&C::set_positions))},
+      {"batch-size", Int(&C::set_batch_size)},
+      {"steps", Int(&C::set_steps)},
+      {"optimizer", String(static_cast<S>(&C::set_optimizer))},
+      {"lr", Double(&C::set_lr)},
+      {"beta1", Double(&C::set_beta1)},
+      {"beta2", Double(&C::set_beta2)},
+      {"eps", Double(&C::set_eps)},
+      {"weight-decay", Double(&C::set_weight_decay)},
+      {"momentum", Double(&C::set_momentum)},
+      {"grad-clip", Double(&C::set_grad_clip)},
+      {"warmup-steps", Int(&C::set_warmup_steps)},
+      {"schedule", String(static_cast<S>(&C::set_schedule))},
+      {"task", String(static_cast<S>(&C::set_task))},
+      {"data", String(static_cast<S>(&C::set_data_file))},
+      {"eval-every", Int(&C::set_eval_every)},
+      {"eval-batches", Int(&C::set_eval_batches)},
+      {"seed", Int(&C::set_seed)},
+      {"divergence-loss", Double(&C::set_divergence_loss)},
+      {"divergence-patience", Int(&C::set_divergence_patience)},
+      {"threads", Int(&C::set_threads)},
+      {"device", String(static_cast<S>(&C::set_device))},
+      {"checkpoint-every", Int(&C::set_checkpoint_every)},
+  };
+  return *flags;
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "normsweep-train: %s\n(run normsweep-train --help for usage)\n", message.c_str());
+  return 2;
+}
+
+bool ReadText(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+int Train(const Args& args) {
+  static const char* kRunFlags[] = {"config", "events", "checkpoint-out", "resume", "print-config"};
+  TrainConfig config;
+  if (auto it = args.flags.find("config"); it != args.flags.end()) {
+    std::string text;
+    if (!ReadText(it->second, &text)) return UsageError("--config: cannot read '" + it->second + "'");
+    auto parsed = tr::TrainConfigFromJson(text);
+    if (!parsed.ok()) return UsageError("--config '" + it->second + "': " + std::string(parsed.status().message()));
+    config = *parsed;
+  }
+  for (const std::string& name : args.order) {
+    bool run_flag = false;
+    for (const char* f : kRunFlags) run_flag |= name == f;
+    if (run_flag) continue;
+    auto it = ConfigFlags().find(name);
+    if (it == ConfigFlags().end()) return UsageError("unknown flag --" + name);
+    if (!it->second(config, args.flags.at(name))) {
+      return UsageError("--" + name + ": invalid value '" + args.flags.at(name) + "'");
+    }
+  }
+  std::FILE* events = stdout;
+  if (auto it = args.flags.find("events"); it != args.flags.end() && it->second != "-") {
+    events = std::fopen(it->second.c_str(), "w");
+    if (events == nullptr) return UsageError("--events: cannot open '" + it->second + "' for writing");
+  }
+  tr::JsonLinesEventSink sink(events);
+  auto settings = tr::SettingsFromProto(config);
+  if (!settings.ok()) {
+    tr::FinalEvent f;
+    f.outcome = tr::Outcome::kFailed;
+    f.error = std::string(settings.status().message());
+    sink.OnFinal(f);
+    return UsageError(f.error);
+  }
+  auto resolved = tr::ResolvedTrainConfig(config);
+  if (args.flags.count("print-config")) {
+    std::printf("%s\n", tr::TrainConfigToJson(*resolved).c_str());
+    return 0;
+  }
+  tr::RunOptions options;
+  if (auto it = args.flags.find("checkpoint-out"); it != args.flags.end()) options.checkpoint_out = it->second;
+  if (auto it = args.flags.find("resume"); it != args.flags.end()) options.resume_from = it->second;
+  options.cancel = &g_cancel;
+  options.checkpoint_metadata["config"] = tr::TrainConfigToJson(*resolved);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  tr::FinalEvent final_event = tr::RunTraining(*settings, options, sink);
+  if (events != stdout) std::fclose(events);
+  if (final_event.outcome == tr::Outcome::kFailed) {
+    std::fprintf(stderr, "normsweep-train: FAILED: %s\n", final_event.error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+int Inspect(const Args& args) {
+  const bool grads = args.mode == "grads";
+  tr::InspectOptions o;
+  for (const auto& [name, value] : args.flags) {
+    if (name == "checkpoint") {
+      o.checkpoint = value;
+    } else if (name == "data") {
+      o.data_file = value;
+    } else if (name == "out" && grads) {
+      o.out = value;
+    } else if (name == "device") {
+      o.device = value;
+    } else if (name == "batch-size" || name == "threads") {
+      int32_t x;
+      if (!absl::SimpleAtoi(value, &x) || x < 1) return UsageError("--" + name + ": invalid value '" + value + "'");
+      (name == "threads" ? o.threads : o.batch_size) = x;
+    } else {
+      return UsageError("unknown flag --" + name + " for " + args.mode);
+    }
+  }
+  if (o.checkpoint.empty()) return UsageError("--checkpoint is required");
+  if (o.data_file.empty()) return UsageError("--data is required");
+  if (grads && !args.flags.count("batch-size")) return UsageError("--batch-size is required");
+  if (grads && o.out.empty()) return UsageError("--out is required");
+  auto result = grads ? tr::WriteCheckpointGradients(o) : tr::EvaluateCheckpoint(o);
+  if (!result.ok()) {
+    std::fprintf(stderr, "normsweep-train %s: %s\n", args.mode.c_str(), result.status().message().c_str());
+    return result.status().code() == tr::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::printf("{\"loss\":%.9g,\"tokens\":%lld,\"windows\":%lld}\n", result->loss,
+              static_cast<long long>(result->tokens), static_cast<long long>(result->windows));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  std::string error;
+  if (!ParseArgs(argc, argv, &args, &error)) return UsageError(error);
+  if (args.flags.count("help") || (args.mode.empty() && args.flags.empty())) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (args.flags.count("list-devices")) {
+    for (const std::string& d : tr::ListDevices()) std::printf("%s\n", d.c_str());
+    return 0;
+  }
+  try {
+    if (args.mode == "train") return Train(args);
+    if (args.mode == "eval" || args.mode == "grads") return Inspect(args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "normsweep-train: FAILED: %s\n", e.what());
+    return 1;
+  }
+  return UsageError(args.mode.empty() ? "missing mode (train, eval or grads)" : "unknown mode '" + args.mode + "'");
+}
