@@ -1,0 +1,17 @@
+// The one mapping between absl::Status and grpc::Status (same codes, same
+// message), used by every gRPC service and client in normsweep.
+#ifndef NORMSWEEP_COMMON_GRPC_STATUS_H_
+#define NORMSWEEP_COMMON_GRPC_STATUS_H_
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+
+namespace normsweep {
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace normsweep
+
+#endif  // NORMSWEEP_COMMON_GRPC_STATUS_H_

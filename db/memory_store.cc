@@ -1,0 +1,378 @@
+#include "db/memory_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace normsweep::db {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));  // as PostgreSQL keeps it
+}
+
+absl::Status NoSweep(int64_t id) { return absl::NotFoundError(absl::StrCat("sweep_id ", id, ": no such sweep")); }
+absl::Status NoTrial(int64_t id) { return absl::NotFoundError(absl::StrCat("trial_id ", id, ": no such trial")); }
+absl::Status NoWorker(int64_t id) {
+  return absl::NotFoundError(absl::StrCat("worker_id ", id, ": no such worker (register first)"));
+}
+
+bool HoldsLease(const v1::Trial& t, int64_t worker_id, int32_t attempt) {
+  return t.state() == v1::TRIAL_RUNNING && t.worker_id() == worker_id && t.attempts() == attempt;
+}
+
+absl::Status LeaseNotHeld(const v1::Trial& t) {
+  return absl::FailedPreconditionError(absl::StrCat("trial_id ", t.id(), ": lease not held (state ",
+                                                    TrialStateName(t.state()), ", attempt ",
+                                                    t.attempts(), ")"));
+}
+
+}  // namespace
+
+v1::Sweep MemoryStore::SweepWithCounts(const v1::Sweep& sweep) const {
+  v1::Sweep s = sweep;
+  v1::TrialCounts counts;
+  for (const auto& [id, t] : trials_) {
+    if (t.trial.sweep_id() == sweep.id()) AddToCounts(t.trial.state(), &counts);
+  }
+  *s.mutable_counts() = counts;
+  return s;
+}
+
+void MemoryStore::MaybeComplete(int64_t sweep_id, absl::Time now) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.sweep.state() != v1::SWEEP_RUNNING) return;
+  for (const auto& [id, t] : trials_) {
+    if (t.trial.sweep_id() == sweep_id && !IsFinal(t.trial.state())) return;
+  }
+  it->second.sweep.set_state(v1::SWEEP_COMPLETED);
+  *it->second.sweep.mutable_finished_at() = ToProto(now);
+}
+
+absl::StatusOr<CreateSweepResult> MemoryStore::CreateSweep(const std::string& request_id,
+                                                           const v1::SweepSpec& spec,
+                                                           const std::vector<NewTrial>& trials,
+                                                           absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (!request_id.empty()) {
+    auto it = sweep_by_request_.find(request_id);
+    if (it != sweep_by_request_.end()) {
+      const v1::Sweep& existing = sweeps_.at(it->second).sweep;
+      std::string a, b;
+      existing.spec().SerializeToString(&a);
+      spec.SerializeToString(&b);
+      if (a != b) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "request_id '", request_id, "': already used for sweep ", existing.id(), " with a different spec"));
+      }
+      return CreateSweepResult{SweepWithCounts(existing), false};
+    }
+  }
+  v1::Sweep sweep;
+  sweep.set_id(next_sweep_id_++);
+  sweep.set_name(spec.name());
+  *sweep.mutable_spec() = spec;
+  sweep.set_state(v1::SWEEP_RUNNING);
+  sweep.set_request_id(request_id);
+  sweep.set_trial_count(static_cast<int32_t>(trials.size()));
+  *sweep.mutable_created_at() = ToProto(now);
+  for (const NewTrial& nt : trials) {
+    StoredTrial st;
+    v1::Trial& t = st.trial;
+    t.set_id(next_trial_id_++);
+    t.set_sweep_id(sweep.id());
+    t.set_index(nt.index);
+    *t.mutable_config() = nt.config;
+    t.set_variant(nt.variant);
+    t.set_state(v1::TRIAL_PENDING);
+    *t.mutable_created_at() = ToProto(now);
+    Touch(st);
+    trials_[t.id()] = std::move(st);
+  }
+  sweeps_[sweep.id()] = StoredSweep{sweep};
+  if (!request_id.empty()) sweep_by_request_[request_id] = sweep.id();
+  if (trials.empty()) MaybeComplete(sweep.id(), now);
+  return CreateSweepResult{SweepWithCounts(sweeps_[sweep.id()].sweep), true};
+}
+
+absl::StatusOr<v1::Sweep> MemoryStore::GetSweep(int64_t sweep_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return NoSweep(sweep_id);
+  return SweepWithCounts(it->second.sweep);
+}
+
+absl::StatusOr<std::vector<v1::Sweep>> MemoryStore::ListSweeps(v1::SweepState state,
+                                                               int64_t before_id, int limit) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::Sweep> out;
+  for (auto it = sweeps_.rbegin(); it != sweeps_.rend() && static_cast<int>(out.size()) < limit; ++it) {
+    if (before_id > 0 && it->first >= before_id) continue;
+    if (state != v1::SWEEP_STATE_UNSPECIFIED && it->second.sweep.state() != state) continue;
+    out.push_back(SweepWithCounts(it->second.sweep));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Sweep> MemoryStore::CancelSweep(int64_t sweep_id, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return NoSweep(sweep_id);
+  v1::Sweep& sweep = it->second.sweep;
+  if (sweep.state() == v1::SWEEP_RUNNING) {
+    sweep.set_state(v1::SWEEP_CANCELLED);
+    *sweep.mutable_finished_at() = ToProto(now);
+    for (auto& [id, t] : trials_) {
+      if (t.trial.sweep_id() == sweep_id && t.trial.state() == v1::TRIAL_PENDING) {
+        t.trial.set_state(v1::TRIAL_CANCELLED);
+        *t.trial.mutable_finished_at() = ToProto(now);
+        Touch(t);
+      }
+    }
+  }
+  return SweepWithCounts(sweep);
+}
+
+absl::StatusOr<std::vector<v1::Trial>> MemoryStore::ListTrials(int64_t sweep_id,
+                                                               v1::TrialState state,
+                                                               int32_t after_index, int limit) {
+  absl::MutexLock lock(&mu_);
+  if (!sweeps_.contains(sweep_id)) return NoSweep(sweep_id);
+  std::vector<v1::Trial> out;
+  for (const auto& [id, t] : trials_) {
+    if (t.trial.sweep_id() != sweep_id || t.trial.index() <= after_index) continue;
+    if (state != v1::TRIAL_STATE_UNSPECIFIED && t.trial.state() != state) continue;
+    out.push_back(t.trial);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const v1::Trial& a, const v1::Trial& b) { return a.index() < b.index(); });
+  if (static_cast<int>(out.size()) > limit) out.resize(limit);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::pair<v1::Trial, int64_t>>> MemoryStore::TrialsChangedSince(
+    int64_t sweep_id, int64_t after_seq) {
+  absl::MutexLock lock(&mu_);
+  if (!sweeps_.contains(sweep_id)) return NoSweep(sweep_id);
+  std::vector<std::pair<v1::Trial, int64_t>> out;
+  for (const auto& [id, t] : trials_) {
+    if (t.trial.sweep_id() == sweep_id && t.seq > after_seq) out.emplace_back(t.trial, t.seq);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Trial> MemoryStore::GetTrial(int64_t trial_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = trials_.find(trial_id);
+  if (it == trials_.end()) return NoTrial(trial_id);
+  return it->second.trial;
+}
+
+absl::StatusOr<TrialHistory> MemoryStore::GetTrialHistory(int64_t trial_id) {
+  absl::MutexLock lock(&mu_);
+  if (!trials_.contains(trial_id)) return NoTrial(trial_id);
+  TrialHistory h;
+  for (auto it = metrics_.lower_bound({trial_id, INT32_MIN});
+       it != metrics_.end() && it->first.first == trial_id; ++it) {
+    h.metrics.push_back(it->second);
+  }
+  for (const auto& [key, norm] : grad_norms_) {
+    const auto& [tid, step, layer, matrix] = key;
+    if (tid != trial_id) continue;
+    if (h.layer_grad_norms.empty() || h.layer_grad_norms.back().step() != step) {
+      h.layer_grad_norms.emplace_back().set_step(step);
+    }
+    v1::LayerGradNorm* n = h.layer_grad_norms.back().add_norms();
+    n->set_layer(layer);
+    n->set_matrix(matrix);
+    n->set_norm(norm);
+  }
+  return h;
+}
+
+absl::StatusOr<int64_t> MemoryStore::RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                                    absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  int64_t id = next_worker_id_++;
+  workers_[id] = StoredWorker{request, now};
+  return id;
+}
+
+absl::StatusOr<std::optional<v1::Trial>> MemoryStore::LeaseTrial(int64_t worker_id,
+                                                                 absl::Time now,
+                                                                 absl::Duration lease) {
+  absl::MutexLock lock(&mu_);
+  auto w = workers_.find(worker_id);
+  if (w == workers_.end()) return NoWorker(worker_id);
+  w->second.last_heartbeat = now;
+  // Running trials per sweep, for max_concurrent_trials.
+  std::map<int64_t, int> running;
+  for (const auto& [id, t] : trials_) {
+    if (t.trial.state() == v1::TRIAL_RUNNING) ++running[t.trial.sweep_id()];
+  }
+  StoredTrial* best = nullptr;
+  int best_priority = 0;
+  for (auto& [id, t] : trials_) {  // ascending id: the oldest first
+    if (t.trial.state() != v1::TRIAL_PENDING) continue;
+    const v1::Sweep& s = sweeps_.at(t.trial.sweep_id()).sweep;
+    if (s.state() != v1::SWEEP_RUNNING) continue;
+    int limit = s.spec().max_concurrent_trials();
+    if (limit > 0 && running[s.id()] >= limit) continue;
+    if (best == nullptr || s.spec().priority() > best_priority) {
+      best = &t;
+      best_priority = s.spec().priority();
+    }
+  }
+  if (best == nullptr) return std::optional<v1::Trial>();
+  v1::Trial& t = best->trial;
+  t.set_state(v1::TRIAL_RUNNING);
+  t.set_attempts(t.attempts() + 1);
+  t.set_worker_id(worker_id);
+  *t.mutable_lease_expires_at() = ToProto(now + lease);
+  if (!t.has_started_at()) *t.mutable_started_at() = ToProto(now);
+  t.set_last_step(0);
+  t.clear_last_train_loss();
+  t.clear_last_val_loss();
+  if (t.attempts() > 1) {  // a retry starts its history afresh
+    metrics_.erase(metrics_.lower_bound({t.id(), INT32_MIN}), metrics_.lower_bound({t.id() + 1, INT32_MIN}));
+    std::erase_if(grad_norms_, [&](const auto& kv) { return std::get<0>(kv.first) == t.id(); });
+  }
+  Touch(*best);
+  return std::optional<v1::Trial>(t);
+}
+
+absl::StatusOr<HeartbeatResult> MemoryStore::Heartbeat(int64_t worker_id,
+                                                       const std::vector<v1::TrialLease>& leases,
+                                                       absl::Time now, absl::Duration lease) {
+  absl::MutexLock lock(&mu_);
+  auto w = workers_.find(worker_id);
+  if (w == workers_.end()) return NoWorker(worker_id);
+  w->second.last_heartbeat = now;
+  HeartbeatResult result;
+  for (const v1::TrialLease& l : leases) {
+    auto it = trials_.find(l.trial_id());
+    if (it == trials_.end() || !HoldsLease(it->second.trial, worker_id, l.attempt())) {
+      result.lost_trial_ids.push_back(l.trial_id());
+      continue;
+    }
+    *it->second.trial.mutable_lease_expires_at() = ToProto(now + lease);
+    if (sweeps_.at(it->second.trial.sweep_id()).sweep.state() == v1::SWEEP_CANCELLED) {
+      result.cancelled_trial_ids.push_back(l.trial_id());
+    }
+  }
+  return result;
+}
+
+absl::StatusOr<ProgressResult> MemoryStore::ReportProgress(const v1::ReportProgressRequest& req,
+                                                           absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = trials_.find(req.trial_id());
+  if (it == trials_.end()) return NoTrial(req.trial_id());
+  v1::Trial& t = it->second.trial;
+  if (!HoldsLease(t, req.worker_id(), req.attempt())) return LeaseNotHeld(t);
+  int32_t old_last = t.last_step();
+  int32_t max_step = old_last;
+  int32_t train_step = -1, val_step = -1;
+  double train_loss = 0, val_loss = 0;
+  for (const v1::MetricPoint& p : req.points()) {
+    auto [m, inserted] = metrics_.try_emplace({t.id(), p.step()}, p);
+    if (!inserted) {  // keep stored values, fill the empty ones
+      v1::MetricPoint& s = m->second;
+      if (!s.has_lr() && p.has_lr()) s.set_lr(p.lr());
+      if (!s.has_train_loss() && p.has_train_loss()) s.set_train_loss(p.train_loss());
+      if (!s.has_val_loss() && p.has_val_loss()) s.set_val_loss(p.val_loss());
+      if (!s.has_val_accuracy() && p.has_val_accuracy()) s.set_val_accuracy(p.val_accuracy());
+      if (!s.has_grad_norm() && p.has_grad_norm()) s.set_grad_norm(p.grad_norm());
+      if (!s.has_tokens_per_s() && p.has_tokens_per_s()) s.set_tokens_per_s(p.tokens_per_s());
+    }
+    max_step = std::max(max_step, p.step());
+    if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
+    if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
+  }
+  for (const v1::LayerGradNorms& g : req.layer_grad_norms()) {
+    for (const v1::LayerGradNorm& n : g.norms()) {
+      grad_norms_.try_emplace({t.id(), g.step(), n.layer(), n.matrix()}, n.norm());
+    }
+  }
+  t.set_last_step(max_step);
+  if (train_step >= 0 && train_step >= old_last) t.set_last_train_loss(train_loss);
+  if (val_step >= 0 && val_step >= old_last) t.set_last_val_loss(val_loss);
+  Touch(it->second);
+  return ProgressResult{sweeps_.at(t.sweep_id()).sweep.state() == v1::SWEEP_CANCELLED};
+}
+
+absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest& req,
+                                                   absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = trials_.find(req.trial_id());
+  if (it == trials_.end()) return NoTrial(req.trial_id());
+  v1::Trial& t = it->second.trial;
+  if (IsFinal(t.state()) && t.worker_id() == req.worker_id() && t.attempts() == req.attempt() &&
+      t.state() == req.outcome()) {
+    return t;  // a re-sent FinishTrial
+  }
+  if (!HoldsLease(t, req.worker_id(), req.attempt())) return LeaseNotHeld(t);
+  t.set_state(req.outcome());
+  *t.mutable_result() = req.result();
+  t.clear_lease_expires_at();
+  *t.mutable_finished_at() = ToProto(now);
+  Touch(it->second);
+  MaybeComplete(t.sweep_id(), now);
+  return t;
+}
+
+absl::StatusOr<ExpiryResult> MemoryStore::ExpireLeases(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  ExpiryResult result;
+  const auto now_proto = ToProto(now);
+  for (auto& [id, st] : trials_) {
+    v1::Trial& t = st.trial;
+    if (t.state() != v1::TRIAL_RUNNING || !(t.lease_expires_at() < now_proto)) continue;
+    const v1::Sweep& s = sweeps_.at(t.sweep_id()).sweep;
+    int max_attempts = s.spec().max_attempts();
+    t.clear_lease_expires_at();
+    if (s.state() == v1::SWEEP_CANCELLED) {
+      t.set_state(v1::TRIAL_CANCELLED);
+      *t.mutable_finished_at() = now_proto;
+      ++result.cancelled;
+    } else if (t.attempts() >= max_attempts) {
+      t.set_state(v1::TRIAL_FAILED);
+      t.mutable_result()->set_error(absl::StrCat("lease expired after ", t.attempts(), " attempts"));
+      *t.mutable_finished_at() = now_proto;
+      ++result.failed;
+    } else {
+      t.set_state(v1::TRIAL_PENDING);
+      t.set_worker_id(0);
+      ++result.requeued;
+    }
+    Touch(st);
+  }
+  for (const auto& [id, s] : sweeps_) {
+    (void)s;
+    MaybeComplete(id, now);
+  }
+  return result;
+}
+
+absl::StatusOr<StoreStats> MemoryStore::Stats(absl::Time live_since) {
+  absl::MutexLock lock(&mu_);
+  StoreStats stats;
+  for (const auto& [id, t] : trials_) AddToCounts(t.trial.state(), &stats.trials);
+  for (const auto& [id, s] : sweeps_) {
+    switch (s.sweep.state()) {
+      case v1::SWEEP_RUNNING: ++stats.sweeps_running; break;
+      case v1::SWEEP_COMPLETED: ++stats.sweeps_completed; break;
+      case v1::SWEEP_CANCELLED: ++stats.sweeps_cancelled; break;
+      default: break;
+    }
+  }
+  for (const auto& [id, w] : workers_) {
+    if (w.last_heartbeat >= live_since) ++stats.live_workers;
+  }
+  return stats;
+}
+
+}  // namespace normsweep::db

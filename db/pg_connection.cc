@@ -1,0 +1,183 @@
+#include "db/pg_connection.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace normsweep::db {
+namespace {
+
+absl::Status StatusFromResult(PGconn* conn, const PGresult* res) {
+  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  std::string message = res != nullptr ? PQresultErrorMessage(res) : "";
+  if (message.empty()) message = PQerrorMessage(conn);
+  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+  message = "database: " + message;
+  std::string sqlstate = state != nullptr ? state : "";
+  if (PQstatus(conn) != CONNECTION_OK || sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" ||
+      sqlstate == "57P02" || sqlstate == "57P03") {
+    return absl::UnavailableError(message);
+  }
+  if (sqlstate == "57014") return absl::DeadlineExceededError(message);  // statement timeout
+  if (sqlstate == "23505") return absl::AlreadyExistsError(message);
+  if (sqlstate == "40001" || sqlstate == "40P01") return absl::AbortedError(message);
+  if (sqlstate.rfind("22", 0) == 0 || sqlstate.rfind("23", 0) == 0) {
+    return absl::InvalidArgumentError(message);  // data exception, constraint
+  }
+  return absl::InternalError(message);
+}
+
+}  // namespace
+
+int64_t PgResult::affected() const {
+  const char* n = PQcmdTuples(res_.get());
+  return (n == nullptr || *n == '\0') ? 0 : std::strtoll(n, nullptr, 10);
+}
+
+std::string PgResult::GetString(int row, int col) const {
+  if (IsNull(row, col)) return "";
+  return std::string(PQgetvalue(res_.get(), row, col), PQgetlength(res_.get(), row, col));
+}
+
+int64_t PgResult::GetInt64(int row, int col) const {
+  if (IsNull(row, col)) return 0;
+  return std::strtoll(PQgetvalue(res_.get(), row, col), nullptr, 10);
+}
+
+double PgResult::GetDouble(int row, int col) const {
+  if (IsNull(row, col)) return 0;
+  // strtod parses "NaN", "Infinity" and "-Infinity" as PostgreSQL prints them.
+  return std::strtod(PQgetvalue(res_.get(), row, col), nullptr);
+}
+
+bool PgResult::GetBool(int row, int col) const {
+  return !IsNull(row, col) && PQgetvalue(res_.get(), row, col)[0] == 't';
+}
+
+std::optional<double> PgResult::GetOptionalDouble(int row, int col) const {
+  if (IsNull(row, col)) return std::nullopt;
+  return GetDouble(row, col);
+}
+
+std::optional<absl::Time> PgResult::GetOptionalMicros(int row, int col) const {
+  if (IsNull(row, col)) return std::nullopt;
+  return absl::FromUnixMicros(GetInt64(row, col));
+}
+
+std::string PgParams::FormatDouble(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
+void PgArray::AddString(std::string_view v) {
+  std::string quoted = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  quoted += '"';
+  Append(quoted);
+}
+
+absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgConnectOptions& options) {
+  const std::string connect_timeout =
+      std::to_string(std::max<int64_t>(1, absl::ToInt64Seconds(options.connect_timeout)));
+  // dbname is expanded (a URL or key=value string); later keywords override.
+  const char* keywords[] = {"dbname", "connect_timeout", "application_name", "keepalives",
+                            "keepalives_idle", "keepalives_interval", "keepalives_count", nullptr};
+  const char* values[] = {options.conninfo.c_str(), connect_timeout.c_str(),
+                          options.application_name.c_str(), "1", "10", "5", "3", nullptr};
+  std::unique_ptr<PGconn, PgConnDeleter> conn(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
+  if (conn == nullptr) return absl::ResourceExhaustedError("database: out of memory");
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    // libpq's message names host and port, not the password.
+    std::string message = PQerrorMessage(conn.get());
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    return absl::UnavailableError("database: cannot connect: " + message);
+  }
+  std::unique_ptr<PgConnection> c(new PgConnection(conn.release()));
+  PgParams p;
+  p.Add(absl::StrCat(absl::ToInt64Milliseconds(options.statement_timeout)));
+  absl::StatusOr<PgResult> r = c->Exec("SELECT set_config('statement_timeout', $1, false)", p);
+  if (!r.ok()) return r.status();
+  return c;
+}
+
+absl::StatusOr<PgResult> PgConnection::Exec(std::string_view sql, const PgParams& params) {
+  std::vector<const char*> values;
+  values.reserve(params.values().size());
+  for (const auto& v : params.values()) values.push_back(v.has_value() ? v->c_str() : nullptr);
+  std::string query(sql);
+  PGresult* raw = PQexecParams(conn_.get(), query.c_str(), static_cast<int>(values.size()),
+                               /*paramTypes=*/nullptr, values.data(), /*paramLengths=*/nullptr,
+                               /*paramFormats=*/nullptr, /*resultFormat=*/0);
+  PgResult result(raw);  // owns raw (PQclear on every path)
+  ExecStatusType status = raw != nullptr ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+    return StatusFromResult(conn_.get(), raw);
+  }
+  return result;
+}
+
+std::string PgConnection::Describe() const {
+  const char* host = PQhost(conn_.get());
+  const char* port = PQport(conn_.get());
+  const char* db = PQdb(conn_.get());
+  const char* user = PQuser(conn_.get());
+  return absl::StrCat(host ? host : "", ":", port ? port : "", "/", db ? db : "", " as ",
+                      user ? user : "");
+}
+
+PgPool::PgPool(PgConnectOptions options, int max_connections)
+    : options_(std::move(options)), max_connections_(std::max(1, max_connections)) {}
+
+absl::StatusOr<PgPool::Lease> PgPool::Acquire() {
+  {
+    absl::MutexLock lock(&mu_);
+    auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !idle_.empty() || open_ < max_connections_;
+    };
+    mu_.Await(absl::Condition(&available));
+    if (!idle_.empty()) {
+      std::unique_ptr<PgConnection> conn = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(this, std::move(conn));
+    }
+    if (absl::Now() < next_connect_) {
+      return absl::UnavailableError("database unavailable (reconnecting with back-off): " + last_error_);
+    }
+    ++open_;
+  }
+  absl::StatusOr<std::unique_ptr<PgConnection>> conn = PgConnection::Connect(options_);
+  absl::MutexLock lock(&mu_);
+  if (!conn.ok()) {
+    --open_;
+    backoff_ = backoff_ == absl::ZeroDuration() ? absl::Milliseconds(100)
+                                                : std::min(backoff_ * 2, absl::Seconds(5));
+    next_connect_ = absl::Now() + backoff_;
+    last_error_ = std::string(conn.status().message());
+    return conn.status();
+  }
+  backoff_ = absl::ZeroDuration();
+  next_connect_ = absl::InfinitePast();
+  return Lease(this, *std::move(conn));
+}
+
+void PgPool::Return(std::unique_ptr<PgConnection> conn) {
+  absl::MutexLock lock(&mu_);
+  // A connection left inside a failed transaction or broken is not reused.
+  if (conn->broken() || !conn->idle()) {
+    --open_;
+    return;
+  }
+  idle_.push_back(std::move(conn));
+}
+
+}  // namespace normsweep::db

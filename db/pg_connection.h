@@ -1,0 +1,176 @@
+// RAII wrappers over libpq (the only place besides postgres_store.cc and
+// migrations.cc that sees libpq). Every query goes through PQexecParams with
+// text parameters; every result's status is checked; results are cleared by
+// their owner. A PgConnection is used by one thread at a time (PgPool hands
+// them out).
+#ifndef NORMSWEEP_DB_PG_CONNECTION_H_
+#define NORMSWEEP_DB_PG_CONNECTION_H_
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace normsweep::db {
+
+struct PgConnDeleter {
+  void operator()(PGconn* conn) const { PQfinish(conn); }
+};
+struct PgResultDeleter {
+  void operator()(PGresult* res) const { PQclear(res); }
+};
+
+// One query result (rows of text values).
+class PgResult {
+ public:
+  explicit PgResult(PGresult* res) : res_(res) {}
+  int rows() const { return PQntuples(res_.get()); }
+  int64_t affected() const;  // rows touched by INSERT/UPDATE/DELETE
+  bool IsNull(int row, int col) const { return PQgetisnull(res_.get(), row, col) != 0; }
+  std::string GetString(int row, int col) const;
+  int64_t GetInt64(int row, int col) const;   // 0 when NULL
+  double GetDouble(int row, int col) const;   // handles NaN/Infinity; 0 when NULL
+  bool GetBool(int row, int col) const;
+  std::optional<double> GetOptionalDouble(int row, int col) const;
+  // timestamptz selected as epoch microseconds (bigint); nullopt when NULL.
+  std::optional<absl::Time> GetOptionalMicros(int row, int col) const;
+
+ private:
+  std::unique_ptr<PGresult, PgResultDeleter> res_;
+};
+
+// Query parameters, all sent as text. nullopt is SQL NULL.
+class PgParams {
+ public:
+  PgParams& Add(std::string v) { values_.emplace_back(std::move(v)); return *this; }
+  PgParams& Add(const char* v) { values_.emplace_back(std::string(v)); return *this; }
+  PgParams& Add(int64_t v) { values_.emplace_back(std::to_string(v)); return *this; }
+  PgParams& Add(int32_t v) { values_.emplace_back(std::to_string(v)); return *this; }
+  PgParams& Add(bool v) { values_.emplace_back(v ? "true" : "false"); return *this; }
+  PgParams& Add(double v) { values_.emplace_back(FormatDouble(v)); return *this; }
+  PgParams& AddMicros(absl::Time t) { return Add(absl::ToUnixMicros(t)); }
+  PgParams& AddNull() { values_.emplace_back(std::nullopt); return *this; }
+  template <typename T>
+  PgParams& AddOptional(const std::optional<T>& v) {
+    if (v.has_value()) return Add(*v);
+    return AddNull();
+  }
+  const std::vector<std::optional<std::string>>& values() const { return values_; }
+
+  // Round-trip text for float8, including NaN and +-Infinity.
+  static std::string FormatDouble(double v);
+
+ private:
+  std::vector<std::optional<std::string>> values_;
+};
+
+// Builds a PostgreSQL array literal ("{1,2,NULL}") for one array parameter.
+class PgArray {
+ public:
+  void Add(int64_t v) { Append(std::to_string(v)); }
+  void Add(double v) { Append(PgParams::FormatDouble(v)); }
+  void AddNull() { Append("NULL"); }
+  void AddString(std::string_view v);  // quoted and escaped
+  template <typename T>
+  void AddOptional(bool has, T v) {
+    if (has) Add(v); else AddNull();
+  }
+  std::string Finish() const { return "{" + body_ + "}"; }
+
+ private:
+  void Append(const std::string& item) {
+    if (!body_.empty()) body_ += ',';
+    body_ += item;
+  }
+  std::string body_;
+};
+
+struct PgConnectOptions {
+  std::string conninfo;  // URL or key=value; empty: the PG* environment
+  absl::Duration statement_timeout = absl::Seconds(10);
+  absl::Duration connect_timeout = absl::Seconds(5);
+  std::string application_name = "normsweep";
+};
+
+class PgConnection {
+ public:
+  static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(const PgConnectOptions& options);
+
+  // PQexecParams; OK only for PGRES_COMMAND_OK / PGRES_TUPLES_OK. Errors map
+  // SQLSTATE to a code: connection loss UNAVAILABLE, statement timeout
+  // DEADLINE_EXCEEDED, unique violation ALREADY_EXISTS, serialization or
+  // deadlock ABORTED, anything else INTERNAL.
+  absl::StatusOr<PgResult> Exec(std::string_view sql, const PgParams& params = PgParams());
+
+  bool broken() const { return PQstatus(conn_.get()) != CONNECTION_OK; }
+  // Not inside a transaction.
+  bool idle() const { return PQtransactionStatus(conn_.get()) == PQTRANS_IDLE; }
+  // host:port/dbname as user — never the password.
+  std::string Describe() const;
+
+ private:
+  explicit PgConnection(PGconn* conn) : conn_(conn) {}
+  std::unique_ptr<PGconn, PgConnDeleter> conn_;
+};
+
+// A fixed-size pool of connections, created on demand. A broken connection
+// is dropped when returned; reconnecting backs off exponentially (100 ms
+// doubling to 5 s) so that a database outage does not turn into a connect
+// storm, and the pool recovers by itself when the database is back.
+// Thread-safe: mu_ guards the idle list and the back-off state.
+class PgPool {
+ public:
+  PgPool(PgConnectOptions options, int max_connections);
+
+  class Lease {
+   public:
+    Lease(PgPool* pool, std::unique_ptr<PgConnection> conn) : pool_(pool), conn_(std::move(conn)) {}
+    Lease(Lease&&) = default;
+    ~Lease() { if (conn_) pool_->Return(std::move(conn_)); }
+    PgConnection& operator*() { return *conn_; }
+    PgConnection* operator->() { return conn_.get(); }
+
+   private:
+    PgPool* pool_;
+    std::unique_ptr<PgConnection> conn_;
+  };
+
+  // Blocks while all connections are in use; UNAVAILABLE while the database
+  // cannot be reached (during back-off, immediately).
+  absl::StatusOr<Lease> Acquire();
+  const PgConnectOptions& options() const { return options_; }
+
+ private:
+  void Return(std::unique_ptr<PgConnection> conn);
+
+  const PgConnectOptions options_;
+  const int max_connections_;
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<PgConnection>> idle_ ABSL_GUARDED_BY(mu_);
+  int open_ ABSL_GUARDED_BY(mu_) = 0;  // idle + in use + being opened
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  absl::Time next_connect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs fn(conn) inside BEGIN ... COMMIT; rolls back when fn fails. When the
+// connection turns out broken before anything ran (a stale pooled
+// connection), retries once on a fresh one.
+template <typename Fn>
+absl::Status InTransaction(PgPool& pool, Fn&& fn);
+
+}  // namespace normsweep::db
+
+#include "db/pg_connection_inl.h"
+
+#endif  // NORMSWEEP_DB_PG_CONNECTION_H_

@@ -1,0 +1,654 @@
+#include "db/postgres_store.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "db/migrations.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/time_util.h"
+#include "trainer/train_config_proto.h"
+
+namespace normsweep::db {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+// timestamptz <-> epoch microseconds, exactly (no float rounding).
+#define NS_TS(n) "('epoch'::timestamptz + $" #n "::bigint * interval '1 microsecond')"
+#define NS_MICROS(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
+
+constexpr char kTrialColumns[] =
+    "t.id, t.sweep_id, t.trial_index, t.config::text, t.variant, t.state, t.attempts,"
+    " COALESCE(t.worker_id, 0), " NS_MICROS("t.lease_expires_at") ", t.last_step,"
+    " t.last_train_loss, t.last_val_loss, t.final_val_loss, t.best_val_loss,"
+    " t.final_train_loss, t.final_val_accuracy, t.diverged_step, t.tokens_per_s, t.error, "
+    NS_MICROS("t.created_at") ", " NS_MICROS("t.started_at") ", " NS_MICROS("t.finished_at")
+    ", t.update_seq";
+constexpr int kTrialColumnCount = 23;
+
+constexpr char kSweepColumns[] =
+    "s.id, s.request_id, s.name, s.spec::text, s.state, s.trial_count, " NS_MICROS("s.created_at")
+    ", " NS_MICROS("s.finished_at");
+
+// Lease locks for sweeps with max_concurrent_trials: pg_advisory_xact_lock(class, sweep).
+constexpr int32_t kSweepLockClass = 0x4e53;  // "NS"
+
+absl::Status NoSweep(int64_t id) { return absl::NotFoundError(absl::StrCat("sweep_id ", id, ": no such sweep")); }
+absl::Status NoTrial(int64_t id) { return absl::NotFoundError(absl::StrCat("trial_id ", id, ": no such trial")); }
+absl::Status NoWorker(int64_t id) {
+  return absl::NotFoundError(absl::StrCat("worker_id ", id, ": no such worker (register first)"));
+}
+
+// Sets the field only for a non-NULL value (mutable_x() would mark it present).
+#define NS_SET_TIME(result, row, col, msg, field)                                        \
+  if (auto v = (result).GetOptionalMicros(row, col)) {                                     \
+    *(msg).mutable_##field() = TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(*v)); \
+  }
+
+std::string SpecToJson(const v1::SweepSpec& spec) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(spec, &json, options);
+  return json;
+}
+
+absl::StatusOr<v1::Trial> ParseTrial(const PgResult& r, int row) {
+  v1::Trial t;
+  t.set_id(r.GetInt64(row, 0));
+  t.set_sweep_id(r.GetInt64(row, 1));
+  t.set_index(static_cast<int32_t>(r.GetInt64(row, 2)));
+  absl::StatusOr<v1::TrainConfig> config = trainer::TrainConfigFromJson(r.GetString(row, 3));
+  if (!config.ok()) {
+    return absl::DataLossError(absl::StrCat("trial ", t.id(), ": stored config: ", config.status().message()));
+  }
+  *t.mutable_config() = *std::move(config);
+  t.set_variant(r.GetString(row, 4));
+  t.set_state(TrialStateFromName(r.GetString(row, 5)));
+  t.set_attempts(static_cast<int32_t>(r.GetInt64(row, 6)));
+  t.set_worker_id(r.GetInt64(row, 7));
+  NS_SET_TIME(r, row, 8, t, lease_expires_at);
+  t.set_last_step(static_cast<int32_t>(r.GetInt64(row, 9)));
+  if (auto v = r.GetOptionalDouble(row, 10)) t.set_last_train_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, 11)) t.set_last_val_loss(*v);
+  v1::TrialResult* res = t.mutable_result();
+  if (auto v = r.GetOptionalDouble(row, 12)) res->set_final_val_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, 13)) res->set_best_val_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, 14)) res->set_final_train_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, 15)) res->set_final_val_accuracy(*v);
+  if (!r.IsNull(row, 16)) res->set_diverged_step(static_cast<int32_t>(r.GetInt64(row, 16)));
+  if (auto v = r.GetOptionalDouble(row, 17)) res->set_tokens_per_s(*v);
+  res->set_error(r.GetString(row, 18));
+  NS_SET_TIME(r, row, 19, t, created_at);
+  NS_SET_TIME(r, row, 20, t, started_at);
+  NS_SET_TIME(r, row, 21, t, finished_at);
+  return t;
+}
+
+absl::StatusOr<std::vector<v1::Trial>> ParseTrials(const PgResult& r) {
+  std::vector<v1::Trial> out;
+  out.reserve(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, i));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<v1::Sweep>> ParseSweeps(const PgResult& r) {
+  std::vector<v1::Sweep> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    v1::Sweep s;
+    s.set_id(r.GetInt64(i, 0));
+    s.set_request_id(r.GetString(i, 1));
+    s.set_name(r.GetString(i, 2));
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;  // a spec stored by a newer version
+    auto st = google::protobuf::util::JsonStringToMessage(r.GetString(i, 3), s.mutable_spec(), options);
+    if (!st.ok()) return absl::DataLossError(absl::StrCat("sweep ", s.id(), ": stored spec: ", st.ToString()));
+    s.set_state(SweepStateFromName(r.GetString(i, 4)));
+    s.set_trial_count(static_cast<int32_t>(r.GetInt64(i, 5)));
+    NS_SET_TIME(r, i, 6, s, created_at);
+    NS_SET_TIME(r, i, 7, s, finished_at);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Fills counts for the given sweeps (one query).
+absl::Status FillCounts(PgConnection& conn, std::vector<v1::Sweep>& sweeps) {
+  if (sweeps.empty()) return absl::OkStatus();
+  PgArray ids;
+  std::map<int64_t, v1::Sweep*> by_id;
+  for (v1::Sweep& s : sweeps) {
+    ids.Add(s.id());
+    by_id[s.id()] = &s;
+    s.mutable_counts()->Clear();
+  }
+  ASSIGN_OR_RETURN(PgResult r, conn.Exec("SELECT sweep_id, state, count(*) FROM trials"
+                                         " WHERE sweep_id = ANY($1::bigint[]) GROUP BY 1, 2",
+                                         PgParams().Add(ids.Finish())));
+  for (int i = 0; i < r.rows(); ++i) {
+    v1::Sweep* s = by_id[r.GetInt64(i, 0)];
+    AddToCounts(TrialStateFromName(r.GetString(i, 1)), s->mutable_counts(), r.GetInt64(i, 2));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Sweep> LoadSweep(PgConnection& conn, int64_t sweep_id) {
+  ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat("SELECT ", kSweepColumns, " FROM sweeps s WHERE s.id = $1"),
+                                         PgParams().Add(sweep_id)));
+  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, ParseSweeps(r));
+  if (sweeps.empty()) return NoSweep(sweep_id);
+  RETURN_IF_ERROR(FillCounts(conn, sweeps));
+  return sweeps[0];
+}
+
+absl::StatusOr<v1::Trial> LoadTrial(PgConnection& conn, int64_t trial_id) {
+  ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat("SELECT ", kTrialColumns, " FROM trials t WHERE t.id = $1"),
+                                         PgParams().Add(trial_id)));
+  if (r.rows() == 0) return NoTrial(trial_id);
+  return ParseTrial(r, 0);
+}
+
+absl::Status CheckSweepExists(PgConnection& conn, int64_t sweep_id) {
+  ASSIGN_OR_RETURN(PgResult r, conn.Exec("SELECT 1 FROM sweeps WHERE id = $1", PgParams().Add(sweep_id)));
+  return r.rows() == 0 ? NoSweep(sweep_id) : absl::OkStatus();
+}
+
+absl::Status LeaseNotHeld(const v1::Trial& t) {
+  return absl::FailedPreconditionError(absl::StrCat("trial_id ", t.id(), ": lease not held (state ",
+                                                    TrialStateName(t.state()), ", attempt ",
+                                                    t.attempts(), ")"));
+}
+
+// Marks sweeps COMPLETED whose trials are all final (sweep_id 0: all).
+absl::Status CompleteSweeps(PgConnection& conn, int64_t sweep_id, absl::Time now) {
+  return conn
+      .Exec("UPDATE sweeps s SET state = 'COMPLETED', finished_at = " NS_TS(2)
+            " WHERE ($1::bigint = 0 OR s.id = $1) AND s.state = 'RUNNING' AND NOT EXISTS ("
+            "SELECT 1 FROM trials t WHERE t.sweep_id = s.id AND t.state IN ('PENDING', 'RUNNING'))",
+            PgParams().Add(sweep_id).AddMicros(now))
+      .status();
+}
+
+// Runs fn on a pooled connection; retries once on a fresh connection when a
+// stale pooled one turns out broken.
+template <typename T, typename Fn>
+absl::StatusOr<T> WithConnection(PgPool& pool, Fn&& fn) {
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<PgPool::Lease> conn = pool.Acquire();
+    if (!conn.ok()) return conn.status();
+    absl::StatusOr<T> result = fn(**conn);
+    if (!result.ok() && (*conn)->broken() && attempt == 0) continue;
+    return result;
+  }
+}
+
+// Merges points of the same step (first non-empty value wins), as the
+// memory store and the ON CONFLICT clause do across batches.
+std::vector<v1::MetricPoint> MergeByStep(const v1::ReportProgressRequest& req) {
+  std::map<int32_t, v1::MetricPoint> merged;
+  std::vector<int32_t> order;
+  for (const v1::MetricPoint& p : req.points()) {
+    auto [it, inserted] = merged.try_emplace(p.step(), p);
+    if (inserted) {
+      order.push_back(p.step());
+      continue;
+    }
+    v1::MetricPoint& s = it->second;
+    if (!s.has_lr() && p.has_lr()) s.set_lr(p.lr());
+    if (!s.has_train_loss() && p.has_train_loss()) s.set_train_loss(p.train_loss());
+    if (!s.has_val_loss() && p.has_val_loss()) s.set_val_loss(p.val_loss());
+    if (!s.has_val_accuracy() && p.has_val_accuracy()) s.set_val_accuracy(p.val_accuracy());
+    if (!s.has_grad_norm() && p.has_grad_norm()) s.set_grad_norm(p.grad_norm());
+    if (!s.has_tokens_per_s() && p.has_tokens_per_s()) s.set_tokens_per_s(p.tokens_per_s());
+  }
+  std::vector<v1::MetricPoint> out;
+  for (int32_t step : order) out.push_back(merged[step]);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const PostgresStoreOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> conn, PgConnection::Connect(options.connect));
+  ASSIGN_OR_RETURN(int applied, ApplyMigrations(*conn, EmbeddedMigrations()));
+  (void)applied;
+  return std::unique_ptr<PostgresStore>(new PostgresStore(options, conn->Describe()));
+}
+
+absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& request_id,
+                                                             const v1::SweepSpec& spec,
+                                                             const std::vector<NewTrial>& trials,
+                                                             absl::Time now) {
+  int64_t sweep_id = 0;
+  bool created = false;
+  absl::Status status = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
+    PgParams p;
+    if (request_id.empty()) p.AddNull(); else p.Add(request_id);
+    p.Add(spec.name()).Add(SpecToJson(spec)).Add(static_cast<int64_t>(spec.priority()))
+        .Add(static_cast<int64_t>(spec.max_attempts()))
+        .Add(static_cast<int64_t>(spec.max_concurrent_trials()))
+        .Add(static_cast<int64_t>(trials.size())).AddMicros(now);
+    ASSIGN_OR_RETURN(PgResult ins, conn.Exec(
+        "INSERT INTO sweeps (request_id, name, spec, state, priority, max_attempts,"
+        " max_concurrent_trials, trial_count, created_at)"
+        " VALUES ($1, $2, $3::jsonb, 'RUNNING', $4, $5, $6, $7, " NS_TS(8) ")"
+        " ON CONFLICT (request_id) DO NOTHING RETURNING id", p));
+    if (ins.rows() == 0) {  // request_id seen before
+      ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat("SELECT ", kSweepColumns,
+                                                          " FROM sweeps s WHERE s.request_id = $1"),
+                                             PgParams().Add(request_id)));
+      ASSIGN_OR_RETURN(std::vector<v1::Sweep> existing, ParseSweeps(r));
+      if (existing.empty()) return absl::AbortedError("request_id: concurrent submission, retry");
+      if (existing[0].spec().SerializeAsString() != spec.SerializeAsString()) {
+        return absl::AlreadyExistsError(absl::StrCat("request_id '", request_id, "': already used for sweep ",
+                                                     existing[0].id(), " with a different spec"));
+      }
+      sweep_id = existing[0].id();
+      return absl::OkStatus();
+    }
+    sweep_id = ins.GetInt64(0, 0);
+    created = true;
+    PgArray idx, placement, warmup, lr, seed, variant, config;
+    for (const NewTrial& t : trials) {
+      idx.Add(static_cast<int64_t>(t.index));
+      placement.AddString(t.config.placement());
+      warmup.Add(static_cast<int64_t>(t.config.warmup_steps()));
+      lr.Add(t.config.lr());
+      seed.Add(static_cast<int64_t>(t.config.seed()));
+      variant.AddString(t.variant);
+      config.AddString(trainer::TrainConfigToJson(t.config));
+    }
+    RETURN_IF_ERROR(conn.Exec(
+        "INSERT INTO trials (sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, variant,"
+        " config, priority, state, created_at)"
+        " SELECT $1, u.i, u.p, u.w, u.lr, u.s, u.v, u.c::jsonb, $2, 'PENDING', " NS_TS(3)
+        " FROM unnest($4::int[], $5::text[], $6::int[], $7::float8[], $8::int[], $9::text[], $10::text[])"
+        " AS u(i, p, w, lr, s, v, c)",
+        PgParams().Add(sweep_id).Add(static_cast<int64_t>(spec.priority())).AddMicros(now)
+            .Add(idx.Finish()).Add(placement.Finish()).Add(warmup.Finish()).Add(lr.Finish())
+            .Add(seed.Finish()).Add(variant.Finish()).Add(config.Finish())).status());
+    if (trials.empty()) RETURN_IF_ERROR(CompleteSweeps(conn, sweep_id, now));
+    return absl::OkStatus();
+  });
+  RETURN_IF_ERROR(status);
+  ASSIGN_OR_RETURN(v1::Sweep sweep, GetSweep(sweep_id));
+  return CreateSweepResult{std::move(sweep), created};
+}
+
+absl::StatusOr<v1::Sweep> PostgresStore::GetSweep(int64_t sweep_id) {
+  return WithConnection<v1::Sweep>(pool_, [&](PgConnection& conn) { return LoadSweep(conn, sweep_id); });
+}
+
+absl::StatusOr<std::vector<v1::Sweep>> PostgresStore::ListSweeps(v1::SweepState state,
+                                                                 int64_t before_id, int limit) {
+  return WithConnection<std::vector<v1::Sweep>>(pool_, [&](PgConnection& conn)
+                                                           -> absl::StatusOr<std::vector<v1::Sweep>> {
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+        absl::StrCat("SELECT ", kSweepColumns, " FROM sweeps s WHERE ($1 = '' OR s.state = $1)"
+                     " AND ($2::bigint = 0 OR s.id < $2) ORDER BY s.id DESC LIMIT $3"),
+        PgParams().Add(state == v1::SWEEP_STATE_UNSPECIFIED ? std::string() : SweepStateName(state))
+            .Add(before_id).Add(static_cast<int64_t>(limit))));
+    ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, ParseSweeps(r));
+    RETURN_IF_ERROR(FillCounts(conn, sweeps));
+    return sweeps;
+  });
+}
+
+absl::StatusOr<v1::Sweep> PostgresStore::CancelSweep(int64_t sweep_id, absl::Time now) {
+  RETURN_IF_ERROR(InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec("UPDATE sweeps SET state = 'CANCELLED', finished_at = " NS_TS(2)
+                                           " WHERE id = $1 AND state = 'RUNNING' RETURNING id",
+                                           PgParams().Add(sweep_id).AddMicros(now)));
+    if (r.rows() == 0) return CheckSweepExists(conn, sweep_id);  // finished already: unchanged
+    return conn.Exec("UPDATE trials SET state = 'CANCELLED', finished_at = " NS_TS(2) ","
+                     " update_seq = nextval('trial_update_seq')"
+                     " WHERE sweep_id = $1 AND state = 'PENDING'",
+                     PgParams().Add(sweep_id).AddMicros(now))
+        .status();
+  }));
+  return GetSweep(sweep_id);
+}
+
+absl::StatusOr<std::vector<v1::Trial>> PostgresStore::ListTrials(int64_t sweep_id,
+                                                                 v1::TrialState state,
+                                                                 int32_t after_index, int limit) {
+  return WithConnection<std::vector<v1::Trial>>(pool_, [&](PgConnection& conn)
+                                                           -> absl::StatusOr<std::vector<v1::Trial>> {
+    RETURN_IF_ERROR(CheckSweepExists(conn, sweep_id));
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+        absl::StrCat("SELECT ", kTrialColumns, " FROM trials t WHERE t.sweep_id = $1"
+                     " AND ($2 = '' OR t.state = $2) AND t.trial_index > $3"
+                     " ORDER BY t.trial_index LIMIT $4"),
+        PgParams().Add(sweep_id)
+            .Add(state == v1::TRIAL_STATE_UNSPECIFIED ? std::string() : TrialStateName(state))
+            .Add(static_cast<int64_t>(after_index)).Add(static_cast<int64_t>(limit))));
+    return ParseTrials(r);
+  });
+}
+
+absl::StatusOr<std::vector<std::pair<v1::Trial, int64_t>>> PostgresStore::TrialsChangedSince(
+    int64_t sweep_id, int64_t after_seq) {
+  using Out = std::vector<std::pair<v1::Trial, int64_t>>;
+  return WithConnection<Out>(pool_, [&](PgConnection& conn) -> absl::StatusOr<Out> {
+    RETURN_IF_ERROR(CheckSweepExists(conn, sweep_id));
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+        absl::StrCat("SELECT ", kTrialColumns, " FROM trials t WHERE t.sweep_id = $1"
+                     " AND t.update_seq > $2 ORDER BY t.update_seq"),
+        PgParams().Add(sweep_id).Add(after_seq)));
+    Out out;
+    for (int i = 0; i < r.rows(); ++i) {
+      ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, i));
+      out.emplace_back(std::move(t), r.GetInt64(i, kTrialColumnCount - 1));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<v1::Trial> PostgresStore::GetTrial(int64_t trial_id) {
+  return WithConnection<v1::Trial>(pool_, [&](PgConnection& conn) { return LoadTrial(conn, trial_id); });
+}
+
+absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
+  return WithConnection<TrialHistory>(pool_, [&](PgConnection& conn) -> absl::StatusOr<TrialHistory> {
+    ASSIGN_OR_RETURN(PgResult exists, conn.Exec("SELECT 1 FROM trials WHERE id = $1", PgParams().Add(trial_id)));
+    if (exists.rows() == 0) return NoTrial(trial_id);
+    TrialHistory h;
+    ASSIGN_OR_RETURN(PgResult m, conn.Exec(
+        "SELECT step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s"
+        " FROM trial_metrics WHERE trial_id = $1 ORDER BY step", PgParams().Add(trial_id)));
+    for (int i = 0; i < m.rows(); ++i) {
+      v1::MetricPoint& p = h.metrics.emplace_back();
+      p.set_step(static_cast<int32_t>(m.GetInt64(i, 0)));
+      if (auto v = m.GetOptionalDouble(i, 1)) p.set_lr(*v);
+      if (auto v = m.GetOptionalDouble(i, 2)) p.set_train_loss(*v);
+      if (auto v = m.GetOptionalDouble(i, 3)) p.set_val_loss(*v);
+      if (auto v = m.GetOptionalDouble(i, 4)) p.set_val_accuracy(*v);
+      if (auto v = m.GetOptionalDouble(i, 5)) p.set_grad_norm(*v);
+      if (auto v = m.GetOptionalDouble(i, 6)) p.set_tokens_per_s(*v);
+    }
+    ASSIGN_OR_RETURN(PgResult g, conn.Exec(
+        "SELECT step, layer, matrix, norm FROM layer_grad_norms WHERE trial_id = $1"
+        " ORDER BY step, layer, matrix", PgParams().Add(trial_id)));
+    for (int i = 0; i < g.rows(); ++i) {
+      int32_t step = static_cast<int32_t>(g.GetInt64(i, 0));
+      if (h.layer_grad_norms.empty() || h.layer_grad_norms.back().step() != step) {
+        h.layer_grad_norms.emplace_back().set_step(step);
+      }
+      v1::LayerGradNorm* n = h.layer_grad_norms.back().add_norms();
+      n->set_layer(static_cast<int32_t>(g.GetInt64(i, 1)));
+      n->set_matrix(g.GetString(i, 2));
+      n->set_norm(g.GetDouble(i, 3));
+    }
+    return h;
+  });
+}
+
+absl::StatusOr<int64_t> PostgresStore::RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                                      absl::Time now) {
+  PgArray devices;
+  for (const std::string& d : request.devices()) devices.AddString(d);
+  return WithConnection<int64_t>(pool_, [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+        "INSERT INTO workers (name, hostname, devices, registered_at, last_heartbeat_at)"
+        " VALUES ($1, $2, $3::text[], " NS_TS(4) ", " NS_TS(4) ") RETURNING id",
+        PgParams().Add(request.name()).Add(request.hostname()).Add(devices.Finish()).AddMicros(now)));
+    return r.GetInt64(0, 0);
+  });
+}
+
+absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseTrial(int64_t worker_id,
+                                                                   absl::Time now,
+                                                                   absl::Duration lease) {
+  std::optional<v1::Trial> leased;
+  absl::Status status = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
+    leased.reset();
+    ASSIGN_OR_RETURN(PgResult w, conn.Exec("UPDATE workers SET last_heartbeat_at = " NS_TS(2) " WHERE id = $1",
+                                           PgParams().Add(worker_id).AddMicros(now)));
+    if (w.affected() == 0) return NoWorker(worker_id);
+    PgArray full;  // sweeps found at max_concurrent_trials in this transaction
+    std::string full_sweeps = full.Finish();
+    for (int round = 0; round < 64; ++round) {
+      ASSIGN_OR_RETURN(PgResult c, conn.Exec(
+          "SELECT t.id, t.sweep_id, s.max_concurrent_trials FROM trials t JOIN sweeps s ON s.id = t.sweep_id"
+          " WHERE t.state = 'PENDING' AND s.state = 'RUNNING' AND t.sweep_id <> ALL($1::bigint[])"
+          " ORDER BY t.priority DESC, t.id LIMIT 1 FOR UPDATE OF t SKIP LOCKED",
+          PgParams().Add(full_sweeps)));
+      if (c.rows() == 0) return absl::OkStatus();
+      const int64_t trial_id = c.GetInt64(0, 0), sweep_id = c.GetInt64(0, 1);
+      const int64_t limit = c.GetInt64(0, 2);
+      if (limit > 0) {
+        // Serialise leases of this sweep so that the count below is exact.
+        RETURN_IF_ERROR(conn.Exec("SELECT pg_advisory_xact_lock($1::int, $2::int)",
+                                  PgParams().Add(static_cast<int64_t>(kSweepLockClass))
+                                      .Add(static_cast<int64_t>(sweep_id & 0x7fffffff))).status());
+        ASSIGN_OR_RETURN(PgResult n, conn.Exec(
+            "SELECT count(*) FROM trials WHERE sweep_id = $1 AND state = 'RUNNING'", PgParams().Add(sweep_id)));
+        if (n.GetInt64(0, 0) >= limit) {
+          full.Add(sweep_id);
+          full_sweeps = full.Finish();
+          continue;
+        }
+      }
+      ASSIGN_OR_RETURN(PgResult u, conn.Exec(
+          absl::StrCat("UPDATE trials t SET state = 'RUNNING', attempts = attempts + 1, worker_id = $2,"
+                       " lease_expires_at = ", NS_TS(3), ", started_at = COALESCE(started_at, ", NS_TS(4), "),"
+                       " last_step = 0, last_train_loss = NULL, last_val_loss = NULL,"
+                       " update_seq = nextval('trial_update_seq') WHERE t.id = $1 RETURNING ", kTrialColumns),
+          PgParams().Add(trial_id).Add(worker_id).AddMicros(now + lease).AddMicros(now)));
+      ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(u, 0));
+      if (t.attempts() > 1) {  // a retry starts its history afresh
+        RETURN_IF_ERROR(conn.Exec("DELETE FROM trial_metrics WHERE trial_id = $1", PgParams().Add(trial_id)).status());
+        RETURN_IF_ERROR(conn.Exec("DELETE FROM layer_grad_norms WHERE trial_id = $1", PgParams().Add(trial_id)).status());
+      }
+      leased = std::move(t);
+      return absl::OkStatus();
+    }
+    return absl::OkStatus();
+  });
+  RETURN_IF_ERROR(status);
+  return leased;
+}
+
+absl::StatusOr<HeartbeatResult> PostgresStore::Heartbeat(int64_t worker_id,
+                                                         const std::vector<v1::TrialLease>& leases,
+                                                         absl::Time now, absl::Duration lease) {
+  PgArray ids, attempts;
+  for (const v1::TrialLease& l : leases) {
+    ids.Add(l.trial_id());
+    attempts.Add(static_cast<int64_t>(l.attempt()));
+  }
+  return WithConnection<HeartbeatResult>(pool_, [&](PgConnection& conn) -> absl::StatusOr<HeartbeatResult> {
+    ASSIGN_OR_RETURN(PgResult w, conn.Exec("UPDATE workers SET last_heartbeat_at = " NS_TS(2) " WHERE id = $1",
+                                           PgParams().Add(worker_id).AddMicros(now)));
+    if (w.affected() == 0) return NoWorker(worker_id);
+    HeartbeatResult result;
+    if (leases.empty()) return result;
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+        "UPDATE trials t SET lease_expires_at = " NS_TS(2)
+        " FROM unnest($3::bigint[], $4::int[]) AS l(id, attempt), sweeps s"
+        " WHERE t.id = l.id AND t.attempts = l.attempt AND t.worker_id = $1 AND t.state = 'RUNNING'"
+        " AND s.id = t.sweep_id RETURNING t.id, s.state = 'CANCELLED'",
+        PgParams().Add(worker_id).AddMicros(now + lease).Add(ids.Finish()).Add(attempts.Finish())));
+    std::map<int64_t, bool> renewed;
+    for (int i = 0; i < r.rows(); ++i) renewed[r.GetInt64(i, 0)] = r.GetBool(i, 1);
+    for (const v1::TrialLease& l : leases) {
+      auto it = renewed.find(l.trial_id());
+      if (it == renewed.end()) {
+        result.lost_trial_ids.push_back(l.trial_id());
+      } else if (it->second) {
+        result.cancelled_trial_ids.push_back(l.trial_id());
+      }
+    }
+    return result;
+  });
+}
+
+absl::StatusOr<ProgressResult> PostgresStore::ReportProgress(const v1::ReportProgressRequest& req,
+                                                             absl::Time now) {
+  std::vector<v1::MetricPoint> points = MergeByStep(req);
+  PgArray step, lr, train, val, acc, gnorm, tps;
+  int32_t max_step = 0, train_step = -1, val_step = -1;
+  double train_loss = 0, val_loss = 0;
+  for (const v1::MetricPoint& p : points) {
+    step.Add(static_cast<int64_t>(p.step()));
+    lr.AddOptional(p.has_lr(), p.lr());
+    train.AddOptional(p.has_train_loss(), p.train_loss());
+    val.AddOptional(p.has_val_loss(), p.val_loss());
+    acc.AddOptional(p.has_val_accuracy(), p.val_accuracy());
+    gnorm.AddOptional(p.has_grad_norm(), p.grad_norm());
+    tps.AddOptional(p.has_tokens_per_s(), p.tokens_per_s());
+    max_step = std::max(max_step, p.step());
+    if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
+    if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
+  }
+  PgArray g_step, g_layer, g_matrix, g_norm;
+  for (const v1::LayerGradNorms& g : req.layer_grad_norms()) {
+    for (const v1::LayerGradNorm& n : g.norms()) {
+      g_step.Add(static_cast<int64_t>(g.step()));
+      g_layer.Add(static_cast<int64_t>(n.layer()));
+      g_matrix.AddString(n.matrix());
+      g_norm.Add(n.norm());
+    }
+  }
+  PgParams p;
+  p.Add(req.trial_id()).Add(req.worker_id()).Add(static_cast<int64_t>(req.attempt()))
+      .Add(static_cast<int64_t>(max_step)).Add(static_cast<int64_t>(train_step)).Add(train_loss)
+      .Add(static_cast<int64_t>(val_step)).Add(val_loss)
+      .Add(step.Finish()).Add(lr.Finish()).Add(train.Finish()).Add(val.Finish()).Add(acc.Finish())
+      .Add(gnorm.Finish()).Add(tps.Finish())
+      .Add(g_step.Finish()).Add(g_layer.Finish()).Add(g_matrix.Finish()).Add(g_norm.Finish());
+  // One statement: the lease check, the trial's progress and both inserts
+  // commit together or not at all.
+  static const std::string kSql = absl::StrCat(
+      "WITH t AS (UPDATE trials SET last_step = GREATEST(last_step, $4::int),"
+      " last_train_loss = CASE WHEN $5::int >= last_step THEN $6::float8 ELSE last_train_loss END,"
+      " last_val_loss = CASE WHEN $7::int >= last_step THEN $8::float8 ELSE last_val_loss END,"
+      " update_seq = nextval('trial_update_seq')"
+      " WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND state = 'RUNNING' RETURNING id, sweep_id),"
+      " m AS (INSERT INTO trial_metrics AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
+      " grad_norm, tokens_per_s) SELECT t.id, u.* FROM t,"
+      " unnest($9::int[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],"
+      " $15::float8[]) AS u ON CONFLICT (trial_id, step) DO UPDATE SET"
+      " lr = COALESCE(tm.lr, EXCLUDED.lr), train_loss = COALESCE(tm.train_loss, EXCLUDED.train_loss),"
+      " val_loss = COALESCE(tm.val_loss, EXCLUDED.val_loss),"
+      " val_accuracy = COALESCE(tm.val_accuracy, EXCLUDED.val_accuracy),"
+      " grad_norm = COALESCE(tm.grad_norm, EXCLUDED.grad_norm),"
+      " tokens_per_s = COALESCE(tm.tokens_per_s, EXCLUDED.tokens_per_s)"
+      // A re-sent batch fills nothing, so it writes nothing.
+      " WHERE (tm.lr IS NULL AND EXCLUDED.lr IS NOT NULL)"
+      " OR (tm.train_loss IS NULL AND EXCLUDED.train_loss IS NOT NULL)"
+      " OR (tm.val_loss IS NULL AND EXCLUDED.val_loss IS NOT NULL)"
+      " OR (tm.val_accuracy IS NULL AND EXCLUDED.val_accuracy IS NOT NULL)"
+      " OR (tm.grad_norm IS NULL AND EXCLUDED.grad_norm IS NOT NULL)"
+      " OR (tm.tokens_per_s IS NULL AND EXCLUDED.tokens_per_s IS NOT NULL)),"
+      " g AS (INSERT INTO layer_grad_norms (trial_id, step, layer, matrix, norm) SELECT t.id, g.* FROM t,"
+      " unnest($16::int[], $17::int[], $18::text[], $19::float8[]) AS g ON CONFLICT DO NOTHING)"
+      " SELECT t.id, s.state = 'CANCELLED' FROM t JOIN sweeps s ON s.id = t.sweep_id");
+  return WithConnection<ProgressResult>(pool_, [&](PgConnection& conn) -> absl::StatusOr<ProgressResult> {
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(kSql, p));
+    if (r.rows() == 0) {
+      ASSIGN_OR_RETURN(v1::Trial t, LoadTrial(conn, req.trial_id()));
+      return LeaseNotHeld(t);
+    }
+    return ProgressResult{r.GetBool(0, 1)};
+  });
+}
+
+absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialRequest& req, absl::Time now) {
+  const v1::TrialResult& res = req.result();
+  PgParams p;
+  p.Add(req.trial_id()).Add(req.worker_id()).Add(static_cast<int64_t>(req.attempt()))
+      .Add(TrialStateName(req.outcome()));
+  if (res.has_final_val_loss()) p.Add(res.final_val_loss()); else p.AddNull();
+  if (res.has_best_val_loss()) p.Add(res.best_val_loss()); else p.AddNull();
+  if (res.has_final_train_loss()) p.Add(res.final_train_loss()); else p.AddNull();
+  if (res.has_final_val_accuracy()) p.Add(res.final_val_accuracy()); else p.AddNull();
+  if (res.has_diverged_step()) p.Add(static_cast<int64_t>(res.diverged_step())); else p.AddNull();
+  if (res.has_tokens_per_s()) p.Add(res.tokens_per_s()); else p.AddNull();
+  p.Add(res.error()).AddMicros(now);
+  return WithConnection<v1::Trial>(pool_, [&](PgConnection& conn) -> absl::StatusOr<v1::Trial> {
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+        absl::StrCat("UPDATE trials t SET state = $4, final_val_loss = $5, best_val_loss = $6,"
+                     " final_train_loss = $7, final_val_accuracy = $8, diverged_step = $9,"
+                     " tokens_per_s = $10, error = $11, lease_expires_at = NULL, finished_at = ", NS_TS(12),
+                     ", update_seq = nextval('trial_update_seq')"
+                     " WHERE t.id = $1 AND t.worker_id = $2 AND t.attempts = $3 AND t.state = 'RUNNING'"
+                     " RETURNING ", kTrialColumns), p));
+    if (r.rows() == 0) {
+      ASSIGN_OR_RETURN(v1::Trial t, LoadTrial(conn, req.trial_id()));
+      if (IsFinal(t.state()) && t.worker_id() == req.worker_id() && t.attempts() == req.attempt() &&
+          t.state() == req.outcome()) {
+        return t;  // a re-sent FinishTrial
+      }
+      return LeaseNotHeld(t);
+    }
+    ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, 0));
+    // After the commit above, so that of two last trials finishing at once
+    // the later check sees both final.
+    RETURN_IF_ERROR(CompleteSweeps(conn, t.sweep_id(), now));
+    return t;
+  });
+}
+
+absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
+  return WithConnection<ExpiryResult>(pool_, [&](PgConnection& conn) -> absl::StatusOr<ExpiryResult> {
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+        "WITH expired AS (UPDATE trials t SET"
+        " state = CASE WHEN s.state = 'CANCELLED' THEN 'CANCELLED'"
+        "  WHEN t.attempts >= s.max_attempts THEN 'FAILED' ELSE 'PENDING' END,"
+        " error = CASE WHEN s.state <> 'CANCELLED' AND t.attempts >= s.max_attempts"
+        "  THEN 'lease expired after ' || t.attempts || ' attempts' ELSE t.error END,"
+        " worker_id = CASE WHEN s.state <> 'CANCELLED' AND t.attempts < s.max_attempts THEN NULL"
+        "  ELSE t.worker_id END,"
+        " finished_at = CASE WHEN s.state = 'CANCELLED' OR t.attempts >= s.max_attempts THEN " NS_TS(1)
+        "  ELSE NULL END,"
+        " lease_expires_at = NULL, update_seq = nextval('trial_update_seq')"
+        " FROM sweeps s WHERE s.id = t.sweep_id AND t.state = 'RUNNING' AND t.lease_expires_at < " NS_TS(1)
+        " RETURNING t.state)"
+        " SELECT state, count(*) FROM expired GROUP BY state",
+        PgParams().AddMicros(now)));
+    ExpiryResult result;
+    for (int i = 0; i < r.rows(); ++i) {
+      int n = static_cast<int>(r.GetInt64(i, 1));
+      switch (TrialStateFromName(r.GetString(i, 0))) {
+        case v1::TRIAL_PENDING: result.requeued = n; break;
+        case v1::TRIAL_FAILED: result.failed = n; break;
+        case v1::TRIAL_CANCELLED: result.cancelled = n; break;
+        default: break;
+      }
+    }
+    RETURN_IF_ERROR(CompleteSweeps(conn, 0, now));
+    return result;
+  });
+}
+
+absl::StatusOr<StoreStats> PostgresStore::Stats(absl::Time live_since) {
+  return WithConnection<StoreStats>(pool_, [&](PgConnection& conn) -> absl::StatusOr<StoreStats> {
+    StoreStats stats;
+    ASSIGN_OR_RETURN(PgResult t, conn.Exec("SELECT state, count(*) FROM trials GROUP BY state"));
+    for (int i = 0; i < t.rows(); ++i) {
+      v1::TrialState state = TrialStateFromName(t.GetString(i, 0));
+      AddToCounts(state, &stats.trials, t.GetInt64(i, 1));
+    }
+    ASSIGN_OR_RETURN(PgResult s, conn.Exec("SELECT state, count(*) FROM sweeps GROUP BY state"));
+    for (int i = 0; i < s.rows(); ++i) {
+      int n = static_cast<int>(s.GetInt64(i, 1));
+      switch (SweepStateFromName(s.GetString(i, 0))) {
+        case v1::SWEEP_RUNNING: stats.sweeps_running = n; break;
+        case v1::SWEEP_COMPLETED: stats.sweeps_completed = n; break;
+        case v1::SWEEP_CANCELLED: stats.sweeps_cancelled = n; break;
+        default: break;
+      }
+    }
+    ASSIGN_OR_RETURN(PgResult w, conn.Exec("SELECT count(*) FROM workers WHERE last_heartbeat_at >= " NS_TS(1),
+                                           PgParams().AddMicros(live_since)));
+    stats.live_workers = static_cast<int>(w.GetInt64(0, 0));
+    return stats;
+  });
+}
+
+}  // namespace normsweep::db

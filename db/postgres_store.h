@@ -1,0 +1,68 @@
+// The production Store on PostgreSQL through libpq. Several schedulers may
+// share one database: leasing is one transaction with FOR UPDATE SKIP
+// LOCKED, and every write is idempotent or guarded by the lease it belongs to.
+// Thread-safe: each call borrows a connection from the pool.
+#ifndef NORMSWEEP_DB_POSTGRES_STORE_H_
+#define NORMSWEEP_DB_POSTGRES_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "db/pg_connection.h"
+#include "db/store.h"
+
+namespace normsweep::db {
+
+struct PostgresStoreOptions {
+  PgConnectOptions connect;
+  int pool_size = 8;
+};
+
+class PostgresStore : public Store {
+ public:
+  // Connects once and applies the migrations (UNAVAILABLE when the database
+  // cannot be reached; the caller decides whether to retry).
+  static absl::StatusOr<std::unique_ptr<PostgresStore>> Open(const PostgresStoreOptions& options);
+
+  // host:port/dbname as user, never the password.
+  const std::string& description() const { return description_; }
+
+  absl::StatusOr<CreateSweepResult> CreateSweep(const std::string& request_id,
+                                                const v1::SweepSpec& spec,
+                                                const std::vector<NewTrial>& trials,
+                                                absl::Time now) override;
+  absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id) override;
+  absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(v1::SweepState state, int64_t before_id,
+                                                    int limit) override;
+  absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id, absl::Time now) override;
+  absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id, v1::TrialState state,
+                                                    int32_t after_index, int limit) override;
+  absl::StatusOr<std::vector<std::pair<v1::Trial, int64_t>>> TrialsChangedSince(
+      int64_t sweep_id, int64_t after_seq) override;
+  absl::StatusOr<v1::Trial> GetTrial(int64_t trial_id) override;
+  absl::StatusOr<TrialHistory> GetTrialHistory(int64_t trial_id) override;
+  absl::StatusOr<int64_t> RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                         absl::Time now) override;
+  absl::StatusOr<std::optional<v1::Trial>> LeaseTrial(int64_t worker_id, absl::Time now,
+                                                      absl::Duration lease) override;
+  absl::StatusOr<HeartbeatResult> Heartbeat(int64_t worker_id,
+                                            const std::vector<v1::TrialLease>& leases,
+                                            absl::Time now, absl::Duration lease) override;
+  absl::StatusOr<ProgressResult> ReportProgress(const v1::ReportProgressRequest& request,
+                                                absl::Time now) override;
+  absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request,
+                                        absl::Time now) override;
+  absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) override;
+  absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
+
+ private:
+  PostgresStore(const PostgresStoreOptions& options, std::string description)
+      : pool_(options.connect, options.pool_size), description_(std::move(description)) {}
+
+  PgPool pool_;
+  const std::string description_;
+};
+
+}  // namespace normsweep::db
+
+#endif  // NORMSWEEP_DB_POSTGRES_STORE_H_

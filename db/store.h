@@ -1,0 +1,131 @@
+// The scheduler's durable state behind one interface, with two
+// implementations that one test suite checks alike (tests/db/store_test.cc):
+// MemoryStore (fast unit tests) and PostgresStore (production, libpq).
+//
+// Every method is one atomic step; time is passed in (the caller's injected
+// clock), never read inside a store. Records are the API's proto messages.
+// Implementations are thread-safe.
+#ifndef NORMSWEEP_DB_STORE_H_
+#define NORMSWEEP_DB_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "normsweep/v1/sweep.pb.h"
+#include "normsweep/v1/worker_service.pb.h"
+
+namespace normsweep::db {
+
+// A trial to create: config (resolved), variant and index are taken from it.
+struct NewTrial {
+  int32_t index = 0;
+  v1::TrainConfig config;
+  std::string variant;
+};
+
+struct CreateSweepResult {
+  v1::Sweep sweep;
+  bool created = false;  // false: request_id was used before; sweep is that one
+};
+
+struct HeartbeatResult {
+  std::vector<int64_t> cancelled_trial_ids;  // renewed, but their sweep was cancelled
+  std::vector<int64_t> lost_trial_ids;       // no longer leased to this worker
+};
+
+struct ProgressResult {
+  bool cancel_requested = false;
+};
+
+struct ExpiryResult {
+  int requeued = 0;   // back to PENDING
+  int failed = 0;     // out of attempts
+  int cancelled = 0;  // their sweep was cancelled
+};
+
+struct TrialHistory {
+  std::vector<v1::MetricPoint> metrics;             // by step
+  std::vector<v1::LayerGradNorms> layer_grad_norms;  // by step, then layer, then matrix
+};
+
+struct StoreStats {
+  v1::TrialCounts trials;        // all sweeps together
+  int sweeps_running = 0;
+  int sweeps_completed = 0;
+  int sweeps_cancelled = 0;
+  int live_workers = 0;          // heartbeat at or after the given time
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Creates the sweep and all its trials at once (state RUNNING, trials
+  // PENDING). A non-empty request_id seen before returns that sweep with
+  // created = false; ALREADY_EXISTS when it came with a different spec.
+  virtual absl::StatusOr<CreateSweepResult> CreateSweep(const std::string& request_id,
+                                                        const v1::SweepSpec& spec,
+                                                        const std::vector<NewTrial>& trials,
+                                                        absl::Time now) = 0;
+  // NOT_FOUND naming sweep_id when there is no such sweep.
+  virtual absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id) = 0;
+  // Newest first; only ids below before_id when before_id > 0.
+  virtual absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(v1::SweepState state, int64_t before_id,
+                                                            int limit) = 0;
+  // RUNNING -> CANCELLED, its PENDING trials -> CANCELLED. A finished sweep is
+  // returned unchanged.
+  virtual absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id, absl::Time now) = 0;
+  // By index; only indexes above after_index. NOT_FOUND for an unknown sweep.
+  virtual absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id, v1::TrialState state,
+                                                            int32_t after_index, int limit) = 0;
+  // The sweep's trials whose change sequence number is above after_seq, with
+  // those numbers (for WatchSweep). Numbers only grow.
+  virtual absl::StatusOr<std::vector<std::pair<v1::Trial, int64_t>>> TrialsChangedSince(
+      int64_t sweep_id, int64_t after_seq) = 0;
+  virtual absl::StatusOr<v1::Trial> GetTrial(int64_t trial_id) = 0;
+  virtual absl::StatusOr<TrialHistory> GetTrialHistory(int64_t trial_id) = 0;
+
+  virtual absl::StatusOr<int64_t> RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                                 absl::Time now) = 0;
+  // Leases the PENDING trial of a RUNNING sweep with the highest priority,
+  // then the oldest, skipping sweeps at max_concurrent_trials. nullopt: none.
+  // NOT_FOUND for an unknown worker.
+  virtual absl::StatusOr<std::optional<v1::Trial>> LeaseTrial(int64_t worker_id, absl::Time now,
+                                                              absl::Duration lease) = 0;
+  virtual absl::StatusOr<HeartbeatResult> Heartbeat(int64_t worker_id,
+                                                    const std::vector<v1::TrialLease>& leases,
+                                                    absl::Time now, absl::Duration lease) = 0;
+  // Stores points and grad norms if the worker holds the lease
+  // (FAILED_PRECONDITION otherwise). Idempotent per (trial, step).
+  virtual absl::StatusOr<ProgressResult> ReportProgress(const v1::ReportProgressRequest& request,
+                                                        absl::Time now) = 0;
+  // Final state and figures; idempotent for the same lease and outcome.
+  virtual absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request,
+                                                absl::Time now) = 0;
+  // Leases that ended before now: PENDING again while attempts remain, else
+  // FAILED (CANCELLED when the sweep was cancelled). Also completes sweeps
+  // whose trials are all final.
+  virtual absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) = 0;
+
+  virtual absl::StatusOr<StoreStats> Stats(absl::Time live_since) = 0;
+};
+
+// Field limits shared by validation and storage.
+inline constexpr int kMaxTrialsPerSweep = 10000;
+
+std::string TrialStateName(v1::TrialState state);   // "PENDING", ...
+v1::TrialState TrialStateFromName(const std::string& name);
+std::string SweepStateName(v1::SweepState state);   // "RUNNING", ...
+v1::SweepState SweepStateFromName(const std::string& name);
+bool IsFinal(v1::TrialState state);
+// Adds n trials in `state` to counts.
+void AddToCounts(v1::TrialState state, v1::TrialCounts* counts, int64_t n = 1);
+
+}  // namespace normsweep::db
+
+#endif  // NORMSWEEP_DB_STORE_H_

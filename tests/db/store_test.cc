@@ -1,0 +1,505 @@
+// One suite, two stores: every test runs against MemoryStore and against
+// PostgresStore on a throwaway PostgreSQL (a fresh database per test).
+#include "db/store.h"
+
+#include <cmath>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "db/memory_store.h"
+#include "db/postgres_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/postgres_instance.h"
+
+namespace normsweep::db {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
+const absl::Duration kLease = absl::Seconds(30);
+
+enum class Kind { kMemory, kPostgres };
+
+class StoreTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Kind::kMemory) {
+      store_ = std::make_unique<MemoryStore>();
+      return;
+    }
+    auto pg = testing::SharedPostgres();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    static int counter = 0;
+    auto conninfo = (*pg)->CreateDatabase(absl::StrCat("store_test_", ++counter));
+    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+    PostgresStoreOptions options;
+    options.connect.conninfo = *conninfo;
+    auto store = PostgresStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+  }
+
+  static v1::SweepSpec Spec(const std::string& name, int trials, int priority = 0,
+                            int max_attempts = 3, int max_concurrent = 0) {
+    v1::SweepSpec spec;
+    spec.set_name(name);
+    spec.set_priority(priority);
+    spec.set_max_attempts(max_attempts);
+    spec.set_max_concurrent_trials(max_concurrent);
+    for (int i = 0; i < trials; ++i) spec.add_seeds(i);
+    return spec;
+  }
+
+  static std::vector<NewTrial> Trials(int n) {
+    std::vector<NewTrial> out;
+    for (int i = 0; i < n; ++i) {
+      NewTrial t;
+      t.index = i;
+      t.config.set_placement(i % 2 == 0 ? "post" : "pre");
+      t.config.set_lr(1e-3 * (i + 1));
+      t.config.set_warmup_steps(100 * i);
+      t.config.set_seed(i);
+      t.config.set_d_model(64);
+      t.variant = i % 3 == 0 ? "layers=12" : "";
+      out.push_back(t);
+    }
+    return out;
+  }
+
+  v1::Sweep Create(const std::string& name, int trials, int priority = 0, int max_attempts = 3,
+                   int max_concurrent = 0) {
+    auto r = store_->CreateSweep("", Spec(name, trials, priority, max_attempts, max_concurrent),
+                                 Trials(trials), kT0);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r->sweep;
+  }
+
+  int64_t Worker(const std::string& name = "w") {
+    v1::RegisterWorkerRequest req;
+    req.set_name(name);
+    req.set_hostname("host");
+    req.add_devices("cpu");
+    auto id = store_->RegisterWorker(req, kT0);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return *id;
+  }
+
+  v1::Trial Lease(int64_t worker, absl::Time now = kT0) {
+    auto t = store_->LeaseTrial(worker, now, kLease);
+    EXPECT_TRUE(t.ok()) << t.status();
+    EXPECT_TRUE(t->has_value());
+    return t->value_or(v1::Trial());
+  }
+
+  absl::StatusOr<v1::Trial> Finish(int64_t worker, const v1::Trial& t, v1::TrialState outcome,
+                                   absl::Time now = kT0) {
+    v1::FinishTrialRequest req;
+    req.set_worker_id(worker);
+    req.set_trial_id(t.id());
+    req.set_attempt(t.attempts());
+    req.set_outcome(outcome);
+    req.mutable_result()->set_final_val_loss(2.5);
+    req.mutable_result()->set_tokens_per_s(1000);
+    return store_->FinishTrial(req, now);
+  }
+
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreTest, CreatesSweepWithPendingTrials) {
+  v1::Sweep sweep = Create("s", 4);
+  EXPECT_GT(sweep.id(), 0);
+  EXPECT_EQ(sweep.state(), v1::SWEEP_RUNNING);
+  EXPECT_EQ(sweep.trial_count(), 4);
+  EXPECT_EQ(sweep.counts().pending(), 4);
+  EXPECT_EQ(sweep.spec().seeds_size(), 4);
+  auto trials = store_->ListTrials(sweep.id(), v1::TRIAL_STATE_UNSPECIFIED, -1, 100);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 4u);
+  const v1::Trial& t = (*trials)[1];
+  EXPECT_EQ(t.index(), 1);
+  EXPECT_EQ(t.state(), v1::TRIAL_PENDING);
+  EXPECT_EQ(t.config().placement(), "pre");
+  EXPECT_DOUBLE_EQ(t.config().lr(), 2e-3);
+  EXPECT_EQ(t.config().warmup_steps(), 100);
+  EXPECT_EQ(t.config().d_model(), 64);
+  EXPECT_EQ((*trials)[0].variant(), "layers=12");
+  EXPECT_EQ(t.attempts(), 0);
+  EXPECT_EQ(absl::FromUnixSeconds(t.created_at().seconds()), kT0);
+}
+
+TEST_P(StoreTest, RequestIdMakesCreateIdempotent) {
+  auto a = store_->CreateSweep("req-1", Spec("s", 3), Trials(3), kT0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->created);
+  auto b = store_->CreateSweep("req-1", Spec("s", 3), Trials(3), kT0 + absl::Seconds(5));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(b->created);
+  EXPECT_EQ(b->sweep.id(), a->sweep.id());
+  EXPECT_EQ(b->sweep.request_id(), "req-1");
+  auto c = store_->CreateSweep("req-1", Spec("other", 2), Trials(2), kT0);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kAlreadyExists);
+  auto all = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 100);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].trial_count(), 3);
+}
+
+TEST_P(StoreTest, UnknownIdsAreNotFoundAndNamed) {
+  auto s = store_->GetSweep(999);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("sweep_id 999"));
+  EXPECT_EQ(store_->CancelSweep(999, kT0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListTrials(999, v1::TRIAL_STATE_UNSPECIFIED, -1, 10).status().code(),
+            absl::StatusCode::kNotFound);
+  auto t = store_->GetTrial(12345);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("trial_id 12345"));
+  EXPECT_EQ(store_->GetTrialHistory(12345).status().code(), absl::StatusCode::kNotFound);
+  auto l = store_->LeaseTrial(777, kT0, kLease);
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(l.status().message()), HasSubstr("worker_id 777"));
+  EXPECT_EQ(store_->Heartbeat(777, {}, kT0, kLease).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, LeasesByPriorityThenAge) {
+  v1::Sweep low = Create("low", 2, /*priority=*/0);
+  v1::Sweep high = Create("high", 2, /*priority=*/5);
+  int64_t w = Worker();
+  std::vector<std::pair<int64_t, int>> order;
+  for (int i = 0; i < 4; ++i) {
+    v1::Trial t = Lease(w);
+    order.emplace_back(t.sweep_id(), t.index());
+    EXPECT_EQ(t.state(), v1::TRIAL_RUNNING);
+    EXPECT_EQ(t.attempts(), 1);
+    EXPECT_EQ(t.worker_id(), w);
+  }
+  EXPECT_THAT(order, ElementsAre(std::pair<int64_t, int>{high.id(), 0}, std::pair<int64_t, int>{high.id(), 1},
+                                 std::pair<int64_t, int>{low.id(), 0}, std::pair<int64_t, int>{low.id(), 1}));
+  auto none = store_->LeaseTrial(w, kT0, kLease);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_P(StoreTest, RespectsMaxConcurrentTrials) {
+  v1::Sweep limited = Create("limited", 5, /*priority=*/10, 3, /*max_concurrent=*/2);
+  v1::Sweep other = Create("other", 1, /*priority=*/0);
+  int64_t w = Worker();
+  v1::Trial a = Lease(w);
+  v1::Trial b = Lease(w);
+  EXPECT_EQ(a.sweep_id(), limited.id());
+  EXPECT_EQ(b.sweep_id(), limited.id());
+  v1::Trial c = Lease(w);  // limited is full: the lower-priority sweep's trial
+  EXPECT_EQ(c.sweep_id(), other.id());
+  auto none = store_->LeaseTrial(w, kT0, kLease);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(Finish(w, a, v1::TRIAL_SUCCEEDED).ok());
+  v1::Trial d = Lease(w);
+  EXPECT_EQ(d.sweep_id(), limited.id());
+  EXPECT_EQ(d.index(), 2);
+}
+
+TEST_P(StoreTest, CancelStopsLeasingAndTellsRunningTrials) {
+  v1::Sweep sweep = Create("s", 3);
+  int64_t w = Worker();
+  v1::Trial running = Lease(w);
+  auto cancelled = store_->CancelSweep(sweep.id(), kT0 + absl::Seconds(1));
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), v1::SWEEP_CANCELLED);
+  EXPECT_EQ(cancelled->counts().cancelled(), 2);
+  EXPECT_EQ(cancelled->counts().running(), 1);
+  auto none = store_->LeaseTrial(w, kT0, kLease);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+
+  v1::TrialLease lease;
+  lease.set_trial_id(running.id());
+  lease.set_attempt(running.attempts());
+  auto hb = store_->Heartbeat(w, {lease}, kT0 + absl::Seconds(2), kLease);
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_THAT(hb->cancelled_trial_ids, ElementsAre(running.id()));
+  EXPECT_THAT(hb->lost_trial_ids, IsEmpty());
+
+  v1::ReportProgressRequest progress;
+  progress.set_worker_id(w);
+  progress.set_trial_id(running.id());
+  progress.set_attempt(running.attempts());
+  progress.add_points()->set_step(1);
+  auto p = store_->ReportProgress(progress, kT0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->cancel_requested);
+
+  ASSERT_TRUE(Finish(w, running, v1::TRIAL_CANCELLED).ok());
+  auto after = store_->GetSweep(sweep.id());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state(), v1::SWEEP_CANCELLED);
+  EXPECT_EQ(after->counts().cancelled(), 3);
+  // Cancelling again changes nothing.
+  auto again = store_->CancelSweep(sweep.id(), kT0 + absl::Seconds(9));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->finished_at().seconds(), after->finished_at().seconds());
+}
+
+TEST_P(StoreTest, ExpiredLeasesRequeueUntilMaxAttemptsThenFail) {
+  v1::Sweep sweep = Create("s", 1, 0, /*max_attempts=*/2);
+  int64_t w = Worker();
+  v1::Trial first = Lease(w, kT0);
+  auto e0 = store_->ExpireLeases(kT0 + kLease - absl::Seconds(1));  // not yet
+  ASSERT_TRUE(e0.ok()) << e0.status();
+  EXPECT_EQ(e0->requeued, 0);
+  auto e1 = store_->ExpireLeases(kT0 + kLease + absl::Seconds(1));
+  ASSERT_TRUE(e1.ok());
+  EXPECT_EQ(e1->requeued, 1);
+  auto t = store_->GetTrial(first.id());
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->state(), v1::TRIAL_PENDING);
+  EXPECT_EQ(t->attempts(), 1);
+  EXPECT_EQ(t->worker_id(), 0);
+
+  // The old lease is dead: its progress and result are refused.
+  v1::ReportProgressRequest stale;
+  stale.set_worker_id(w);
+  stale.set_trial_id(first.id());
+  stale.set_attempt(1);
+  stale.add_points()->set_step(5);
+  EXPECT_EQ(store_->ReportProgress(stale, kT0).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  const absl::Time t1 = kT0 + absl::Minutes(1);
+  v1::Trial second = Lease(w, t1);
+  EXPECT_EQ(second.id(), first.id());
+  EXPECT_EQ(second.attempts(), 2);
+  EXPECT_EQ(Finish(w, first, v1::TRIAL_SUCCEEDED, t1).status().code(), absl::StatusCode::kFailedPrecondition);
+  auto e2 = store_->ExpireLeases(t1 + kLease + absl::Seconds(1));
+  ASSERT_TRUE(e2.ok());
+  EXPECT_EQ(e2->failed, 1);
+  t = store_->GetTrial(first.id());
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->state(), v1::TRIAL_FAILED);
+  EXPECT_THAT(t->result().error(), HasSubstr("lease expired after 2 attempts"));
+  auto s = store_->GetSweep(sweep.id());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state(), v1::SWEEP_COMPLETED);
+  EXPECT_EQ(s->counts().failed(), 1);
+}
+
+TEST_P(StoreTest, HeartbeatRenewsLeasesAndReportsLostOnes) {
+  Create("s", 2);
+  int64_t w = Worker();
+  v1::Trial t = Lease(w, kT0);
+  v1::TrialLease good, wrong_attempt;
+  good.set_trial_id(t.id());
+  good.set_attempt(t.attempts());
+  wrong_attempt.set_trial_id(t.id() + 1);  // pending, not leased to w
+  wrong_attempt.set_attempt(1);
+  auto hb = store_->Heartbeat(w, {good, wrong_attempt}, kT0 + absl::Seconds(20), kLease);
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_THAT(hb->lost_trial_ids, ElementsAre(t.id() + 1));
+  EXPECT_THAT(hb->cancelled_trial_ids, IsEmpty());
+  auto e = store_->ExpireLeases(kT0 + absl::Seconds(40));  // past the first lease, within the renewed one
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->requeued, 0);
+  auto got = store_->GetTrial(t.id());
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state(), v1::TRIAL_RUNNING);
+  EXPECT_EQ(got->lease_expires_at().seconds(), absl::ToUnixSeconds(kT0 + absl::Seconds(50)));
+  auto stats = store_->Stats(kT0 + absl::Seconds(10));
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->live_workers, 1);
+  stats = store_->Stats(kT0 + absl::Seconds(21));
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->live_workers, 0);
+}
+
+TEST_P(StoreTest, ProgressIsIdempotentPerStepAndMergesEvalPoints) {
+  Create("s", 1);
+  int64_t w = Worker();
+  v1::Trial t = Lease(w);
+  v1::ReportProgressRequest req;
+  req.set_worker_id(w);
+  req.set_trial_id(t.id());
+  req.set_attempt(t.attempts());
+  for (int step = 1; step <= 3; ++step) {
+    v1::MetricPoint* p = req.add_points();
+    p->set_step(step);
+    p->set_lr(1e-4 * step);
+    p->set_train_loss(step == 3 ? std::nan("") : 5.0 - step);
+    p->set_grad_norm(1.5);
+  }
+  v1::LayerGradNorms* g = req.add_layer_grad_norms();
+  g->set_step(0);
+  for (int layer = 0; layer < 2; ++layer) {
+    for (const char* m : {"ffn.fc1", "ffn.fc2"}) {
+      v1::LayerGradNorm* n = g->add_norms();
+      n->set_layer(layer);
+      n->set_matrix(m);
+      n->set_norm(0.5 + layer);
+    }
+  }
+  ASSERT_TRUE(store_->ReportProgress(req, kT0).ok());
+  ASSERT_TRUE(store_->ReportProgress(req, kT0).ok());  // re-sent: no duplicates
+  v1::ReportProgressRequest eval = req;                // the evaluation of step 2, later
+  eval.clear_points();
+  eval.clear_layer_grad_norms();
+  v1::MetricPoint* e = eval.add_points();
+  e->set_step(2);
+  e->set_val_loss(3.25);
+  e->set_train_loss(99);  // already stored: kept as first sent
+  ASSERT_TRUE(store_->ReportProgress(eval, kT0).ok());
+
+  auto h = store_->GetTrialHistory(t.id());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->metrics.size(), 3u);
+  EXPECT_EQ(h->metrics[0].step(), 1);
+  EXPECT_DOUBLE_EQ(h->metrics[0].train_loss(), 4.0);
+  EXPECT_FALSE(h->metrics[0].has_val_loss());
+  EXPECT_DOUBLE_EQ(h->metrics[1].train_loss(), 3.0);
+  EXPECT_DOUBLE_EQ(h->metrics[1].val_loss(), 3.25);
+  EXPECT_TRUE(std::isnan(h->metrics[2].train_loss()));
+  EXPECT_DOUBLE_EQ(h->metrics[2].lr(), 3e-4);
+  ASSERT_EQ(h->layer_grad_norms.size(), 1u);
+  EXPECT_EQ(h->layer_grad_norms[0].step(), 0);
+  ASSERT_EQ(h->layer_grad_norms[0].norms_size(), 4);
+  EXPECT_EQ(h->layer_grad_norms[0].norms(3).layer(), 1);
+  EXPECT_EQ(h->layer_grad_norms[0].norms(3).matrix(), "ffn.fc2");
+  EXPECT_DOUBLE_EQ(h->layer_grad_norms[0].norms(3).norm(), 1.5);
+  auto trial = store_->GetTrial(t.id());
+  ASSERT_TRUE(trial.ok());
+  EXPECT_EQ(trial->last_step(), 3);
+  EXPECT_TRUE(std::isnan(trial->last_train_loss()));
+}
+
+TEST_P(StoreTest, RetriedTrialStartsItsHistoryAfresh) {
+  Create("s", 1);
+  int64_t w = Worker();
+  v1::Trial t = Lease(w, kT0);
+  v1::ReportProgressRequest req;
+  req.set_worker_id(w);
+  req.set_trial_id(t.id());
+  req.set_attempt(1);
+  req.add_points()->set_step(7);
+  ASSERT_TRUE(store_->ReportProgress(req, kT0).ok());
+  ASSERT_TRUE(store_->ExpireLeases(kT0 + absl::Minutes(5)).ok());
+  v1::Trial again = Lease(w, kT0 + absl::Minutes(6));
+  EXPECT_EQ(again.attempts(), 2);
+  EXPECT_EQ(again.last_step(), 0);
+  auto h = store_->GetTrialHistory(t.id());
+  ASSERT_TRUE(h.ok());
+  EXPECT_THAT(h->metrics, IsEmpty());
+}
+
+TEST_P(StoreTest, FinishIsIdempotentAndCompletesTheSweep) {
+  v1::Sweep sweep = Create("s", 2);
+  int64_t w = Worker();
+  v1::Trial a = Lease(w);
+  v1::Trial b = Lease(w);
+  auto fa = Finish(w, a, v1::TRIAL_SUCCEEDED);
+  ASSERT_TRUE(fa.ok()) << fa.status();
+  EXPECT_EQ(fa->state(), v1::TRIAL_SUCCEEDED);
+  EXPECT_DOUBLE_EQ(fa->result().final_val_loss(), 2.5);
+  EXPECT_FALSE(fa->has_lease_expires_at());
+  ASSERT_TRUE(Finish(w, a, v1::TRIAL_SUCCEEDED).ok());  // re-sent
+  EXPECT_EQ(Finish(w, a, v1::TRIAL_DIVERGED).status().code(), absl::StatusCode::kFailedPrecondition);
+  int64_t other = Worker("other");
+  EXPECT_EQ(Finish(other, b, v1::TRIAL_SUCCEEDED).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->GetSweep(sweep.id())->state(), v1::SWEEP_RUNNING);
+  v1::FinishTrialRequest diverged;
+  diverged.set_worker_id(w);
+  diverged.set_trial_id(b.id());
+  diverged.set_attempt(b.attempts());
+  diverged.set_outcome(v1::TRIAL_DIVERGED);
+  diverged.mutable_result()->set_diverged_step(17);
+  diverged.mutable_result()->set_final_train_loss(std::numeric_limits<double>::infinity());
+  auto fb = store_->FinishTrial(diverged, kT0 + absl::Seconds(3));
+  ASSERT_TRUE(fb.ok()) << fb.status();
+  EXPECT_EQ(fb->result().diverged_step(), 17);
+  EXPECT_TRUE(std::isinf(fb->result().final_train_loss()));
+  EXPECT_FALSE(fb->result().has_final_val_loss());
+  auto s = store_->GetSweep(sweep.id());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state(), v1::SWEEP_COMPLETED);
+  EXPECT_EQ(s->counts().succeeded(), 1);
+  EXPECT_EQ(s->counts().diverged(), 1);
+  EXPECT_EQ(s->finished_at().seconds(), absl::ToUnixSeconds(kT0 + absl::Seconds(3)));
+}
+
+TEST_P(StoreTest, ListsPageAndFilter) {
+  v1::Sweep a = Create("a", 5);
+  v1::Sweep b = Create("b", 1);
+  v1::Sweep c = Create("c", 1);
+  ASSERT_TRUE(store_->CancelSweep(b.id(), kT0).ok());
+  auto page = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 2);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 2u);
+  EXPECT_EQ((*page)[0].id(), c.id());
+  EXPECT_EQ((*page)[1].id(), b.id());
+  auto rest = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, b.id(), 2);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->size(), 1u);
+  EXPECT_EQ((*rest)[0].id(), a.id());
+  EXPECT_EQ((*rest)[0].counts().pending(), 5);
+  auto cancelled = store_->ListSweeps(v1::SWEEP_CANCELLED, 0, 10);
+  ASSERT_TRUE(cancelled.ok());
+  ASSERT_EQ(cancelled->size(), 1u);
+  EXPECT_EQ((*cancelled)[0].id(), b.id());
+
+  int64_t w = Worker();
+  Lease(w);  // a's trial 0
+  auto trials = store_->ListTrials(a.id(), v1::TRIAL_STATE_UNSPECIFIED, 1, 2);
+  ASSERT_TRUE(trials.ok());
+  ASSERT_EQ(trials->size(), 2u);
+  EXPECT_EQ((*trials)[0].index(), 2);
+  auto running = store_->ListTrials(a.id(), v1::TRIAL_RUNNING, -1, 10);
+  ASSERT_TRUE(running.ok());
+  ASSERT_EQ(running->size(), 1u);
+  EXPECT_EQ((*running)[0].index(), 0);
+}
+
+TEST_P(StoreTest, ChangeNumbersOnlyGrow) {
+  v1::Sweep s = Create("s", 3);
+  auto all = store_->TrialsChangedSince(s.id(), 0);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 3u);
+  int64_t high = 0;
+  for (const auto& [t, seq] : *all) high = std::max(high, seq);
+  auto none = store_->TrialsChangedSince(s.id(), high);
+  ASSERT_TRUE(none.ok());
+  EXPECT_THAT(*none, IsEmpty());
+  int64_t w = Worker();
+  v1::Trial t = Lease(w);
+  auto changed = store_->TrialsChangedSince(s.id(), high);
+  ASSERT_TRUE(changed.ok());
+  ASSERT_EQ(changed->size(), 1u);
+  EXPECT_EQ((*changed)[0].first.id(), t.id());
+  EXPECT_GT((*changed)[0].second, high);
+  EXPECT_EQ(store_->TrialsChangedSince(999, 0).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, StatsCountTrialsSweepsAndWorkers) {
+  Create("a", 3);
+  v1::Sweep b = Create("b", 1);
+  ASSERT_TRUE(store_->CancelSweep(b.id(), kT0).ok());
+  int64_t w = Worker();
+  v1::Trial t = Lease(w);
+  ASSERT_TRUE(Finish(w, t, v1::TRIAL_SUCCEEDED).ok());
+  Lease(w);
+  auto stats = store_->Stats(kT0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->trials.pending(), 1);
+  EXPECT_EQ(stats->trials.running(), 1);
+  EXPECT_EQ(stats->trials.succeeded(), 1);
+  EXPECT_EQ(stats->trials.cancelled(), 1);
+  EXPECT_EQ(stats->sweeps_running, 1);
+  EXPECT_EQ(stats->sweeps_cancelled, 1);
+  EXPECT_EQ(stats->live_workers, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(Kind::kMemory, Kind::kPostgres),
+                         [](const auto& info) { return info.param == Kind::kMemory ? "Memory" : "Postgres"; });
+
+}  // namespace
+}  // namespace normsweep::db
