@@ -1,0 +1,50 @@
+#include "scheduler/grpc_services.h"
+
+#include "common/grpc_status.h"
+
+namespace normsweep::scheduler {
+namespace {
+
+template <typename T>
+grpc::Status Reply(SchedulerMetrics& metrics, const char* method, absl::StatusOr<T> result, T* out) {
+  if (!result.ok()) {
+    metrics.RpcError(method, result.status().code());
+    return ToGrpcStatus(result.status());
+  }
+  *out = *std::move(result);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+#define NS_UNARY(Service, Method, Request, Response)                                              \
+  grpc::Status Service::Method(grpc::ServerContext*, const v1::Request* request, v1::Response* response) { \
+    return Reply(metrics_, #Method, scheduler_.Method(*request), response);                        \
+  }
+
+NS_UNARY(SweepServiceImpl, SubmitSweep, SubmitSweepRequest, SubmitSweepResponse)
+NS_UNARY(SweepServiceImpl, GetSweep, GetSweepRequest, GetSweepResponse)
+NS_UNARY(SweepServiceImpl, ListSweeps, ListSweepsRequest, ListSweepsResponse)
+NS_UNARY(SweepServiceImpl, CancelSweep, CancelSweepRequest, CancelSweepResponse)
+NS_UNARY(SweepServiceImpl, ListTrials, ListTrialsRequest, ListTrialsResponse)
+NS_UNARY(SweepServiceImpl, GetTrial, GetTrialRequest, GetTrialResponse)
+NS_UNARY(WorkerServiceImpl, RegisterWorker, RegisterWorkerRequest, RegisterWorkerResponse)
+NS_UNARY(WorkerServiceImpl, LeaseTrial, LeaseTrialRequest, LeaseTrialResponse)
+NS_UNARY(WorkerServiceImpl, Heartbeat, HeartbeatRequest, HeartbeatResponse)
+NS_UNARY(WorkerServiceImpl, ReportProgress, ReportProgressRequest, ReportProgressResponse)
+NS_UNARY(WorkerServiceImpl, FinishTrial, FinishTrialRequest, FinishTrialResponse)
+
+#undef NS_UNARY
+
+grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,
+                                          grpc::ServerWriter<v1::WatchSweepEvent>* writer) {
+  absl::Status status = scheduler_.WatchSweep(
+      *request, [writer](const v1::WatchSweepEvent& event) { return writer->Write(event); },
+      [context] { return context->IsCancelled(); });
+  if (!status.ok() && status.code() != absl::StatusCode::kCancelled) {
+    metrics_.RpcError("WatchSweep", status.code());
+  }
+  return ToGrpcStatus(status);
+}
+
+}  // namespace normsweep::scheduler

@@ -1,0 +1,52 @@
+// gRPC adapters (sync API): each handler converts, calls Scheduler and maps
+// the absl::Status with the one shared mapping (common/grpc_status.h). The
+// sync API runs handlers on gRPC's thread pool, where blocking on the
+// database is allowed (no callback reactor thread is ever blocked).
+#ifndef NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
+#define NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
+
+#include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "normsweep/v1/worker_service.grpc.pb.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_metrics.h"
+
+namespace normsweep::scheduler {
+
+class SweepServiceImpl final : public v1::SweepService::Service {
+ public:
+  SweepServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics) : scheduler_(scheduler), metrics_(metrics) {}
+
+  grpc::Status SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest*, v1::SubmitSweepResponse*) override;
+  grpc::Status GetSweep(grpc::ServerContext*, const v1::GetSweepRequest*, v1::GetSweepResponse*) override;
+  grpc::Status ListSweeps(grpc::ServerContext*, const v1::ListSweepsRequest*, v1::ListSweepsResponse*) override;
+  grpc::Status CancelSweep(grpc::ServerContext*, const v1::CancelSweepRequest*, v1::CancelSweepResponse*) override;
+  grpc::Status ListTrials(grpc::ServerContext*, const v1::ListTrialsRequest*, v1::ListTrialsResponse*) override;
+  grpc::Status GetTrial(grpc::ServerContext*, const v1::GetTrialRequest*, v1::GetTrialResponse*) override;
+  grpc::Status WatchSweep(grpc::ServerContext*, const v1::WatchSweepRequest*,
+                          grpc::ServerWriter<v1::WatchSweepEvent>*) override;
+
+ private:
+  Scheduler& scheduler_;
+  SchedulerMetrics& metrics_;
+};
+
+class WorkerServiceImpl final : public v1::WorkerService::Service {
+ public:
+  WorkerServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics) : scheduler_(scheduler), metrics_(metrics) {}
+
+  grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
+                              v1::RegisterWorkerResponse*) override;
+  grpc::Status LeaseTrial(grpc::ServerContext*, const v1::LeaseTrialRequest*, v1::LeaseTrialResponse*) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
+  grpc::Status ReportProgress(grpc::ServerContext*, const v1::ReportProgressRequest*,
+                              v1::ReportProgressResponse*) override;
+  grpc::Status FinishTrial(grpc::ServerContext*, const v1::FinishTrialRequest*, v1::FinishTrialResponse*) override;
+
+ private:
+  Scheduler& scheduler_;
+  SchedulerMetrics& metrics_;
+};
+
+}  // namespace normsweep::scheduler
+
+#endif  // NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_

@@ -1,0 +1,292 @@
+#include "scheduler/scheduler.h"
+
+#include <deque>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
+#include "scheduler/sweep_expander.h"
+
+namespace normsweep::scheduler {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status CheckId(const std::string& field, int64_t id) {
+  return id > 0 ? absl::OkStatus() : Invalid(field, "required (a positive id)");
+}
+
+absl::Status CheckLength(const std::string& field, const std::string& value, size_t max) {
+  return value.size() <= max ? absl::OkStatus() : Invalid(field, absl::StrCat("at most ", max, " characters"));
+}
+
+absl::StatusOr<int64_t> ParsePageToken(const std::string& token) {
+  if (token.empty()) return 0;
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(token, &v) || v < 0) return Invalid("page_token", "malformed");
+  return v;
+}
+
+absl::StatusOr<int> PageSize(int requested, int default_size, int max) {
+  if (requested < 0 || requested > max) return Invalid("page_size", absl::StrCat("must be in [0, ", max, "]"));
+  return requested == 0 ? default_size : requested;
+}
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
+}
+
+bool SweepDone(const v1::Sweep& s) {
+  return s.state() != v1::SWEEP_RUNNING && s.counts().pending() == 0 && s.counts().running() == 0;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(db::Store& store, Clock& clock, SchedulerMetrics& metrics, SchedulerOptions options)
+    : store_(store), clock_(clock), metrics_(metrics), options_(options) {}
+
+void Scheduler::NotifyChange() {
+  absl::MutexLock lock(&watch_mu_);
+  ++changes_;
+}
+
+absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitSweepRequest& request) {
+  RETURN_IF_ERROR(CheckLength("request_id", request.request_id(), kMaxRequestIdLength));
+  ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials, ExpandSweep(request.spec()));
+  const v1::SweepSpec spec = NormalizedSpec(request.spec());
+  v1::SubmitSweepResponse response;
+  if (request.validate_only()) {
+    v1::Sweep* sweep = response.mutable_sweep();
+    sweep->set_name(spec.name());
+    *sweep->mutable_spec() = spec;
+    sweep->set_trial_count(static_cast<int32_t>(trials.size()));
+    sweep->mutable_counts()->set_pending(static_cast<int32_t>(trials.size()));
+    return response;
+  }
+  ASSIGN_OR_RETURN(db::CreateSweepResult created,
+                   store_.CreateSweep(request.request_id(), spec, trials, clock_.Now()));
+  *response.mutable_sweep() = std::move(created.sweep);
+  response.set_created(created.created);
+  if (created.created) NotifyChange();
+  return response;
+}
+
+absl::StatusOr<v1::GetSweepResponse> Scheduler::GetSweep(const v1::GetSweepRequest& request) {
+  RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
+  v1::GetSweepResponse response;
+  ASSIGN_OR_RETURN(*response.mutable_sweep(), store_.GetSweep(request.sweep_id()));
+  return response;
+}
+
+absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(const v1::ListSweepsRequest& request) {
+  if (!v1::SweepState_IsValid(request.state())) return Invalid("state", "unknown sweep state");
+  ASSIGN_OR_RETURN(int size, PageSize(request.page_size(), 100, kMaxPageSizeSweeps));
+  ASSIGN_OR_RETURN(int64_t before, ParsePageToken(request.page_token()));
+  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, store_.ListSweeps(request.state(), before, size));
+  v1::ListSweepsResponse response;
+  if (static_cast<int>(sweeps.size()) == size) response.set_next_page_token(absl::StrCat(sweeps.back().id()));
+  for (v1::Sweep& s : sweeps) *response.add_sweeps() = std::move(s);
+  return response;
+}
+
+absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(const v1::CancelSweepRequest& request) {
+  RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
+  v1::CancelSweepResponse response;
+  ASSIGN_OR_RETURN(*response.mutable_sweep(), store_.CancelSweep(request.sweep_id(), clock_.Now()));
+  NotifyChange();
+  return response;
+}
+
+absl::StatusOr<v1::ListTrialsResponse> Scheduler::ListTrials(const v1::ListTrialsRequest& request) {
+  RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
+  if (!v1::TrialState_IsValid(request.state())) return Invalid("state", "unknown trial state");
+  ASSIGN_OR_RETURN(int size, PageSize(request.page_size(), 1000, kMaxPageSizeTrials));
+  ASSIGN_OR_RETURN(int64_t after, ParsePageToken(request.page_token()));
+  if (after > INT32_MAX) return Invalid("page_token", "malformed");
+  // Tokens are "last index + 1" so that 0 means "from the start".
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials,
+                   store_.ListTrials(request.sweep_id(), request.state(), static_cast<int32_t>(after) - 1, size));
+  v1::ListTrialsResponse response;
+  if (static_cast<int>(trials.size()) == size) response.set_next_page_token(absl::StrCat(trials.back().index() + 1));
+  for (v1::Trial& t : trials) *response.add_trials() = std::move(t);
+  return response;
+}
+
+absl::StatusOr<v1::GetTrialResponse> Scheduler::GetTrial(const v1::GetTrialRequest& request) {
+  RETURN_IF_ERROR(CheckId("trial_id", request.trial_id()));
+  v1::GetTrialResponse response;
+  ASSIGN_OR_RETURN(*response.mutable_trial(), store_.GetTrial(request.trial_id()));
+  ASSIGN_OR_RETURN(db::TrialHistory history, store_.GetTrialHistory(request.trial_id()));
+  for (v1::MetricPoint& p : history.metrics) *response.add_metrics() = std::move(p);
+  for (v1::LayerGradNorms& g : history.layer_grad_norms) *response.add_layer_grad_norms() = std::move(g);
+  return response;
+}
+
+absl::Status Scheduler::WatchSweep(const v1::WatchSweepRequest& request,
+                                   const std::function<bool(const v1::WatchSweepEvent&)>& send,
+                                   const std::function<bool()>& cancelled) {
+  RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
+  const int64_t id = request.sweep_id();
+  // Change numbers are taken inside transactions, so a smaller one can commit
+  // after a larger one was seen. Each poll therefore re-reads from the
+  // highest number seen at least kSlack ago and skips what was already sent.
+  constexpr absl::Duration kSlack = absl::Seconds(30);
+  std::deque<std::pair<absl::Time, int64_t>> seen_at;  // (when, highest number seen)
+  std::map<int64_t, int64_t> sent;                      // trial id -> number sent
+  int64_t floor = 0, highest = 0;
+  v1::Sweep last_sweep;
+  bool first = true;
+  uint64_t seen_changes = 0;
+  while (true) {
+    if (cancelled()) return absl::CancelledError("watch cancelled by the client");
+    ASSIGN_OR_RETURN(v1::Sweep sweep, store_.GetSweep(id));
+    ASSIGN_OR_RETURN(auto changed, store_.TrialsChangedSince(id, floor));
+    v1::WatchSweepEvent event;
+    for (auto& [trial, seq] : changed) {
+      highest = std::max(highest, seq);
+      auto it = sent.find(trial.id());
+      if (it != sent.end() && it->second >= seq) continue;
+      sent[trial.id()] = seq;
+      *event.add_trials() = std::move(trial);
+    }
+    const absl::Time now = absl::Now();
+    seen_at.emplace_back(now, highest);
+    while (seen_at.size() > 1 && seen_at[1].first <= now - kSlack) seen_at.pop_front();
+    if (seen_at.front().first <= now - kSlack) floor = seen_at.front().second;
+    const bool sweep_changed = first || !google::protobuf::util::MessageDifferencer::Equals(sweep, last_sweep);
+    if (sweep_changed || event.trials_size() > 0) {
+      *event.mutable_sweep() = sweep;
+      if (!send(event)) return absl::CancelledError("watch stream closed");
+      last_sweep = sweep;
+    }
+    first = false;
+    if (SweepDone(sweep)) return absl::OkStatus();
+    // Sleep until this replica changes something or the poll interval ends.
+    absl::MutexLock lock(&watch_mu_);
+    auto changed_here = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(watch_mu_) { return changes_ != seen_changes; };
+    watch_mu_.AwaitWithTimeout(absl::Condition(&changed_here), options_.watch_poll_interval);
+    seen_changes = changes_;
+  }
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(const v1::RegisterWorkerRequest& request) {
+  if (request.name().empty()) return Invalid("name", "required");
+  RETURN_IF_ERROR(CheckLength("name", request.name(), kMaxNameLength));
+  RETURN_IF_ERROR(CheckLength("hostname", request.hostname(), 255));
+  if (request.devices_size() > 64) return Invalid("devices", "at most 64");
+  for (int i = 0; i < request.devices_size(); ++i) {
+    const std::string field = absl::StrCat("devices[", i, "]");
+    if (request.devices(i).empty()) return Invalid(field, "must not be empty");
+    RETURN_IF_ERROR(CheckLength(field, request.devices(i), 64));
+  }
+  ASSIGN_OR_RETURN(int64_t id, store_.RegisterWorker(request, clock_.Now()));
+  v1::RegisterWorkerResponse response;
+  response.set_worker_id(id);
+  response.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(options_.lease_duration)));
+  response.set_heartbeat_interval_ms(static_cast<int32_t>(absl::ToInt64Milliseconds(options_.heartbeat_interval)));
+  return response;
+}
+
+absl::StatusOr<v1::LeaseTrialResponse> Scheduler::LeaseTrial(const v1::LeaseTrialRequest& request) {
+  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(std::optional<v1::Trial> trial,
+                   store_.LeaseTrial(request.worker_id(), clock_.Now(), options_.lease_duration));
+  metrics_.ObserveLeaseLatency(absl::Now() - start);
+  v1::LeaseTrialResponse response;
+  if (trial.has_value()) {
+    response.set_leased(true);
+    *response.mutable_lease_expires_at() = trial->lease_expires_at();
+    *response.mutable_trial() = *std::move(trial);
+    NotifyChange();
+  }
+  return response;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
+  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
+  if (request.leases_size() > kMaxLeasesPerHeartbeat) {
+    return Invalid("leases", absl::StrCat("at most ", kMaxLeasesPerHeartbeat));
+  }
+  for (int i = 0; i < request.leases_size(); ++i) {
+    RETURN_IF_ERROR(CheckId(absl::StrCat("leases[", i, "].trial_id"), request.leases(i).trial_id()));
+    if (request.leases(i).attempt() <= 0) return Invalid(absl::StrCat("leases[", i, "].attempt"), "must be positive");
+  }
+  const absl::Time now = clock_.Now();
+  std::vector<v1::TrialLease> leases(request.leases().begin(), request.leases().end());
+  ASSIGN_OR_RETURN(db::HeartbeatResult result,
+                   store_.Heartbeat(request.worker_id(), leases, now, options_.lease_duration));
+  v1::HeartbeatResponse response;
+  for (int64_t id : result.cancelled_trial_ids) response.add_cancelled_trial_ids(id);
+  for (int64_t id : result.lost_trial_ids) response.add_lost_trial_ids(id);
+  *response.mutable_lease_expires_at() = ToProto(now + options_.lease_duration);
+  return response;
+}
+
+absl::StatusOr<v1::ReportProgressResponse> Scheduler::ReportProgress(const v1::ReportProgressRequest& request) {
+  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
+  RETURN_IF_ERROR(CheckId("trial_id", request.trial_id()));
+  if (request.attempt() <= 0) return Invalid("attempt", "must be positive (the lease's attempt)");
+  if (request.points_size() > kMaxPointsPerReport) return Invalid("points", absl::StrCat("at most ", kMaxPointsPerReport));
+  for (int i = 0; i < request.points_size(); ++i) {
+    if (request.points(i).step() < 0) return Invalid(absl::StrCat("points[", i, "].step"), "must be >= 0");
+  }
+  int norms = 0;
+  for (int i = 0; i < request.layer_grad_norms_size(); ++i) {
+    const v1::LayerGradNorms& g = request.layer_grad_norms(i);
+    if (g.step() < 0) return Invalid(absl::StrCat("layer_grad_norms[", i, "].step"), "must be >= 0");
+    for (int j = 0; j < g.norms_size(); ++j) {
+      const std::string where = absl::StrCat("layer_grad_norms[", i, "].norms[", j, "]");
+      if (g.norms(j).layer() < 0) return Invalid(where + ".layer", "must be >= 0");
+      if (g.norms(j).matrix().empty()) return Invalid(where + ".matrix", "required");
+      RETURN_IF_ERROR(CheckLength(where + ".matrix", g.norms(j).matrix(), 64));
+      if (++norms > kMaxPointsPerReport) return Invalid("layer_grad_norms", absl::StrCat("at most ", kMaxPointsPerReport, " norms"));
+    }
+  }
+  ASSIGN_OR_RETURN(db::ProgressResult result, store_.ReportProgress(request, clock_.Now()));
+  NotifyChange();
+  v1::ReportProgressResponse response;
+  response.set_cancel_requested(result.cancel_requested);
+  return response;
+}
+
+absl::StatusOr<v1::FinishTrialResponse> Scheduler::FinishTrial(const v1::FinishTrialRequest& request) {
+  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
+  RETURN_IF_ERROR(CheckId("trial_id", request.trial_id()));
+  if (request.attempt() <= 0) return Invalid("attempt", "must be positive (the lease's attempt)");
+  if (!db::IsFinal(request.outcome())) {
+    return Invalid("outcome", "must be TRIAL_SUCCEEDED, TRIAL_DIVERGED, TRIAL_FAILED or TRIAL_CANCELLED");
+  }
+  RETURN_IF_ERROR(CheckLength("result.error", request.result().error(), kMaxErrorLength));
+  if (request.result().has_diverged_step() && request.result().diverged_step() < 0) {
+    return Invalid("result.diverged_step", "must be >= 0");
+  }
+  const absl::Time now = clock_.Now();
+  ASSIGN_OR_RETURN(v1::Trial trial, store_.FinishTrial(request, now));
+  // A re-sent FinishTrial returns the trial as finished before: count once.
+  if (trial.finished_at() == ToProto(now) || !trial.has_finished_at()) metrics_.TrialsCompleted(trial.state());
+  NotifyChange();
+  v1::FinishTrialResponse response;
+  *response.mutable_trial() = std::move(trial);
+  return response;
+}
+
+absl::Status Scheduler::RunMaintenance() {
+  const absl::Time now = clock_.Now();
+  ASSIGN_OR_RETURN(db::ExpiryResult expired, store_.ExpireLeases(now));
+  metrics_.TrialsCompleted(v1::TRIAL_FAILED, expired.failed);
+  metrics_.TrialsCompleted(v1::TRIAL_CANCELLED, expired.cancelled);
+  if (expired.requeued + expired.failed + expired.cancelled > 0) NotifyChange();
+  ASSIGN_OR_RETURN(db::StoreStats stats, store_.Stats(now - options_.worker_timeout));
+  metrics_.SetStats(stats);
+  return absl::OkStatus();
+}
+
+}  // namespace normsweep::scheduler

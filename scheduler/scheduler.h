@@ -1,0 +1,86 @@
+// The scheduler's logic with a plain C++ API: the gRPC services are thin
+// adapters over this class, and tests call it directly (no sockets).
+// Dependencies arrive by reference: the Store (durable state), a Clock (lease
+// times; tests inject FakeClock) and the metrics.
+//
+// Thread-safe. Holds no state that another replica would need: everything
+// durable is in the Store; watch_mu_ only guards a change counter that wakes
+// this replica's WatchSweep streams early (others poll).
+#ifndef NORMSWEEP_SCHEDULER_SCHEDULER_H_
+#define NORMSWEEP_SCHEDULER_SCHEDULER_H_
+
+#include <functional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "db/store.h"
+#include "normsweep/v1/sweep_service.pb.h"
+#include "normsweep/v1/worker_service.pb.h"
+#include "scheduler/scheduler_metrics.h"
+
+namespace normsweep::scheduler {
+
+struct SchedulerOptions {
+  absl::Duration lease_duration = absl::Seconds(60);
+  absl::Duration heartbeat_interval = absl::Seconds(15);
+  // A worker without a heartbeat for this long is no longer counted live.
+  absl::Duration worker_timeout = absl::Seconds(90);
+  // WatchSweep polls the store at least this often (other replicas' changes).
+  absl::Duration watch_poll_interval = absl::Milliseconds(500);
+};
+
+// Request limits (documented in the protos).
+inline constexpr int kMaxPageSizeSweeps = 1000;
+inline constexpr int kMaxPageSizeTrials = 10000;
+inline constexpr int kMaxPointsPerReport = 10000;
+inline constexpr int kMaxErrorLength = 4096;
+inline constexpr int kMaxLeasesPerHeartbeat = 1024;
+
+class Scheduler {
+ public:
+  Scheduler(db::Store& store, Clock& clock, SchedulerMetrics& metrics, SchedulerOptions options = {});
+
+  // ---- SweepService ----
+  absl::StatusOr<v1::SubmitSweepResponse> SubmitSweep(const v1::SubmitSweepRequest& request);
+  absl::StatusOr<v1::GetSweepResponse> GetSweep(const v1::GetSweepRequest& request);
+  absl::StatusOr<v1::ListSweepsResponse> ListSweeps(const v1::ListSweepsRequest& request);
+  absl::StatusOr<v1::CancelSweepResponse> CancelSweep(const v1::CancelSweepRequest& request);
+  absl::StatusOr<v1::ListTrialsResponse> ListTrials(const v1::ListTrialsRequest& request);
+  absl::StatusOr<v1::GetTrialResponse> GetTrial(const v1::GetTrialRequest& request);
+  // Calls send for each event until the sweep and all its trials are final
+  // (OK), send returns false or cancelled() turns true (CANCELLED). Blocks the
+  // calling thread: run it on a thread that may block.
+  absl::Status WatchSweep(const v1::WatchSweepRequest& request,
+                          const std::function<bool(const v1::WatchSweepEvent&)>& send,
+                          const std::function<bool()>& cancelled);
+
+  // ---- WorkerService ----
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);
+  absl::StatusOr<v1::LeaseTrialResponse> LeaseTrial(const v1::LeaseTrialRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
+  absl::StatusOr<v1::FinishTrialResponse> FinishTrial(const v1::FinishTrialRequest& request);
+
+  // Expires leases and refreshes the gauges; the server calls it periodically.
+  absl::Status RunMaintenance();
+
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  void NotifyChange();
+
+  db::Store& store_;
+  Clock& clock_;
+  SchedulerMetrics& metrics_;
+  const SchedulerOptions options_;
+
+  absl::Mutex watch_mu_;
+  uint64_t changes_ ABSL_GUARDED_BY(watch_mu_) = 0;
+};
+
+}  // namespace normsweep::scheduler
+
+#endif  // NORMSWEEP_SCHEDULER_SCHEDULER_H_

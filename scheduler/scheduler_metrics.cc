@@ -1,0 +1,70 @@
+#include "scheduler/scheduler_metrics.h"
+
+#include "absl/status/status.h"
+
+namespace normsweep::scheduler {
+
+SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
+    : trials_(prometheus::BuildGauge()
+                  .Name("normsweep_scheduler_trials")
+                  .Help("Trials by state, all sweeps")
+                  .Register(registry)),
+      sweeps_(prometheus::BuildGauge()
+                  .Name("normsweep_scheduler_sweeps")
+                  .Help("Sweeps by state")
+                  .Register(registry)),
+      lease_latency_family_(prometheus::BuildHistogram()
+                                .Name("normsweep_scheduler_lease_latency_seconds")
+                                .Help("Time to lease a trial (LeaseTrial in the scheduler)")
+                                .Register(registry)),
+      lease_latency_(lease_latency_family_.Add(
+          {}, prometheus::Histogram::BucketBoundaries{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                      0.25, 0.5, 1, 2.5})),
+      completed_(prometheus::BuildCounter()
+                     .Name("normsweep_scheduler_trials_completed_total")
+                     .Help("Trials that reached a final state, by outcome")
+                     .Register(registry)),
+      live_workers_family_(prometheus::BuildGauge()
+                               .Name("normsweep_scheduler_live_workers")
+                               .Help("Workers that heartbeated recently")
+                               .Register(registry)),
+      live_workers_(live_workers_family_.Add({})),
+      rpc_errors_(prometheus::BuildCounter()
+                      .Name("normsweep_scheduler_rpc_errors_total")
+                      .Help("Failed RPCs by method and gRPC code")
+                      .Register(registry)) {
+  // Present from the start, so that dashboards show zeros rather than gaps.
+  for (const char* s : {"PENDING", "RUNNING", "SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}) {
+    trials_.Add({{"state", s}});
+  }
+  for (const char* s : {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}) completed_.Add({{"outcome", s}});
+  for (const char* s : {"RUNNING", "COMPLETED", "CANCELLED"}) sweeps_.Add({{"state", s}});
+}
+
+void SchedulerMetrics::ObserveLeaseLatency(absl::Duration latency) {
+  lease_latency_.Observe(absl::ToDoubleSeconds(latency));
+}
+
+void SchedulerMetrics::TrialsCompleted(v1::TrialState outcome, int n) {
+  if (n > 0) completed_.Add({{"outcome", db::TrialStateName(outcome)}}).Increment(n);
+}
+
+void SchedulerMetrics::RpcError(const std::string& method, absl::StatusCode code) {
+  rpc_errors_.Add({{"method", method}, {"code", absl::StatusCodeToString(code)}}).Increment();
+}
+
+void SchedulerMetrics::SetStats(const db::StoreStats& stats) {
+  const v1::TrialCounts& c = stats.trials;
+  trials_.Add({{"state", "PENDING"}}).Set(c.pending());
+  trials_.Add({{"state", "RUNNING"}}).Set(c.running());
+  trials_.Add({{"state", "SUCCEEDED"}}).Set(c.succeeded());
+  trials_.Add({{"state", "DIVERGED"}}).Set(c.diverged());
+  trials_.Add({{"state", "FAILED"}}).Set(c.failed());
+  trials_.Add({{"state", "CANCELLED"}}).Set(c.cancelled());
+  sweeps_.Add({{"state", "RUNNING"}}).Set(stats.sweeps_running);
+  sweeps_.Add({{"state", "COMPLETED"}}).Set(stats.sweeps_completed);
+  sweeps_.Add({{"state", "CANCELLED"}}).Set(stats.sweeps_cancelled);
+  live_workers_.Set(stats.live_workers);
+}
+
+}  // namespace normsweep::scheduler

@@ -1,0 +1,46 @@
+// The scheduler's Prometheus metrics (prefix normsweep_scheduler_). Registered
+// on a registry the caller owns (the server exposes it on /metrics).
+// Thread-safe: prometheus-cpp families and metrics synchronise internally.
+#ifndef NORMSWEEP_SCHEDULER_SCHEDULER_METRICS_H_
+#define NORMSWEEP_SCHEDULER_SCHEDULER_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "db/store.h"
+#include "normsweep/v1/sweep.pb.h"
+
+namespace normsweep::scheduler {
+
+class SchedulerMetrics {
+ public:
+  explicit SchedulerMetrics(prometheus::Registry& registry);
+
+  void ObserveLeaseLatency(absl::Duration latency);
+  void TrialsCompleted(v1::TrialState outcome, int n = 1);
+  void RpcError(const std::string& method, absl::StatusCode code);
+  // Gauges from the database (shared by all replicas, so every replica
+  // reports the same totals).
+  void SetStats(const db::StoreStats& stats);
+
+ private:
+  prometheus::Family<prometheus::Gauge>& trials_;
+  prometheus::Family<prometheus::Gauge>& sweeps_;
+  prometheus::Family<prometheus::Histogram>& lease_latency_family_;
+  prometheus::Histogram& lease_latency_;
+  prometheus::Family<prometheus::Counter>& completed_;
+  prometheus::Family<prometheus::Gauge>& live_workers_family_;
+  prometheus::Gauge& live_workers_;
+  prometheus::Family<prometheus::Counter>& rpc_errors_;
+};
+
+}  // namespace normsweep::scheduler
+
+#endif  // NORMSWEEP_SCHEDULER_SCHEDULER_METRICS_H_

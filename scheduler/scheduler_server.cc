@@ -1,0 +1,77 @@
+#include "scheduler/scheduler_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace normsweep::scheduler {
+
+absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Store& store, Clock& clock,
+                                                                        const SchedulerServerOptions& options) {
+  std::unique_ptr<SchedulerServer> s(new SchedulerServer());
+  s->registry_ = std::make_shared<prometheus::Registry>();
+  s->metrics_ = std::make_unique<SchedulerMetrics>(*s->registry_);
+  s->scheduler_ = std::make_unique<Scheduler>(store, clock, *s->metrics_, options.scheduler);
+  s->sweep_service_ = std::make_unique<SweepServiceImpl>(*s->scheduler_, *s->metrics_);
+  s->worker_service_ = std::make_unique<WorkerServiceImpl>(*s->scheduler_, *s->metrics_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.grpc_address, grpc::InsecureServerCredentials(), &s->grpc_port_);
+  builder.RegisterService(s->sweep_service_.get());
+  builder.RegisterService(s->worker_service_.get());
+  builder.SetMaxReceiveMessageSize(16 << 20);
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->grpc_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", options.grpc_address));
+  }
+  if (!options.metrics_address.empty()) {
+    try {
+      s->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_address);
+    } catch (const std::exception& e) {  // civetweb reports bind errors by throwing
+      s->server_->Shutdown();
+      return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", options.metrics_address, ": ", e.what()));
+    }
+    s->exposer_->RegisterCollectable(s->registry_);
+    std::vector<int> ports = s->exposer_->GetListeningPorts();
+    s->metrics_port_ = ports.empty() ? 0 : ports[0];
+  }
+  // One pass before serving traffic so the gauges start filled in.
+  (void)s->scheduler_->RunMaintenance();
+  s->maintenance_ = std::thread([server = s.get(), interval = options.maintenance_interval] {
+    server->MaintenanceLoop(interval);
+  });
+  return s;
+}
+
+void SchedulerServer::MaintenanceLoop(absl::Duration interval) {
+  bool failing = false;
+  while (!stop_.WaitForNotificationWithTimeout(interval)) {
+    absl::Status status = scheduler_->RunMaintenance();
+    if (!status.ok() && !failing) {
+      std::fprintf(stderr, "normsweep-scheduler: maintenance failed (will retry): %s\n", status.ToString().c_str());
+    } else if (status.ok() && failing) {
+      std::fprintf(stderr, "normsweep-scheduler: maintenance recovered\n");
+    }
+    failing = !status.ok();
+  }
+}
+
+void SchedulerServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  stop_.Notify();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (maintenance_.joinable()) maintenance_.join();
+  exposer_.reset();
+}
+
+SchedulerServer::~SchedulerServer() { Shutdown(); }
+
+}  // namespace normsweep::scheduler

@@ -1,0 +1,72 @@
+// normsweep-scheduler as a library: the gRPC server (SweepService,
+// WorkerService, health checking, reflection), the Prometheus exposer and
+// the maintenance thread (lease expiry, gauges). Tests and the load
+// generator start it in-process on ephemeral ports.
+//
+// Thread-safe; the maintenance thread is owned and joined by Shutdown().
+#ifndef NORMSWEEP_SCHEDULER_SCHEDULER_SERVER_H_
+#define NORMSWEEP_SCHEDULER_SCHEDULER_SERVER_H_
+
+#include <grpcpp/server.h>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "common/clock.h"
+#include "db/store.h"
+#include "scheduler/grpc_services.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/scheduler_metrics.h"
+
+namespace normsweep::scheduler {
+
+struct SchedulerServerOptions {
+  std::string grpc_address = "0.0.0.0:50051";    // port 0: pick a free one
+  std::string metrics_address = "0.0.0.0:9464";  // empty: no /metrics
+  absl::Duration maintenance_interval = absl::Seconds(5);
+  SchedulerOptions scheduler;
+};
+
+class SchedulerServer {
+ public:
+  // store and clock must outlive the server.
+  static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(db::Store& store, Clock& clock,
+                                                                const SchedulerServerOptions& options);
+  ~SchedulerServer();
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }  // 0 without /metrics
+  Scheduler& scheduler() { return *scheduler_; }
+  prometheus::Registry& registry() { return *registry_; }
+
+  // Stops accepting calls, finishes running ones (streams are cancelled),
+  // stops the maintenance thread. Idempotent.
+  void Shutdown();
+  void Wait() { server_->Wait(); }
+
+ private:
+  SchedulerServer() = default;
+  void MaintenanceLoop(absl::Duration interval);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<SchedulerMetrics> metrics_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<SweepServiceImpl> sweep_service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  absl::Notification stop_;
+  std::thread maintenance_;
+  bool shut_down_ = false;
+};
+
+}  // namespace normsweep::scheduler
+
+#endif  // NORMSWEEP_SCHEDULER_SCHEDULER_SERVER_H_
