@@ -323,7 +323,7 @@ StatusOr<std::vector<double>> CpuBackend::GradientSquaredNorms() {
 Status CpuBackend::OptimizerStep(const OptimizerStepArgs& args) {
   for (const TensorSpec& t : layout_.tensors()) {
     const double wd = t.decay ? options_.optimizer.weight_decay : 0.0;
-#pragma omp parallel
+#pragma omp parallel if (t.size >= (1u << 14))
     {
       const size_t threads = static_cast<size_t>(omp_get_num_threads());
       const size_t id = static_cast<size_t>(omp_get_thread_num());

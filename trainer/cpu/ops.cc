@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -12,6 +13,31 @@
 
 namespace normsweep::trainer::cpu {
 namespace {
+
+// Below this many floats of work an op runs on the calling thread: waking the
+// pool costs more than it saves, and spinning threads hurt a busy machine.
+constexpr size_t kMinParallelWork = 1 << 14;
+inline bool Parallel(size_t work) { return work >= kMinParallelWork; }
+
+// exp for the softmax loops, written so that the compiler vectorises it
+// (libm's expf is a scalar call and dominated attention's time). Cephes'
+// expf: range reduction by ln 2 in two parts, a degree-6 polynomial, and
+// the power of two put straight into the exponent bits. Relative error
+// about 2e-7 on [-87, 88]; NaN stays NaN.
+inline float ExpApprox(float x) {
+  x = std::min(std::max(x, -87.3f), 88.7f);
+  const float fx = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const int32_t n = static_cast<int32_t>(fx);
+  return p * std::bit_cast<float>((n + 127) << 23);
+}
 
 // Splits [0, n) into the calling thread's static chunk.
 inline void ThreadRange(size_t n, size_t* begin, size_t* end) {
@@ -25,7 +51,7 @@ inline void ThreadRange(size_t n, size_t* begin, size_t* end) {
 // Column sums of a (N, C) matrix into out (C), parallel over column blocks so
 // every column is summed in row order whatever the thread count.
 void ColumnSums(float* out, const float* x, int N, int C) {
-#pragma omp parallel
+#pragma omp parallel if (Parallel(static_cast<size_t>(N) * C))
   {
     size_t c0, c1;
     ThreadRange(static_cast<size_t>(C), &c0, &c1);
@@ -49,7 +75,7 @@ void SetThreads(int threads) {
 
 void EncoderForward(float* out, const int32_t* tokens, const float* tok_emb, const float* pos, int B,
                     int T, int C, float emb_scale) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(static_cast<size_t>(B) * T * C))
   for (int n = 0; n < B * T; ++n) {
     const int t = n % T;
     const float* e = tok_emb + static_cast<size_t>(tokens[n]) * C;
@@ -63,7 +89,7 @@ void EncoderBackward(float* dtok_emb, float* dpos, const float* dout, const int3
                      int C, int V, float emb_scale) {
   std::memset(dtok_emb, 0, sizeof(float) * static_cast<size_t>(V) * C);
   // Parallel over channels: each thread scatters its columns for all rows.
-#pragma omp parallel
+#pragma omp parallel if (Parallel(static_cast<size_t>(B) * T * C))
   {
     size_t c0, c1;
     ThreadRange(static_cast<size_t>(C), &c0, &c1);
@@ -81,7 +107,7 @@ void EncoderBackward(float* dtok_emb, float* dpos, const float* dout, const int3
 
 void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* w,
                       const float* b, int N, int C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(static_cast<size_t>(N) * C))
   for (int n = 0; n < N; ++n) {
     const float* x = inp + static_cast<size_t>(n) * C;
     float s = 0.0f;
@@ -105,7 +131,7 @@ void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, co
 void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, const float* mean, const float* rstd, int N, int C) {
   // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * w.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(static_cast<size_t>(N) * C))
   for (int n = 0; n < N; ++n) {
     const float* x = inp + static_cast<size_t>(n) * C;
     const float* dy = dout + static_cast<size_t>(n) * C;
@@ -125,7 +151,7 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
       dx[c] += r * (dy[c] * w[c] - mean_dxhat - xhat * mean_dxhat_xhat);
     }
   }
-#pragma omp parallel
+#pragma omp parallel if (Parallel(static_cast<size_t>(N) * C))
   {
     size_t c0, c1;
     ThreadRange(static_cast<size_t>(C), &c0, &c1);
@@ -151,7 +177,7 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
 void MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O) {
   float beta = 0.0f;
   if (b != nullptr) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(static_cast<size_t>(N) * O))
     for (int n = 0; n < N; ++n) std::memcpy(out + static_cast<size_t>(n) * O, b, sizeof(float) * O);
     beta = 1.0f;
   }
@@ -168,41 +194,92 @@ void MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const 
   if (db != nullptr) ColumnSums(db, dout, N, O);
 }
 
+// Both attention passes work on one (batch, head) pair at a time. The dot
+// products over hd become register-blocked loops over 16 key positions (K
+// and V transposed into (hd, Tp) scratch, Tp = T rounded up to 16), and the
+// weighted sums over keys accumulate 16 channels in registers: plain loops
+// that load and store their accumulator every iteration are latency-bound.
+namespace {
+
+constexpr int kLanes = 16;
+
+int RoundUp(int x, int m) { return (x + m - 1) / m * m; }
+
+// dst (hd, Tp) = the hd channels of T rows at base (row stride `row`), transposed.
+void GatherTransposed(float* dst, const float* base, size_t row, int T, int Tp, int hd) {
+  for (int s = 0; s < T; ++s) {
+    const float* src = base + s * row;
+    for (int i = 0; i < hd; ++i) dst[static_cast<size_t>(i) * Tp + s] = src[i];
+  }
+}
+
+// out[s] = scale * sum_i x[i] * mt[i][s] for s < n (writes up to RoundUp(n, 16)
+// entries of out); mt is (k, Tp) with Tp >= RoundUp(n, 16).
+void DotWithColumns(float* out, const float* x, const float* mt, int k, int n, int Tp, float scale) {
+  for (int s0 = 0; s0 < n; s0 += kLanes) {
+    float acc[kLanes] = {};
+    for (int i = 0; i < k; ++i) {
+      const float xi = x[i] * scale;
+      const float* m = mt + static_cast<size_t>(i) * Tp + s0;
+#pragma omp simd
+      for (int j = 0; j < kLanes; ++j) acc[j] += xi * m[j];
+    }
+    for (int j = 0; j < kLanes; ++j) out[s0 + j] = acc[j];
+  }
+}
+
+// out[i] = sum_{s < n} w[s] * rows[s * stride + i] for i < hd.
+void WeightedRowSum(float* out, const float* w, const float* rows, size_t stride, int n, int hd) {
+  int i0 = 0;
+  for (; i0 + kLanes <= hd; i0 += kLanes) {
+    float acc[kLanes] = {};
+    for (int s = 0; s < n; ++s) {
+      const float ws = w[s];
+      const float* r = rows + s * stride + i0;
+#pragma omp simd
+      for (int j = 0; j < kLanes; ++j) acc[j] += ws * r[j];
+    }
+    for (int j = 0; j < kLanes; ++j) out[i0 + j] = acc[j];
+  }
+  for (int i = i0; i < hd; ++i) {
+    float acc = 0.0f;
+    for (int s = 0; s < n; ++s) acc += w[s] * rows[s * stride + i];
+    out[i] = acc;
+  }
+}
+
+}  // namespace
+
 void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
   const int hd = C / H;
+  const int Tp = RoundUp(T, kLanes);
   const size_t row = 3 * static_cast<size_t>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-#pragma omp parallel for schedule(static)
-  for (int bh = 0; bh < B * H; ++bh) {
-    const int b = bh / H, h = bh % H;
-    const float* base = qkv + static_cast<size_t>(b) * T * row;
-    for (int t = 0; t < T; ++t) {
-      const float* q = base + t * row + h * hd;
-      float* a = att + (static_cast<size_t>(bh) * T + t) * T;
-      float maxv = -INFINITY;
-      for (int s = 0; s <= t; ++s) {
-        const float* k = base + s * row + C + h * hd;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int i = 0; i < hd; ++i) dot += q[i] * k[i];
-        dot *= scale;
-        a[s] = dot;
-        maxv = std::max(maxv, dot);
-      }
-      float sum = 0.0f;
-      for (int s = 0; s <= t; ++s) {
-        a[s] = std::exp(a[s] - maxv);
-        sum += a[s];
-      }
-      const float inv = 1.0f / sum;
-      for (int s = 0; s <= t; ++s) a[s] *= inv;
-      for (int s = t + 1; s < T; ++s) a[s] = 0.0f;
-      float* o = out + (static_cast<size_t>(b) * T + t) * C + h * hd;
-      for (int i = 0; i < hd; ++i) o[i] = 0.0f;
-      for (int s = 0; s <= t; ++s) {
-        const float* v = base + s * row + 2 * C + h * hd;
-        const float p = a[s];
-        for (int i = 0; i < hd; ++i) o[i] += p * v[i];
+#pragma omp parallel if (Parallel(static_cast<size_t>(B) * T * T * C / 2))
+  {
+    std::vector<float> kt(static_cast<size_t>(hd) * Tp, 0.0f), scores(static_cast<size_t>(Tp));
+#pragma omp for schedule(static)
+    for (int bh = 0; bh < B * H; ++bh) {
+      const int b = bh / H, h = bh % H;
+      const float* base = qkv + static_cast<size_t>(b) * T * row;
+      GatherTransposed(kt.data(), base + C + h * hd, row, T, Tp, hd);
+      for (int t = 0; t < T; ++t) {
+        const int n = t + 1;  // causal: keys 0..t
+        float* a = att + (static_cast<size_t>(bh) * T + t) * T;
+        DotWithColumns(scores.data(), base + t * row + h * hd, kt.data(), hd, n, Tp, scale);
+        float maxv = scores[0];
+        for (int s = 1; s < n; ++s) maxv = std::max(maxv, scores[s]);
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int s = 0; s < n; ++s) {
+          a[s] = ExpApprox(scores[s] - maxv);
+          sum += a[s];
+        }
+        const float inv = 1.0f / sum;
+#pragma omp simd
+        for (int s = 0; s < n; ++s) a[s] *= inv;
+        for (int s = n; s < T; ++s) a[s] = 0.0f;
+        WeightedRowSum(out + (static_cast<size_t>(b) * T + t) * C + h * hd, a, base + 2 * C + h * hd, row, n, hd);
       }
     }
   }
@@ -211,71 +288,69 @@ void AttentionForward(float* out, float* att, const float* qkv, int B, int T, in
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
                        int C, int H) {
   const int hd = C / H;
+  const int Tp = RoundUp(T, kLanes);
   const size_t row = 3 * static_cast<size_t>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-#pragma omp parallel
+#pragma omp parallel if (Parallel(static_cast<size_t>(B) * T * T * C / 2))
   {
-    std::vector<float> datt(static_cast<size_t>(T));
+    const size_t head = static_cast<size_t>(hd) * T;
+    std::vector<float> vt(static_cast<size_t>(hd) * Tp, 0.0f), dk(head), dv(head), datt(static_cast<size_t>(Tp)),
+        dpre(static_cast<size_t>(Tp));
 #pragma omp for schedule(static)
     for (int bh = 0; bh < B * H; ++bh) {
       const int b = bh / H, h = bh % H;
       const float* base = qkv + static_cast<size_t>(b) * T * row;
       float* dbase = dqkv + static_cast<size_t>(b) * T * row;
+      GatherTransposed(vt.data(), base + 2 * C + h * hd, row, T, Tp, hd);
+      std::fill(dk.begin(), dk.end(), 0.0f);  // (T, hd), accumulated over queries t
+      std::fill(dv.begin(), dv.end(), 0.0f);
       for (int t = 0; t < T; ++t) {
-        for (int part = 0; part < 3; ++part) {
-          std::memset(dbase + t * row + part * C + h * hd, 0, sizeof(float) * hd);
-        }
-      }
-      for (int t = 0; t < T; ++t) {
+        const int n = t + 1;
         const float* a = att + (static_cast<size_t>(bh) * T + t) * T;
         const float* dy = dout + (static_cast<size_t>(b) * T + t) * C + h * hd;
+        DotWithColumns(datt.data(), dy, vt.data(), hd, n, Tp, 1.0f);  // datt[s] = dy . v_s
         float weighted = 0.0f;
-        for (int s = 0; s <= t; ++s) {
-          const float* v = base + s * row + 2 * C + h * hd;
-          float* dv = dbase + s * row + 2 * C + h * hd;
-          float dot = 0.0f;
-          const float p = a[s];
-#pragma omp simd reduction(+ : dot)
-          for (int i = 0; i < hd; ++i) {
-            dot += dy[i] * v[i];
-            dv[i] += p * dy[i];
-          }
-          datt[s] = dot;
-          weighted += p * dot;
-        }
+        for (int s = 0; s < n; ++s) weighted += a[s] * datt[s];
+        for (int s = 0; s < n; ++s) dpre[s] = a[s] * (datt[s] - weighted) * scale;
         const float* q = base + t * row + h * hd;
-        float* dq = dbase + t * row + h * hd;
-        for (int s = 0; s <= t; ++s) {
-          const float dpre = a[s] * (datt[s] - weighted) * scale;
-          const float* k = base + s * row + C + h * hd;
-          float* dk = dbase + s * row + C + h * hd;
+        // dq_t = sum_s dpre[s] k_s
+        WeightedRowSum(dbase + t * row + h * hd, dpre.data(), base + C + h * hd, row, n, hd);
+        for (int s = 0; s < n; ++s) {
+          const float ds = dpre[s], p = a[s];
+          float* dks = dk.data() + static_cast<size_t>(s) * hd;
+          float* dvs = dv.data() + static_cast<size_t>(s) * hd;
+#pragma omp simd
           for (int i = 0; i < hd; ++i) {
-            dq[i] += dpre * k[i];
-            dk[i] += dpre * q[i];
+            dks[i] += ds * q[i];
+            dvs[i] += p * dy[i];
           }
         }
+      }
+      for (int s = 0; s < T; ++s) {
+        std::memcpy(dbase + s * row + C + h * hd, dk.data() + static_cast<size_t>(s) * hd, sizeof(float) * hd);
+        std::memcpy(dbase + s * row + 2 * C + h * hd, dv.data() + static_cast<size_t>(s) * hd, sizeof(float) * hd);
       }
     }
   }
 }
 
 void ReluForward(float* x, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(n))
   for (size_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
 void ReluBackward(float* dx, const float* dy, const float* act, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(n))
   for (size_t i = 0; i < n; ++i) dx[i] = act[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 void Add(float* out, const float* a, const float* b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(n))
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 void Multiply(float* out, const float* a, const float* b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(n))
   for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
 }
 
@@ -284,7 +359,7 @@ void MakeDropoutMask(float* mask, size_t n, float p, uint64_t seed) {
   // Counter-based: element i depends only on (seed, i), not on the threads.
   const size_t block = 4096;
   const size_t blocks = (n + block - 1) / block;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(n))
   for (size_t bi = 0; bi < blocks; ++bi) {
     Rng rng(MixSeed(seed, 0xd409, bi));
     const size_t end = std::min(n, (bi + 1) * block);
@@ -295,7 +370,7 @@ void MakeDropoutMask(float* mask, size_t n, float p, uint64_t seed) {
 CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, const float* logits,
                                       const int32_t* targets, int N, int V) {
   std::vector<uint8_t> row_correct(static_cast<size_t>(N));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(static_cast<size_t>(N) * V))
   for (int n = 0; n < N; ++n) {
     const float* z = logits + static_cast<size_t>(n) * V;
     float* p = probs + static_cast<size_t>(n) * V;
@@ -307,16 +382,18 @@ CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, const float
         argmax = j;
       }
     }
-    double sum = 0.0;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int j = 0; j < V; ++j) {
-      p[j] = std::exp(z[j] - maxv);
+      p[j] = ExpApprox(z[j] - maxv);
       sum += p[j];
     }
-    const float inv = static_cast<float>(1.0 / sum);
+    const float inv = 1.0f / sum;
+#pragma omp simd
     for (int j = 0; j < V; ++j) p[j] *= inv;
     const int32_t target = targets[n];
     if (target >= 0) {
-      row_loss[n] = static_cast<float>(std::log(sum) + maxv - z[target]);
+      row_loss[n] = std::log(sum) + maxv - z[target];
       row_correct[n] = argmax == target;
     } else {
       row_loss[n] = 0.0f;
@@ -335,7 +412,7 @@ CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, const float
 
 void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,
                           float scale) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Parallel(static_cast<size_t>(N) * V))
   for (int n = 0; n < N; ++n) {
     float* d = dlogits + static_cast<size_t>(n) * V;
     const int32_t target = targets[n];
@@ -363,7 +440,7 @@ double SquaredNorm(const float* x, size_t n) {
   // Per-thread partials summed in thread order (an OpenMP reduction's order is unspecified).
   std::vector<double> partial(static_cast<size_t>(omp_get_max_threads()), 0.0);
   int used = 1;
-#pragma omp parallel
+#pragma omp parallel if (Parallel(n))
   {
 #pragma omp single
     used = omp_get_num_threads();
