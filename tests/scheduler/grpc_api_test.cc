@@ -1,0 +1,477 @@
+// The gRPC API end to end against a real PostgreSQL: every validation rule
+// is sent as a bad request over gRPC, and the stored state must not change.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+
+#include <cmath>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
+#include "db/postgres_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "normsweep/v1/worker_service.grpc.pb.h"
+#include "scheduler/scheduler_server.h"
+#include "scheduler/sweep_expander.h"
+#include "prometheus/text_serializer.h"
+#include "tests/common/postgres_instance.h"
+
+namespace normsweep::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+class GrpcApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pg = testing::SharedPostgres();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    static int counter = 0;
+    auto conninfo = (*pg)->CreateDatabase(absl::StrCat("grpc_api_", ++counter));
+    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+    conninfo_ = *conninfo;
+    db::PostgresStoreOptions options;
+    options.connect.conninfo = *conninfo;
+    auto store = db::PostgresStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    SchedulerServerOptions server_options;
+    server_options.grpc_address = "127.0.0.1:0";
+    server_options.metrics_address = "";  // /metrics over HTTP: two_schedulers_test
+    server_options.scheduler.watch_poll_interval = absl::Milliseconds(50);
+    auto server = SchedulerServer::Start(*store_, RealClock::Get(), server_options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->grpc_port()),
+                                   grpc::InsecureChannelCredentials());
+    sweeps_ = v1::SweepService::NewStub(channel_);
+    workers_ = v1::WorkerService::NewStub(channel_);
+
+    // Something stored that bad requests must leave alone.
+    grpc::ClientContext ctx;
+    v1::SubmitSweepResponse resp;
+    ASSERT_TRUE(sweeps_->SubmitSweep(&ctx, GoodRequest(), &resp).ok());
+    sweep_id_ = resp.sweep().id();
+    worker_id_ = RegisterWorker("w1");
+    grpc::ClientContext lctx;
+    v1::LeaseTrialRequest lreq;
+    lreq.set_worker_id(worker_id_);
+    v1::LeaseTrialResponse lresp;
+    ASSERT_TRUE(workers_->LeaseTrial(&lctx, lreq, &lresp).ok());
+    ASSERT_TRUE(lresp.leased());
+    leased_ = lresp.trial();
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  static v1::SubmitSweepRequest GoodRequest() {
+    v1::SubmitSweepRequest r;
+    r.set_request_id("good");
+    v1::SweepSpec* s = r.mutable_spec();
+    s->set_name("xiong2020-small");
+    s->mutable_base()->set_d_model(64);
+    s->mutable_base()->set_heads(4);
+    s->mutable_base()->set_steps(200);
+    s->add_placements("post");
+    s->add_placements("pre");
+    s->add_warmup_steps(0);
+    s->add_warmup_steps(100);
+    s->add_peak_lrs(5e-4);
+    s->add_peak_lrs(1e-3);
+    s->add_seeds(0);
+    return r;
+  }
+
+  int64_t RegisterWorker(const std::string& name) {
+    grpc::ClientContext ctx;
+    v1::RegisterWorkerRequest req;
+    req.set_name(name);
+    req.add_devices("cpu");
+    v1::RegisterWorkerResponse resp;
+    EXPECT_TRUE(workers_->RegisterWorker(&ctx, req, &resp).ok());
+    return resp.worker_id();
+  }
+
+  // Everything stored, as text: every sweep and trial, and row counts.
+  std::string Snapshot() {
+    std::string out;
+    auto sweeps = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 1000);
+    EXPECT_TRUE(sweeps.ok());
+    for (const auto& s : *sweeps) {
+      absl::StrAppend(&out, s.DebugString());
+      auto trials = store_->ListTrials(s.id(), v1::TRIAL_STATE_UNSPECIFIED, -1, 100);
+      for (const auto& t : *trials) absl::StrAppend(&out, t.DebugString());
+    }
+    db::PgConnectOptions options;
+    options.conninfo = conninfo_;
+    auto conn = db::PgConnection::Connect(options);
+    EXPECT_TRUE(conn.ok()) << conn.status();
+    auto counts = (*conn)->Exec(
+        "SELECT (SELECT count(*) FROM sweeps), (SELECT count(*) FROM trials), (SELECT count(*) FROM workers),"
+        " (SELECT count(*) FROM trial_metrics), (SELECT count(*) FROM layer_grad_norms),"
+        " (SELECT max(update_seq) FROM trials)");
+    EXPECT_TRUE(counts.ok()) << counts.status();
+    for (int c = 0; c < 6; ++c) absl::StrAppend(&out, counts->GetString(0, c), " ");
+    return out;
+  }
+
+  // Sends a bad request and checks the code, the named field and that
+  // nothing stored changed.
+  void ExpectRejected(const std::string& what, const std::function<grpc::Status(grpc::ClientContext*)>& call,
+                      grpc::StatusCode code, const std::string& field) {
+    SCOPED_TRACE(what);
+    const std::string before = Snapshot();
+    grpc::ClientContext ctx;
+    grpc::Status status = call(&ctx);
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(field));
+    EXPECT_EQ(Snapshot(), before);
+    ++rejected_;
+  }
+
+  void ExpectBadSpec(const std::string& what, const std::function<void(v1::SubmitSweepRequest*)>& mutate,
+                     const std::string& field) {
+    v1::SubmitSweepRequest r = GoodRequest();
+    r.set_request_id(absl::StrCat("bad-", rejected_));
+    mutate(&r);
+    ExpectRejected(what, [&](grpc::ClientContext* ctx) {
+      v1::SubmitSweepResponse resp;
+      return sweeps_->SubmitSweep(ctx, r, &resp);
+    }, grpc::StatusCode::INVALID_ARGUMENT, field);
+  }
+
+  std::string conninfo_;
+  std::unique_ptr<db::PostgresStore> store_;
+  std::unique_ptr<SchedulerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::SweepService::Stub> sweeps_;
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
+  int64_t sweep_id_ = 0;
+  int64_t worker_id_ = 0;
+  v1::Trial leased_;
+  int rejected_ = 0;
+};
+
+TEST_F(GrpcApiTest, RejectsBadSweepSpecsNamingTheField) {
+  ExpectBadSpec("empty placements", [](auto* r) { r->mutable_spec()->clear_placements(); }, "spec.placements");
+  ExpectBadSpec("empty warmup_steps", [](auto* r) { r->mutable_spec()->clear_warmup_steps(); }, "spec.warmup_steps");
+  ExpectBadSpec("empty peak_lrs", [](auto* r) { r->mutable_spec()->clear_peak_lrs(); }, "spec.peak_lrs");
+  ExpectBadSpec("empty seeds", [](auto* r) { r->mutable_spec()->clear_seeds(); }, "spec.seeds");
+  ExpectBadSpec("oversize axis", [](auto* r) {
+    for (int i = 1; i <= kMaxAxisValues; ++i) r->mutable_spec()->add_seeds(i);
+  }, "spec.seeds: at most 1000");
+  ExpectBadSpec("grid over the limit", [](auto* r) {  // 2 x 3 x 2 x 1000 = 12,000
+    r->mutable_spec()->add_warmup_steps(1000);
+    for (int i = 1; i < 1000; ++i) r->mutable_spec()->add_seeds(i);
+  }, "limit is 10000");
+  ExpectBadSpec("lr <= 0", [](auto* r) { r->mutable_spec()->add_peak_lrs(0); }, "spec.peak_lrs[2]");
+  ExpectBadSpec("lr negative", [](auto* r) { r->mutable_spec()->add_peak_lrs(-1e-3); }, "spec.peak_lrs[2]");
+  ExpectBadSpec("lr NaN", [](auto* r) { r->mutable_spec()->add_peak_lrs(std::nan("")); }, "spec.peak_lrs[2]");
+  ExpectBadSpec("lr infinite", [](auto* r) { r->mutable_spec()->add_peak_lrs(INFINITY); }, "spec.peak_lrs[2]");
+  ExpectBadSpec("negative warm-up", [](auto* r) { r->mutable_spec()->add_warmup_steps(-10); }, "spec.warmup_steps[2]");
+  ExpectBadSpec("heads not dividing d_model", [](auto* r) { r->mutable_spec()->mutable_base()->set_heads(3); },
+                "heads");
+  ExpectBadSpec("unknown placement", [](auto* r) { r->mutable_spec()->add_placements("sandwich"); },
+                "spec.placements[2]");
+  ExpectBadSpec("missing name", [](auto* r) { r->mutable_spec()->clear_name(); }, "spec.name");
+  ExpectBadSpec("name too long", [](auto* r) { r->mutable_spec()->set_name(std::string(201, 'n')); }, "spec.name");
+  ExpectBadSpec("request_id too long", [](auto* r) { r->set_request_id(std::string(129, 'r')); }, "request_id");
+  ExpectBadSpec("base string too long", [](auto* r) {
+    r->mutable_spec()->mutable_base()->set_data_file(std::string(2000, 'f'));
+  }, "spec.base.data_file");
+  ExpectBadSpec("unknown extra axis", [](auto* r) {
+    v1::ExtraAxis* a = r->mutable_spec()->add_extra_axes();
+    a->set_field("colour");
+    a->add_values("red");
+  }, "spec.extra_axes[0].field");
+  ExpectBadSpec("bad extra-axis value", [](auto* r) {
+    v1::ExtraAxis* a = r->mutable_spec()->add_extra_axes();
+    a->set_field("beta2");
+    a->add_values("0.98");
+    a->add_values("lots");
+  }, "spec.extra_axes[0].values[1]");
+  ExpectBadSpec("random search with a grid", [](auto* r) {
+    r->mutable_spec()->mutable_random_search()->set_samples(3);
+  }, "spec.warmup_steps");
+  ExpectBadSpec("random search bad lr range", [](auto* r) {
+    r->mutable_spec()->clear_warmup_steps();
+    r->mutable_spec()->clear_peak_lrs();
+    v1::RandomSearch* rs = r->mutable_spec()->mutable_random_search();
+    rs->set_samples(3);
+    rs->set_lr_min(0);
+    rs->set_lr_max(1e-3);
+  }, "spec.random_search.lr_min");
+}
+
+TEST_F(GrpcApiTest, ReusedRequestIdWithAnotherSpecIsAlreadyExists) {
+  v1::SubmitSweepRequest r = GoodRequest();
+  r.mutable_spec()->add_seeds(9);
+  ExpectRejected("reuse", [&](grpc::ClientContext* ctx) {
+    v1::SubmitSweepResponse resp;
+    return sweeps_->SubmitSweep(ctx, r, &resp);
+  }, grpc::StatusCode::ALREADY_EXISTS, "request_id 'good'");
+  grpc::ClientContext ctx;
+  v1::SubmitSweepResponse resp;
+  ASSERT_TRUE(sweeps_->SubmitSweep(&ctx, GoodRequest(), &resp).ok());
+  EXPECT_FALSE(resp.created());
+  EXPECT_EQ(resp.sweep().id(), sweep_id_);
+}
+
+TEST_F(GrpcApiTest, RejectsUnknownAndMissingIds) {
+  using C = grpc::StatusCode;
+  ExpectRejected("GetSweep 0", [&](auto* ctx) {
+    v1::GetSweepRequest r;
+    v1::GetSweepResponse resp;
+    return sweeps_->GetSweep(ctx, r, &resp);
+  }, C::INVALID_ARGUMENT, "sweep_id");
+  ExpectRejected("GetSweep unknown", [&](auto* ctx) {
+    v1::GetSweepRequest r;
+    r.set_sweep_id(987654);
+    v1::GetSweepResponse resp;
+    return sweeps_->GetSweep(ctx, r, &resp);
+  }, C::NOT_FOUND, "sweep_id 987654");
+  ExpectRejected("CancelSweep unknown", [&](auto* ctx) {
+    v1::CancelSweepRequest r;
+    r.set_sweep_id(987654);
+    v1::CancelSweepResponse resp;
+    return sweeps_->CancelSweep(ctx, r, &resp);
+  }, C::NOT_FOUND, "sweep_id 987654");
+  ExpectRejected("ListTrials unknown", [&](auto* ctx) {
+    v1::ListTrialsRequest r;
+    r.set_sweep_id(987654);
+    v1::ListTrialsResponse resp;
+    return sweeps_->ListTrials(ctx, r, &resp);
+  }, C::NOT_FOUND, "sweep_id 987654");
+  ExpectRejected("GetTrial unknown", [&](auto* ctx) {
+    v1::GetTrialRequest r;
+    r.set_trial_id(555555);
+    v1::GetTrialResponse resp;
+    return sweeps_->GetTrial(ctx, r, &resp);
+  }, C::NOT_FOUND, "trial_id 555555");
+  ExpectRejected("WatchSweep unknown", [&](auto* ctx) {
+    v1::WatchSweepRequest r;
+    r.set_sweep_id(987654);
+    auto reader = sweeps_->WatchSweep(ctx, r);
+    v1::WatchSweepEvent e;
+    while (reader->Read(&e)) {}
+    return reader->Finish();
+  }, C::NOT_FOUND, "sweep_id 987654");
+  ExpectRejected("LeaseTrial unknown worker", [&](auto* ctx) {
+    v1::LeaseTrialRequest r;
+    r.set_worker_id(4242);
+    v1::LeaseTrialResponse resp;
+    return workers_->LeaseTrial(ctx, r, &resp);
+  }, C::NOT_FOUND, "worker_id 4242");
+  ExpectRejected("Heartbeat unknown worker", [&](auto* ctx) {
+    v1::HeartbeatRequest r;
+    r.set_worker_id(4242);
+    v1::HeartbeatResponse resp;
+    return workers_->Heartbeat(ctx, r, &resp);
+  }, C::NOT_FOUND, "worker_id 4242");
+  ExpectRejected("ReportProgress unknown trial", [&](auto* ctx) {
+    v1::ReportProgressRequest r;
+    r.set_worker_id(worker_id_);
+    r.set_trial_id(555555);
+    r.set_attempt(1);
+    r.add_points()->set_step(1);
+    v1::ReportProgressResponse resp;
+    return workers_->ReportProgress(ctx, r, &resp);
+  }, C::NOT_FOUND, "trial_id 555555");
+  ExpectRejected("FinishTrial unknown trial", [&](auto* ctx) {
+    v1::FinishTrialRequest r;
+    r.set_worker_id(worker_id_);
+    r.set_trial_id(555555);
+    r.set_attempt(1);
+    r.set_outcome(v1::TRIAL_SUCCEEDED);
+    v1::FinishTrialResponse resp;
+    return workers_->FinishTrial(ctx, r, &resp);
+  }, C::NOT_FOUND, "trial_id 555555");
+  ExpectRejected("ReportProgress without the lease", [&](auto* ctx) {
+    v1::ReportProgressRequest r;
+    r.set_worker_id(worker_id_);
+    r.set_trial_id(leased_.id());
+    r.set_attempt(leased_.attempts() + 1);
+    r.add_points()->set_step(1);
+    v1::ReportProgressResponse resp;
+    return workers_->ReportProgress(ctx, r, &resp);
+  }, C::FAILED_PRECONDITION, "lease not held");
+}
+
+TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
+  using C = grpc::StatusCode;
+  auto progress = [&](const std::function<void(v1::ReportProgressRequest*)>& mutate) {
+    return [this, mutate](grpc::ClientContext* ctx) {
+      v1::ReportProgressRequest r;
+      r.set_worker_id(worker_id_);
+      r.set_trial_id(leased_.id());
+      r.set_attempt(leased_.attempts());
+      r.add_points()->set_step(1);
+      mutate(&r);
+      v1::ReportProgressResponse resp;
+      return workers_->ReportProgress(ctx, r, &resp);
+    };
+  };
+  ExpectRejected("negative step", progress([](auto* r) { r->mutable_points(0)->set_step(-1); }), C::INVALID_ARGUMENT,
+                 "points[0].step");
+  ExpectRejected("too many points", progress([](auto* r) {
+    for (int i = 0; i < kMaxPointsPerReport; ++i) r->add_points()->set_step(i + 2);
+  }), C::INVALID_ARGUMENT, "points: at most");
+  ExpectRejected("matrix name too long", progress([](auto* r) {
+    v1::LayerGradNorm* n = r->add_layer_grad_norms()->add_norms();
+    n->set_matrix(std::string(65, 'm'));
+  }), C::INVALID_ARGUMENT, "layer_grad_norms[0].norms[0].matrix");
+  ExpectRejected("missing attempt", progress([](auto* r) { r->set_attempt(0); }), C::INVALID_ARGUMENT, "attempt");
+  auto finish = [&](const std::function<void(v1::FinishTrialRequest*)>& mutate) {
+    return [this, mutate](grpc::ClientContext* ctx) {
+      v1::FinishTrialRequest r;
+      r.set_worker_id(worker_id_);
+      r.set_trial_id(leased_.id());
+      r.set_attempt(leased_.attempts());
+      r.set_outcome(v1::TRIAL_SUCCEEDED);
+      mutate(&r);
+      v1::FinishTrialResponse resp;
+      return workers_->FinishTrial(ctx, r, &resp);
+    };
+  };
+  ExpectRejected("outcome PENDING", finish([](auto* r) { r->set_outcome(v1::TRIAL_PENDING); }), C::INVALID_ARGUMENT,
+                 "outcome");
+  ExpectRejected("outcome unset", finish([](auto* r) { r->clear_outcome(); }), C::INVALID_ARGUMENT, "outcome");
+  ExpectRejected("error too long", finish([](auto* r) {
+    r->set_outcome(v1::TRIAL_FAILED);
+    r->mutable_result()->set_error(std::string(kMaxErrorLength + 1, 'e'));
+  }), C::INVALID_ARGUMENT, "result.error");
+  ExpectRejected("worker name too long", [&](auto* ctx) {
+    v1::RegisterWorkerRequest r;
+    r.set_name(std::string(201, 'w'));
+    v1::RegisterWorkerResponse resp;
+    return workers_->RegisterWorker(ctx, r, &resp);
+  }, C::INVALID_ARGUMENT, "name");
+  ExpectRejected("worker device too long", [&](auto* ctx) {
+    v1::RegisterWorkerRequest r;
+    r.set_name("w");
+    r.add_devices(std::string(65, 'd'));
+    v1::RegisterWorkerResponse resp;
+    return workers_->RegisterWorker(ctx, r, &resp);
+  }, C::INVALID_ARGUMENT, "devices[0]");
+  ExpectRejected("page size", [&](auto* ctx) {
+    v1::ListSweepsRequest r;
+    r.set_page_size(5000);
+    v1::ListSweepsResponse resp;
+    return sweeps_->ListSweeps(ctx, r, &resp);
+  }, C::INVALID_ARGUMENT, "page_size");
+  ExpectRejected("page token", [&](auto* ctx) {
+    v1::ListTrialsRequest r;
+    r.set_sweep_id(sweep_id_);
+    r.set_page_token("abc");
+    v1::ListTrialsResponse resp;
+    return sweeps_->ListTrials(ctx, r, &resp);
+  }, C::INVALID_ARGUMENT, "page_token");
+
+  // Every rejection above is counted by method and code (as /metrics shows it).
+  auto metrics = std::make_unique<std::string>(prometheus::TextSerializer().Serialize(server_->registry().Collect()));
+  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"ReportProgress\"} 4"));
+  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"FinishTrial\"} 3"));
+}
+
+TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {
+  // Watch from the start, on its own thread.
+  std::vector<v1::WatchSweepEvent> events;
+  grpc::Status watch_status;
+  grpc::ClientContext watch_ctx;
+  v1::WatchSweepRequest watch_req;
+  watch_req.set_sweep_id(sweep_id_);
+  auto reader = sweeps_->WatchSweep(&watch_ctx, watch_req);
+  std::thread watcher([&] {
+    v1::WatchSweepEvent e;
+    while (reader->Read(&e)) events.push_back(e);
+    watch_status = reader->Finish();
+  });
+
+  std::vector<v1::Trial> trials = {leased_};
+  while (true) {
+    grpc::ClientContext ctx;
+    v1::LeaseTrialRequest r;
+    r.set_worker_id(worker_id_);
+    v1::LeaseTrialResponse resp;
+    ASSERT_TRUE(workers_->LeaseTrial(&ctx, r, &resp).ok());
+    if (!resp.leased()) break;
+    trials.push_back(resp.trial());
+  }
+  ASSERT_EQ(trials.size(), 8u);
+  for (const v1::Trial& t : trials) {
+    grpc::ClientContext pctx;
+    v1::ReportProgressRequest p;
+    p.set_worker_id(worker_id_);
+    p.set_trial_id(t.id());
+    p.set_attempt(t.attempts());
+    for (int step = 1; step <= 5; ++step) {
+      v1::MetricPoint* m = p.add_points();
+      m->set_step(step);
+      m->set_train_loss(6.0 - step);
+    }
+    v1::ReportProgressResponse presp;
+    ASSERT_TRUE(workers_->ReportProgress(&pctx, p, &presp).ok());
+    EXPECT_FALSE(presp.cancel_requested());
+    grpc::ClientContext fctx;
+    v1::FinishTrialRequest f;
+    f.set_worker_id(worker_id_);
+    f.set_trial_id(t.id());
+    f.set_attempt(t.attempts());
+    f.set_outcome(t.config().placement() == "post" && t.config().warmup_steps() == 0 ? v1::TRIAL_DIVERGED
+                                                                                      : v1::TRIAL_SUCCEEDED);
+    f.mutable_result()->set_final_val_loss(1.0 + t.index());
+    v1::FinishTrialResponse fresp;
+    ASSERT_TRUE(workers_->FinishTrial(&fctx, f, &fresp).ok());
+  }
+  watcher.join();
+  EXPECT_TRUE(watch_status.ok()) << watch_status.error_message();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().sweep().state(), v1::SWEEP_COMPLETED);
+  EXPECT_EQ(events.back().sweep().counts().diverged(), 2);
+  EXPECT_EQ(events.back().sweep().counts().succeeded(), 6);
+
+  grpc::ClientContext gctx;
+  v1::GetTrialRequest g;
+  g.set_trial_id(trials[3].id());
+  v1::GetTrialResponse gresp;
+  ASSERT_TRUE(sweeps_->GetTrial(&gctx, g, &gresp).ok());
+  EXPECT_EQ(gresp.metrics_size(), 5);
+  EXPECT_EQ(gresp.trial().last_step(), 5);
+}
+
+TEST_F(GrpcApiTest, HealthCheckSaysServing) {
+  // grpc.health.v1.Health/Check with an empty HealthCheckRequest; the reply
+  // is HealthCheckResponse{status: SERVING}, i.e. the bytes 08 01.
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext ctx;
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = s;
+                   done = true;
+                   cv.notify_one();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+}  // namespace
+}  // namespace normsweep::scheduler

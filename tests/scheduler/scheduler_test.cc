@@ -1,0 +1,316 @@
+// Scheduler logic over the in-memory store with an injected clock: no
+// sockets, no sleeping for leases.
+#include "scheduler/scheduler.h"
+
+#include <prometheus/registry.h>
+
+#include <thread>
+
+#include "common/clock.h"
+#include "db/memory_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace normsweep::scheduler {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+double MetricValue(prometheus::Registry& registry, const std::string& name,
+                   const std::map<std::string, std::string>& labels = {}) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) {
+      bool match = true;
+      for (const auto& [k, v] : labels) {
+        bool found = false;
+        for (const auto& l : m.label) found = found || (l.name == k && l.value == v);
+        match = match && found;
+      }
+      if (!match) continue;
+      switch (family.type) {
+        case prometheus::MetricType::Counter: return m.counter.value;
+        case prometheus::MetricType::Gauge: return m.gauge.value;
+        case prometheus::MetricType::Histogram: return static_cast<double>(m.histogram.sample_count);
+        default: return -1;
+      }
+    }
+  }
+  return -1;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  SchedulerTest() : metrics_(registry_), scheduler_(store_, clock_, metrics_, Options()) {}
+
+  static SchedulerOptions Options() {
+    SchedulerOptions o;
+    o.lease_duration = absl::Seconds(60);
+    o.worker_timeout = absl::Seconds(90);
+    o.watch_poll_interval = absl::Milliseconds(20);
+    return o;
+  }
+
+  v1::SubmitSweepRequest Request(int seeds = 2, int max_attempts = 2) {
+    v1::SubmitSweepRequest r;
+    r.set_request_id("req");
+    v1::SweepSpec* s = r.mutable_spec();
+    s->set_name("test");
+    s->mutable_base()->set_d_model(32);
+    s->mutable_base()->set_heads(2);
+    s->add_placements("post");
+    s->add_warmup_steps(0);
+    s->add_peak_lrs(1e-3);
+    for (int i = 0; i < seeds; ++i) s->add_seeds(i);
+    s->set_max_attempts(max_attempts);
+    return r;
+  }
+
+  int64_t Register() {
+    v1::RegisterWorkerRequest r;
+    r.set_name("w");
+    auto resp = scheduler_.RegisterWorker(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    EXPECT_EQ(resp->lease_seconds(), 60);
+    return resp->worker_id();
+  }
+
+  v1::Trial Lease(int64_t worker) {
+    v1::LeaseTrialRequest r;
+    r.set_worker_id(worker);
+    auto resp = scheduler_.LeaseTrial(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    EXPECT_TRUE(resp->leased());
+    return resp->trial();
+  }
+
+  v1::HeartbeatResponse Heartbeat(int64_t worker, const v1::Trial& t) {
+    v1::HeartbeatRequest r;
+    r.set_worker_id(worker);
+    v1::TrialLease* l = r.add_leases();
+    l->set_trial_id(t.id());
+    l->set_attempt(t.attempts());
+    auto resp = scheduler_.Heartbeat(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return *resp;
+  }
+
+  absl::StatusOr<v1::FinishTrialResponse> Finish(int64_t worker, const v1::Trial& t, v1::TrialState outcome) {
+    v1::FinishTrialRequest r;
+    r.set_worker_id(worker);
+    r.set_trial_id(t.id());
+    r.set_attempt(t.attempts());
+    r.set_outcome(outcome);
+    r.mutable_result()->set_final_val_loss(1.25);
+    return scheduler_.FinishTrial(r);
+  }
+
+  db::MemoryStore store_;
+  FakeClock clock_;
+  prometheus::Registry registry_;
+  SchedulerMetrics metrics_;
+  Scheduler scheduler_;
+};
+
+TEST_F(SchedulerTest, SubmitIsIdempotentAndValidateOnlyStoresNothing) {
+  v1::SubmitSweepRequest dry = Request();
+  dry.set_validate_only(true);
+  auto checked = scheduler_.SubmitSweep(dry);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(checked->sweep().trial_count(), 2);
+  EXPECT_FALSE(checked->created());
+  EXPECT_TRUE(scheduler_.ListSweeps({})->sweeps().empty());
+
+  auto a = scheduler_.SubmitSweep(Request());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(a->created());
+  EXPECT_EQ(a->sweep().spec().max_attempts(), 2);
+  auto b = scheduler_.SubmitSweep(Request());
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->created());
+  EXPECT_EQ(b->sweep().id(), a->sweep().id());
+  EXPECT_EQ(scheduler_.ListSweeps({})->sweeps_size(), 1);
+
+  v1::SubmitSweepRequest bad = Request();
+  bad.set_request_id("other");
+  bad.mutable_spec()->add_peak_lrs(-1);
+  auto rejected = scheduler_.SubmitSweep(bad);
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(scheduler_.ListSweeps({})->sweeps_size(), 1);
+}
+
+TEST_F(SchedulerTest, LeasesExpireWithTheClockAndFailAfterMaxAttempts) {
+  auto sweep = scheduler_.SubmitSweep(Request(/*seeds=*/1, /*max_attempts=*/2));
+  ASSERT_TRUE(sweep.ok());
+  int64_t w = Register();
+  v1::Trial t = Lease(w);
+  EXPECT_EQ(t.attempts(), 1);
+
+  // Heartbeats keep the lease alive well past its first expiry.
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(absl::Seconds(40));
+    v1::HeartbeatResponse hb = Heartbeat(w, t);
+    EXPECT_THAT(hb.lost_trial_ids(), IsEmpty());
+    ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  }
+  v1::GetTrialRequest get;
+  get.set_trial_id(t.id());
+  EXPECT_EQ(scheduler_.GetTrial(get)->trial().state(), v1::TRIAL_RUNNING);
+
+  // Silence: the lease expires and the trial is queued again.
+  clock_.Advance(absl::Seconds(61));
+  ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  EXPECT_EQ(scheduler_.GetTrial(get)->trial().state(), v1::TRIAL_PENDING);
+  v1::HeartbeatResponse late = Heartbeat(w, t);
+  EXPECT_THAT(late.lost_trial_ids(), ElementsAre(t.id()));
+
+  v1::Trial again = Lease(w);
+  EXPECT_EQ(again.id(), t.id());
+  EXPECT_EQ(again.attempts(), 2);
+  clock_.Advance(absl::Seconds(61));
+  ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  auto failed = scheduler_.GetTrial(get);
+  EXPECT_EQ(failed->trial().state(), v1::TRIAL_FAILED);
+  EXPECT_THAT(failed->trial().result().error(), HasSubstr("lease expired"));
+  v1::GetSweepRequest gs;
+  gs.set_sweep_id(sweep->sweep().id());
+  EXPECT_EQ(scheduler_.GetSweep(gs)->sweep().state(), v1::SWEEP_COMPLETED);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "FAILED"}}), 1);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials", {{"state", "FAILED"}}), 1);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_sweeps", {{"state", "COMPLETED"}}), 1);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_lease_latency_seconds"), 2);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_live_workers"), 1);
+  clock_.Advance(absl::Seconds(120));
+  ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_live_workers"), 0);
+}
+
+TEST_F(SchedulerTest, CancelledSweepIsReportedAtTheNextHeartbeat) {
+  auto sweep = scheduler_.SubmitSweep(Request(/*seeds=*/3));
+  ASSERT_TRUE(sweep.ok());
+  int64_t w = Register();
+  v1::Trial t = Lease(w);
+  EXPECT_THAT(Heartbeat(w, t).cancelled_trial_ids(), IsEmpty());
+  v1::CancelSweepRequest cancel;
+  cancel.set_sweep_id(sweep->sweep().id());
+  auto cancelled = scheduler_.CancelSweep(cancel);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->sweep().state(), v1::SWEEP_CANCELLED);
+  EXPECT_THAT(Heartbeat(w, t).cancelled_trial_ids(), ElementsAre(t.id()));
+  v1::LeaseTrialRequest lease;
+  lease.set_worker_id(w);
+  EXPECT_FALSE(scheduler_.LeaseTrial(lease)->leased());
+  ASSERT_TRUE(Finish(w, t, v1::TRIAL_CANCELLED).ok());
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "CANCELLED"}}), 1);
+}
+
+TEST_F(SchedulerTest, GetTrialReturnsTheMetricHistory) {
+  ASSERT_TRUE(scheduler_.SubmitSweep(Request(1)).ok());
+  int64_t w = Register();
+  v1::Trial t = Lease(w);
+  v1::ReportProgressRequest progress;
+  progress.set_worker_id(w);
+  progress.set_trial_id(t.id());
+  progress.set_attempt(t.attempts());
+  for (int step = 1; step <= 10; ++step) {
+    v1::MetricPoint* p = progress.add_points();
+    p->set_step(step);
+    p->set_train_loss(5.0 / step);
+  }
+  v1::LayerGradNorms* g = progress.add_layer_grad_norms();
+  g->set_step(0);
+  v1::LayerGradNorm* n = g->add_norms();
+  n->set_layer(0);
+  n->set_matrix("ffn.fc1");
+  n->set_norm(3.0);
+  ASSERT_TRUE(scheduler_.ReportProgress(progress).ok());
+  clock_.Advance(absl::Seconds(1));
+  auto finished = Finish(w, t, v1::TRIAL_SUCCEEDED);
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  v1::GetTrialRequest get;
+  get.set_trial_id(t.id());
+  auto got = scheduler_.GetTrial(get);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->trial().state(), v1::TRIAL_SUCCEEDED);
+  EXPECT_EQ(got->trial().last_step(), 10);
+  ASSERT_EQ(got->metrics_size(), 10);
+  EXPECT_DOUBLE_EQ(got->metrics(9).train_loss(), 0.5);
+  ASSERT_EQ(got->layer_grad_norms_size(), 1);
+  EXPECT_DOUBLE_EQ(got->layer_grad_norms(0).norms(0).norm(), 3.0);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "SUCCEEDED"}}), 1);
+}
+
+TEST_F(SchedulerTest, WatchSweepStreamsStateChangesUntilDone) {
+  auto sweep = scheduler_.SubmitSweep(Request(/*seeds=*/3));
+  ASSERT_TRUE(sweep.ok());
+  std::vector<v1::WatchSweepEvent> events;
+  absl::Status watch_status;
+  std::thread watcher([&] {
+    v1::WatchSweepRequest r;
+    r.set_sweep_id(sweep->sweep().id());
+    watch_status = scheduler_.WatchSweep(
+        r, [&](const v1::WatchSweepEvent& e) { events.push_back(e); return true; }, [] { return false; });
+  });
+  int64_t w = Register();
+  for (int i = 0; i < 3; ++i) {
+    v1::Trial t = Lease(w);
+    absl::SleepFor(absl::Milliseconds(30));
+    ASSERT_TRUE(Finish(w, t, i == 1 ? v1::TRIAL_DIVERGED : v1::TRIAL_SUCCEEDED).ok());
+  }
+  watcher.join();
+  EXPECT_TRUE(watch_status.ok()) << watch_status;
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.front().trials_size(), 3);  // the first event: every trial
+  EXPECT_EQ(events.front().sweep().state(), v1::SWEEP_RUNNING);
+  EXPECT_EQ(events.back().sweep().state(), v1::SWEEP_COMPLETED);
+  EXPECT_EQ(events.back().sweep().counts().diverged(), 1);
+  // Every trial's final state was streamed.
+  std::map<int64_t, v1::TrialState> last;
+  bool saw_running = false;
+  for (const auto& e : events) {
+    for (const auto& t : e.trials()) {
+      last[t.id()] = t.state();
+      saw_running = saw_running || t.state() == v1::TRIAL_RUNNING;
+    }
+  }
+  EXPECT_TRUE(saw_running);
+  ASSERT_EQ(last.size(), 3u);
+  for (const auto& [id, state] : last) EXPECT_TRUE(db::IsFinal(state)) << id;
+}
+
+TEST_F(SchedulerTest, WatchEndsWhenTheClientGoes) {
+  auto sweep = scheduler_.SubmitSweep(Request());
+  ASSERT_TRUE(sweep.ok());
+  v1::WatchSweepRequest r;
+  r.set_sweep_id(sweep->sweep().id());
+  int polls = 0;
+  absl::Status s = scheduler_.WatchSweep(r, [](const v1::WatchSweepEvent&) { return true; },
+                                         [&] { return ++polls > 3; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  r.set_sweep_id(424242);
+  s = scheduler_.WatchSweep(r, [](const v1::WatchSweepEvent&) { return true; }, [] { return false; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerTest, PagesThroughTrials) {
+  auto sweep = scheduler_.SubmitSweep(Request(/*seeds=*/25));
+  ASSERT_TRUE(sweep.ok());
+  v1::ListTrialsRequest r;
+  r.set_sweep_id(sweep->sweep().id());
+  r.set_page_size(10);
+  std::vector<int> indexes;
+  for (int page = 0; page < 5; ++page) {
+    auto resp = scheduler_.ListTrials(r);
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    for (const auto& t : resp->trials()) indexes.push_back(t.index());
+    if (resp->next_page_token().empty()) break;
+    r.set_page_token(resp->next_page_token());
+  }
+  ASSERT_EQ(indexes.size(), 25u);
+  for (int i = 0; i < 25; ++i) EXPECT_EQ(indexes[i], i);
+}
+
+}  // namespace
+}  // namespace normsweep::scheduler
