@@ -95,13 +95,17 @@ class TextCorpus final : public Dataset {
     return b;
   }
 
+  // The last batch may hold fewer windows than batch_size.
   Batch ValidationBatch(int index, int batch_size, int seq_len) const override {
-    return ConsecutiveWindows(bytes_, split_, index * batch_size, batch_size, seq_len);
+    const int64_t windows = WindowCount(split_, bytes_.size(), seq_len);
+    const int64_t first = static_cast<int64_t>(index) * batch_size;
+    const int count = static_cast<int>(std::min<int64_t>(batch_size, windows - first));
+    return ConsecutiveWindows(bytes_, split_, static_cast<int>(first), count, seq_len);
   }
 
   int ValidationBatchCount(int batch_size, int seq_len) const override {
-    return static_cast<int>(std::min<int64_t>(WindowCount(split_, bytes_.size(), seq_len) / batch_size,
-                                              1 << 30));
+    const int64_t windows = WindowCount(split_, bytes_.size(), seq_len);
+    return static_cast<int>(std::min<int64_t>((windows + batch_size - 1) / batch_size, 1 << 30));
   }
   bool has_accuracy() const override { return false; }
 
@@ -147,9 +151,9 @@ StatusOr<std::unique_ptr<Dataset>> MakeDataset(const DataConfig& data, int seq_l
   auto corpus = std::make_unique<TextCorpus>(std::move(*bytes));
   if (corpus->train_size() < static_cast<size_t>(seq_len) + 2 ||
       corpus->ValidationBatchCount(batch_size, seq_len) < 1) {
-    return InvalidArgument("data_file: '" + data.data_file + "' is too small: its last 10% must hold at least " +
-                           std::to_string(batch_size) + " windows of seq_len+1 = " +
-                           std::to_string(seq_len + 1) + " bytes (one validation batch)");
+    return InvalidArgument("data_file: '" + data.data_file + "' is too small: it needs at least " +
+                           std::to_string(10 * (seq_len + 1)) + " bytes, so that its last 10% (the validation "
+                           "part) holds one window of seq_len+1 = " + std::to_string(seq_len + 1) + " bytes");
   }
   return std::unique_ptr<Dataset>(std::move(corpus));
 }

@@ -31,7 +31,7 @@ class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual Batch TrainBatch(uint64_t seed, int step, int batch_size, int seq_len) const = 0;
-  // Validation batch `index` (0-based); every batch has batch_size windows.
+  // Validation batch `index` (0-based) of at most batch_size windows.
   virtual Batch ValidationBatch(int index, int batch_size, int seq_len) const = 0;
   // How many validation batches exist (the evaluation uses min(this, eval_batches)).
   virtual int ValidationBatchCount(int batch_size, int seq_len) const = 0;

@@ -96,7 +96,8 @@ TEST(DataTest, TextCorpusSplitAndWindows) {
   Batch v = (*data)->ValidationBatch(1, 4, 16);
   EXPECT_EQ(v.inputs[0], text[3600 + 4 * 17]);
   EXPECT_EQ(v.targets[15], text[3600 + 4 * 17 + 16]);
-  EXPECT_EQ((*data)->ValidationBatchCount(4, 16), 400 / 17 / 4);
+  EXPECT_EQ((*data)->ValidationBatchCount(4, 16), 6);  // 23 windows: 5 full batches and one of 3
+  EXPECT_EQ((*data)->ValidationBatch(5, 4, 16).batch_size, 3);
   // Training windows come from the first 90% only.
   Batch t = (*data)->TrainBatch(3, 1, 4, 16);
   EXPECT_EQ(t.targets[0], (t.inputs[0] - 'a' + 1) % 26 + 'a');
