@@ -1,0 +1,269 @@
+// normsweep-train as users and the worker run it: modes, flags, events,
+// exit codes and error messages.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trainer/safetensors.h"
+#include "trainer/train_config_proto.h"
+
+extern char** environ;
+
+namespace normsweep::trainer {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string Binary() {
+  const char* dir = std::getenv("NORMSWEEP_BINARY_DIR");
+  return std::string(dir ? dir : ".") + "/trainer/normsweep-train";
+}
+
+fs::path TempDir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("normsweep_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string ReadAll(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+pid_t Spawn(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {
+  std::vector<char*> argv;
+  std::string bin = Binary();
+  argv.push_back(bin.data());
+  std::vector<std::string> copy = args;
+  for (std::string& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+Result Wait(pid_t pid, const fs::path& out, const fs::path& err) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Result r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = ReadAll(out);
+  r.err = ReadAll(err);
+  return r;
+}
+
+Result RunTrainer(const std::vector<std::string>& args) {
+  static int n = 0;
+  const fs::path out = TempDir() / ("out" + std::to_string(n)), err = TempDir() / ("err" + std::to_string(n));
+  ++n;
+  return Wait(Spawn(args, out, err), out, err);
+}
+
+std::vector<v1::TrainEvent> Events(const std::string& text) {
+  std::vector<v1::TrainEvent> events;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto e = TrainEventFromJson(line);
+    EXPECT_TRUE(e.ok()) << line;
+    if (e.ok()) events.push_back(*e);
+  }
+  return events;
+}
+
+const std::vector<std::string> kSmall = {"--layers", "2", "--d-model", "16", "--heads", "2", "--seq-len", "16",
+                                         "--batch-size", "4", "--threads", "1"};
+
+std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+fs::path Corpus() {
+  const fs::path p = TempDir() / "corpus.txt";
+  if (!fs::exists(p)) {
+    std::ofstream out(p);
+    for (int i = 0; i < 300; ++i) out << "def f" << i << "(x):\n    return x * " << i << " + 1\n";
+  }
+  return p;
+}
+
+TEST(TrainCliTest, HelpAndDevices) {
+  Result help = RunTrainer({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--warmup-steps"));
+  Result devices = RunTrainer({"--list-devices"});
+  EXPECT_EQ(devices.exit_code, 0);
+  EXPECT_THAT(devices.out, HasSubstr("cpu"));
+}
+
+TEST(TrainCliTest, TrainEmitsTheDocumentedEvents) {
+  Result r = RunTrainer(With({"train", "--steps", "6", "--lr", "1e-3", "--eval-every", "3", "--warmup-steps", "2"}, kSmall));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<v1::TrainEvent> events = Events(r.out);
+  int steps = 0, evals = 0, grad_norms = 0, finals = 0;
+  for (const auto& e : events) {
+    if (e.type() == "step") {
+      ++steps;
+      EXPECT_TRUE(e.has_train_loss() && e.has_lr() && e.has_grad_norm() && e.has_tokens_per_s());
+    } else if (e.type() == "eval") {
+      ++evals;
+      EXPECT_TRUE(e.has_val_loss() && e.has_val_accuracy());
+    } else if (e.type() == "grad_norms") {
+      ++grad_norms;
+      EXPECT_EQ(e.step(), 0);
+      EXPECT_EQ(e.layer_grad_norms_size(), 4);
+    } else if (e.type() == "final") {
+      ++finals;
+      EXPECT_EQ(e.outcome(), "SUCCEEDED");
+      EXPECT_EQ(e.step(), 6);
+      EXPECT_EQ(e.backend(), "cpu");
+    }
+  }
+  EXPECT_EQ(steps, 6);
+  EXPECT_EQ(evals, 2);
+  EXPECT_EQ(grad_norms, 1);
+  EXPECT_EQ(finals, 1);
+  // JSON lines use snake_case and print the step of the grad_norms event.
+  EXPECT_THAT(r.out, HasSubstr("\"type\":\"grad_norms\",\"step\":0"));
+  EXPECT_THAT(r.out, HasSubstr("\"train_loss\":"));
+}
+
+struct BadFlags {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+class TrainCliBadInputTest : public ::testing::TestWithParam<BadFlags> {};
+
+TEST_P(TrainCliBadInputTest, ExitsTwoNamingTheField) {
+  Result r = RunTrainer(With({"train"}, GetParam().args));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr(GetParam().message));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, TrainCliBadInputTest,
+    ::testing::Values(BadFlags{{"--lr", "1e-3", "--placement", "middle"}, "placement"},
+                      BadFlags{{"--lr", "1e-3", "--d-model", "100", "--heads", "3"}, "heads"},
+                      BadFlags{{"--lr", "1e-3", "--warmup-steps", "-5"}, "warmup_steps"},
+                      BadFlags{{"--lr", "nan"}, "lr"},
+                      BadFlags{{"--lr", "0"}, "lr"},
+                      BadFlags{{"--lr", "abc"}, "--lr: invalid value"},
+                      BadFlags{{}, "lr: must be > 0"},
+                      BadFlags{{"--lr", "1e-3", "--bogus", "1"}, "unknown flag --bogus"},
+                      BadFlags{{"--lr", "1e-3", "--config", "/nonexistent.json"}, "--config"},
+                      BadFlags{{"--lr", "1e-3", "--steps"}, "--steps needs a value"}));
+
+TEST(TrainCliTest, ConfigFileWithFlagOverrides) {
+  const fs::path config = TempDir() / "config.json";
+  std::ofstream(config) << R"({"placement": "pre", "lr": 0.002, "warmup_steps": 50, "layers": 3})";
+  Result r = RunTrainer({"train", "--config", config.string(), "--layers", "4", "--print-config"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto c = TrainConfigFromJson(r.out);
+  ASSERT_TRUE(c.ok()) << r.out;
+  EXPECT_EQ(c->placement(), "pre");
+  EXPECT_EQ(c->layers(), 4);
+  EXPECT_EQ(c->warmup_steps(), 50);
+  EXPECT_DOUBLE_EQ(c->lr(), 0.002);
+
+  std::ofstream(config) << R"({"placement": "pre", "lr": 0.002, "layres": 3})";
+  Result bad = RunTrainer({"train", "--config", config.string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("layres"));
+}
+
+TEST(TrainCliTest, MissingDataFileFailsWithFinalEvent) {
+  Result r = RunTrainer(With({"train", "--lr", "1e-3", "--steps", "3", "--data", "/nonexistent/corpus.txt"}, kSmall));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("data_file"));
+  std::vector<v1::TrainEvent> events = Events(r.out);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].outcome(), "FAILED");
+  EXPECT_THAT(events[0].error(), HasSubstr("data_file"));
+}
+
+TEST(TrainCliTest, CheckpointEvalAndGrads) {
+  const fs::path ckpt = TempDir() / "model.safetensors", grads = TempDir() / "grads.safetensors";
+  Result train = RunTrainer(With({"train", "--lr", "1e-3", "--steps", "3", "--data", Corpus().string(), "--checkpoint-out",
+                           ckpt.string(), "--placement", "pre"},
+                          kSmall));
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  Result eval = RunTrainer({"eval", "--checkpoint", ckpt.string(), "--data", Corpus().string()});
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  EXPECT_THAT(eval.out, HasSubstr("\"loss\":"));
+  const std::size_t bytes = fs::file_size(Corpus());
+  EXPECT_THAT(eval.out, HasSubstr("\"tokens\":" + std::to_string(bytes / 17 * 16)));
+
+  Result g = RunTrainer({"grads", "--checkpoint", ckpt.string(), "--data", Corpus().string(), "--batch-size", "3", "--out",
+                  grads.string()});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  auto file = ReadSafeTensors(grads.string());
+  ASSERT_TRUE(file.ok());
+  EXPECT_TRUE(file->tensors.count("ln_f.weight"));
+  EXPECT_TRUE(file->tensors.count("blocks.1.ffn.fc2.weight"));
+  EXPECT_EQ(file->tensors.count("optimizer.m.head.weight"), 0u);
+
+  // Corrupt checkpoint: a clear error, not a crash.
+  const fs::path corrupt = TempDir() / "corrupt.safetensors";
+  std::string data = ReadAll(ckpt);
+  std::ofstream(corrupt, std::ios::binary) << data.substr(0, data.size() / 2);
+  Result bad = RunTrainer({"eval", "--checkpoint", corrupt.string(), "--data", Corpus().string()});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("checkpoint"));
+  Result missing = RunTrainer({"grads", "--checkpoint", ckpt.string(), "--data", Corpus().string()});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("--batch-size"));
+}
+
+TEST(TrainCliTest, SigtermCancelsAndWritesTheCheckpoint) {
+  const fs::path out = TempDir() / "cancel.out", err = TempDir() / "cancel.err", ckpt = TempDir() / "cancel.safetensors";
+  pid_t pid = Spawn(With({"train", "--lr", "1e-3", "--steps", "1000000", "--eval-every", "0", "--checkpoint-out",
+                          ckpt.string()},
+                         kSmall),
+                    out, err);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (ReadAll(out).find("\"type\":\"step\"") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGTERM);
+  Result r = Wait(pid, out, err);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<v1::TrainEvent> events = Events(r.out);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().type(), "final");
+  EXPECT_EQ(events.back().outcome(), "CANCELLED");
+  EXPECT_TRUE(fs::exists(ckpt));
+}
+
+}  // namespace
+}  // namespace normsweep::trainer
