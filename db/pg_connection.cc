@@ -102,6 +102,8 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgConn
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
     return absl::UnavailableError("database: cannot connect: " + message);
   }
+  // NOTICEs ("already exists, skipping") are not errors; keep them off stderr.
+  PQsetNoticeProcessor(conn.get(), [](void*, const char*) {}, nullptr);
   std::unique_ptr<PgConnection> c(new PgConnection(conn.release()));
   PgParams p;
   p.Add(absl::StrCat(absl::ToInt64Milliseconds(options.statement_timeout)));

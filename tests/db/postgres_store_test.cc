@@ -1,0 +1,254 @@
+// PostgreSQL-only behaviour: migrations (recorded, concurrent start-ups),
+// the analysis views, statement splitting, timeouts, connection loss.
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "db/migrations.h"
+#include "db/pg_connection.h"
+#include "db/postgres_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/postgres_instance.h"
+
+namespace normsweep::db {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
+
+std::string NewDatabase(const std::string& prefix) {
+  static int counter = 0;
+  auto pg = testing::SharedPostgres();
+  EXPECT_TRUE(pg.ok()) << pg.status();
+  auto conninfo = (*pg)->CreateDatabase(absl::StrCat(prefix, "_", ++counter));
+  EXPECT_TRUE(conninfo.ok()) << conninfo.status();
+  return *conninfo;
+}
+
+std::unique_ptr<PgConnection> Connect(const std::string& conninfo) {
+  PgConnectOptions options;
+  options.conninfo = conninfo;
+  auto conn = PgConnection::Connect(options);
+  EXPECT_TRUE(conn.ok()) << conn.status();
+  return *std::move(conn);
+}
+
+TEST(SplitSqlStatementsTest, SplitsOutsideQuotesAndComments) {
+  EXPECT_THAT(SplitSqlStatements("SELECT 1; SELECT 'a;b';\n-- c; d\nSELECT $$x;y$$;\n-- end\n"),
+              ElementsAre("SELECT 1", " SELECT 'a;b'", "\n-- c; d\nSELECT $$x;y$$"));
+  EXPECT_THAT(SplitSqlStatements("CREATE FUNCTION f() RETURNS int AS $body$ SELECT 1; $body$ LANGUAGE sql"),
+              ElementsAre("CREATE FUNCTION f() RETURNS int AS $body$ SELECT 1; $body$ LANGUAGE sql"));
+  EXPECT_THAT(SplitSqlStatements("SELECT $1;"), ElementsAre("SELECT $1"));
+}
+
+TEST(MigrationsTest, AppliedOnceInOrderAndRecorded) {
+  const std::string conninfo = NewDatabase("migrations");
+  auto conn = Connect(conninfo);
+  auto first = ApplyMigrations(*conn, EmbeddedMigrations());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, static_cast<int>(EmbeddedMigrations().size()));
+  auto second = ApplyMigrations(*conn, EmbeddedMigrations());
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, 0);
+  auto rows = conn->Exec("SELECT version, name FROM schema_migrations ORDER BY version");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->rows(), static_cast<int>(EmbeddedMigrations().size()));
+  EXPECT_EQ(rows->GetInt64(0, 0), 1);
+  EXPECT_EQ(rows->GetString(0, 1), "0001_initial");
+  EXPECT_EQ(rows->GetString(1, 1), "0002_analysis_views");
+
+  // A new migration is applied on top; a failing one rolls back entirely.
+  std::vector<Migration> more = EmbeddedMigrations();
+  more.push_back({90, "0090_test", "CREATE TABLE extra (x int); INSERT INTO extra VALUES (1);"});
+  ASSERT_EQ(*ApplyMigrations(*conn, more), 1);
+  more.push_back({91, "0091_broken", "CREATE TABLE extra2 (x int); SELECT no_such_column FROM extra;"});
+  auto broken = ApplyMigrations(*conn, more);
+  EXPECT_FALSE(broken.ok());
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("0091_broken"));
+  auto extra2 = conn->Exec("SELECT to_regclass('extra2') IS NULL");
+  ASSERT_TRUE(extra2.ok());
+  EXPECT_TRUE(extra2->GetBool(0, 0));
+}
+
+TEST(MigrationsTest, ConcurrentStartupsApplyEachMigrationOnce) {
+  const std::string conninfo = NewDatabase("concurrent_open");
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(6);
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      PostgresStoreOptions options;
+      options.connect.conninfo = conninfo;
+      results[i] = PostgresStore::Open(options).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << r;
+  auto conn = Connect(conninfo);
+  auto rows = conn->Exec("SELECT count(*) FROM schema_migrations");
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->GetInt64(0, 0), static_cast<int64_t>(EmbeddedMigrations().size()));
+}
+
+TEST(PgConnectionTest, StatementTimeoutIsDeadlineExceeded) {
+  PgConnectOptions options;
+  options.conninfo = NewDatabase("timeout");
+  options.statement_timeout = absl::Milliseconds(100);
+  auto conn = PgConnection::Connect(options);
+  ASSERT_TRUE(conn.ok());
+  auto slow = (*conn)->Exec("SELECT pg_sleep(5)");
+  EXPECT_EQ(slow.status().code(), absl::StatusCode::kDeadlineExceeded);
+  // Parameters are data, never SQL.
+  auto echo = (*conn)->Exec("SELECT $1::text", PgParams().Add("'); DROP TABLE x; --"));
+  ASSERT_TRUE(echo.ok());
+  EXPECT_EQ(echo->GetString(0, 0), "'); DROP TABLE x; --");
+  auto bad = (*conn)->Exec("SELEC 1");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("syntax error"));
+}
+
+TEST(PgConnectionTest, DescribeNeverShowsThePassword) {
+  PgConnectOptions options;
+  options.conninfo = NewDatabase("describe") + " password=hunter2-secret";
+  auto conn = PgConnection::Connect(options);  // trust auth ignores the password
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  EXPECT_THAT((*conn)->Describe(), Not(HasSubstr("hunter2")));
+  EXPECT_THAT((*conn)->Describe(), HasSubstr("as postgres"));
+  PgConnectOptions unreachable;
+  unreachable.conninfo = "postgresql://user:hunter2-secret@127.0.0.1:1/db";
+  auto failed = PgConnection::Connect(unreachable);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(failed.status().message()), Not(HasSubstr("hunter2")));
+}
+
+TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
+  const std::string conninfo = NewDatabase("views");
+  PostgresStoreOptions options;
+  options.connect.conninfo = conninfo;
+  auto store = PostgresStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  // post/pre x lr {1e-3, 1e-2} x seeds {0, 1, 2}, warm-up 0.
+  v1::SweepSpec spec;
+  spec.set_name("views");
+  spec.set_max_attempts(1);
+  std::vector<NewTrial> trials;
+  for (int seed = 0; seed < 3; ++seed) {
+    for (double lr : {1e-3, 1e-2}) {
+      for (const char* placement : {"post", "pre"}) {
+        NewTrial t;
+        t.index = static_cast<int>(trials.size());
+        t.config.set_placement(placement);
+        t.config.set_lr(lr);
+        t.config.set_seed(seed);
+        trials.push_back(t);
+      }
+    }
+  }
+  auto sweep = (*store)->CreateSweep("", spec, trials, kT0);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  int64_t w = *(*store)->RegisterWorker(reg, kT0);
+  // Post-LN diverges at lr 1e-2; everything else converges to 2 + seed/10
+  // (pre) or 2.5 + seed/10 (post).
+  while (true) {
+    auto t = (*store)->LeaseTrial(w, kT0, absl::Minutes(1));
+    ASSERT_TRUE(t.ok());
+    if (!t->has_value()) break;
+    const v1::Trial& trial = **t;
+    v1::FinishTrialRequest f;
+    f.set_worker_id(w);
+    f.set_trial_id(trial.id());
+    f.set_attempt(trial.attempts());
+    const bool post = trial.config().placement() == "post";
+    if (post && trial.config().lr() > 5e-3) {
+      f.set_outcome(v1::TRIAL_DIVERGED);
+      f.mutable_result()->set_diverged_step(10);
+    } else {
+      f.set_outcome(v1::TRIAL_SUCCEEDED);
+      f.mutable_result()->set_final_val_loss((post ? 2.5 : 2.0) + trial.config().seed() / 10.0);
+    }
+    ASSERT_TRUE((*store)->FinishTrial(f, kT0).ok());
+  }
+  auto conn = Connect(conninfo);
+  auto summary = conn->Exec(
+      "SELECT placement, trials, converged, diverged, best_final_val_loss, median_final_val_loss"
+      " FROM placement_summary WHERE sweep_id = $1 ORDER BY placement",
+      PgParams().Add(sweep->sweep.id()));
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(summary->rows(), 2);
+  EXPECT_EQ(summary->GetString(0, 0), "post");
+  EXPECT_EQ(summary->GetInt64(0, 1), 6);
+  EXPECT_EQ(summary->GetInt64(0, 2), 3);
+  EXPECT_EQ(summary->GetInt64(0, 3), 3);
+  EXPECT_DOUBLE_EQ(summary->GetDouble(0, 4), 2.5);
+  EXPECT_DOUBLE_EQ(summary->GetDouble(0, 5), 2.6);
+  EXPECT_EQ(summary->GetString(1, 0), "pre");
+  EXPECT_EQ(summary->GetInt64(1, 2), 6);
+  EXPECT_EQ(summary->GetInt64(1, 3), 0);
+  EXPECT_DOUBLE_EQ(summary->GetDouble(1, 4), 2.0);
+
+  auto grid = conn->Exec(
+      "SELECT placement, peak_lr, trials, converged, diverged, mean_final_val_loss, std_final_val_loss"
+      " FROM warmup_lr_grid WHERE sweep_id = $1 ORDER BY placement, peak_lr",
+      PgParams().Add(sweep->sweep.id()));
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  ASSERT_EQ(grid->rows(), 4);
+  // post, 1e-3: losses 2.5, 2.6, 2.7 over three seeds.
+  EXPECT_EQ(grid->GetInt64(0, 2), 3);
+  EXPECT_EQ(grid->GetInt64(0, 3), 3);
+  EXPECT_NEAR(grid->GetDouble(0, 5), 2.6, 1e-12);
+  EXPECT_NEAR(grid->GetDouble(0, 6), 0.1, 1e-12);
+  // post, 1e-2: all diverged, no mean.
+  EXPECT_EQ(grid->GetInt64(1, 4), 3);
+  EXPECT_TRUE(grid->IsNull(1, 5));
+  EXPECT_NEAR(grid->GetDouble(3, 5), 2.1, 1e-12);
+}
+
+// Its own server: the test stops and restarts it.
+TEST(ConnectionLossTest, StoreRecoversWhenTheDatabaseComesBack) {
+  auto pg = testing::PostgresInstance::Start();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  auto conninfo = (*pg)->CreateDatabase("recovery");
+  ASSERT_TRUE(conninfo.ok());
+  PostgresStoreOptions options;
+  options.connect.conninfo = *conninfo;
+  options.connect.connect_timeout = absl::Seconds(2);
+  options.pool_size = 2;
+  auto store = PostgresStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  v1::SweepSpec spec;
+  spec.set_name("r");
+  spec.set_max_attempts(3);
+  NewTrial t;
+  t.config.set_placement("pre");
+  t.config.set_lr(1e-3);
+  auto sweep = (*store)->CreateSweep("", spec, {t}, kT0);
+  ASSERT_TRUE(sweep.ok());
+  ASSERT_TRUE((*store)->GetSweep(sweep->sweep.id()).ok());  // a pooled connection now exists
+
+  ASSERT_TRUE((*pg)->Stop().ok());
+  auto down = (*store)->GetSweep(sweep->sweep.id());
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
+  auto still_down = (*store)->Stats(kT0);
+  EXPECT_EQ(still_down.status().code(), absl::StatusCode::kUnavailable);
+
+  ASSERT_TRUE((*pg)->StartAgain().ok());
+  // Back-off is at most 5 s; within 10 s the same store object serves again.
+  absl::StatusOr<v1::Sweep> back = absl::UnavailableError("not yet");
+  for (int i = 0; i < 100 && !back.ok(); ++i) {
+    back = (*store)->GetSweep(sweep->sweep.id());
+    if (!back.ok()) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->trial_count(), 1);
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("after");
+  EXPECT_TRUE((*store)->RegisterWorker(reg, kT0).ok());
+}
+
+}  // namespace
+}  // namespace normsweep::db
