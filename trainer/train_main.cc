@@ -24,6 +24,7 @@
 #include "trainer/backend.h"
 #include "trainer/inspect.h"
 #include "trainer/json_event_sink.h"
+#include "trainer/probes.h"
 #include "trainer/train_config_proto.h"
 #include "trainer/trainer.h"
 
@@ -41,6 +42,7 @@ Usage:
   normsweep-train train [--config FILE.json] [flags]
   normsweep-train eval  --checkpoint FILE --data FILE [--batch-size B] [--threads N]
   normsweep-train grads --checkpoint FILE --data FILE --batch-size B --out FILE [--threads N]
+  normsweep-train probe hidden-norms|ln-jacobian|grad-norms [flags]
   normsweep-train --list-devices
   normsweep-train --help
 
@@ -60,10 +62,24 @@ Data:      --task translate | --data FILE   --eval-every N  --eval-batches N  --
 Stopping:  --divergence-loss L  --divergence-patience N
 Runtime:   --threads N  --device cpu|cuda:N  --events FILE  --checkpoint-out FILE
            --checkpoint-every N  --resume FILE  --print-config
+
+Probes of the paper's evidence at initialization (Xiong et al. 2020), each
+printing a table:
+  probe hidden-norms  [--d 512] [--tokens 8] [--layers 12] [--draws 20] [--seed 0]
+      ||x||^2/d per layer: Post-LN's x^{post,5} (theory 3/2) and Pre-LN's
+      residual stream (theory between 1 + l/2 and 1 + 3l/2)
+  probe ln-jacobian   [--d 256] [--seed 0]
+      spectral norm of LayerNorm's Jacobian at x = k z, k = 1, 2, 4, 8, beside sqrt(d)/||x||
+  probe grad-norms    [--layers 6] [--d-model 128] [--heads 4] [--d-ff 512] [--seq-len 64]
+                      [--batch-size 32] [--seeds 10] [--depths 6,8,10,12,14]
+                      [--data FILE] [--threads N]
+      FFN W1/W2 gradient norms per layer at initialization, both placements,
+      and the last layer's W2 gradient norm by depth
 )";
 
 struct Args {
   std::string mode;
+  std::string submode;  // probe NAME
   std::map<std::string, std::string> flags;  // name without dashes -> value
   std::vector<std::string> order;
 };
@@ -76,6 +92,10 @@ bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
     if (a.rfind("--", 0) != 0) {
       if (args->mode.empty()) {
         args->mode = a;
+        continue;
+      }
+      if (args->mode == "probe" && args->submode.empty()) {
+        args->submode = a;
         continue;
       }
       *error = "unexpected argument '" + a + "'";
@@ -267,6 +287,118 @@ int Inspect(const Args& args) {
   return 0;
 }
 
+std::vector<int> ParseIntList(const std::string& s, bool* ok) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  *ok = true;
+  while (std::getline(ss, item, ',')) {
+    int32_t x;
+    if (!absl::SimpleAtoi(item, &x)) *ok = false;
+    out.push_back(x);
+  }
+  *ok = *ok && !out.empty();
+  return out;
+}
+
+int Probe(const Args& args) {
+  std::map<std::string, int> ints;
+  std::string data_file, depths = "6,8,10,12,14";
+  for (const auto& [name, value] : args.flags) {
+    if (name == "data") {
+      data_file = value;
+    } else if (name == "depths") {
+      depths = value;
+    } else {
+      int32_t x;
+      if (!absl::SimpleAtoi(value, &x)) return UsageError("--" + name + ": invalid value '" + value + "'");
+      ints[name] = x;
+    }
+  }
+  auto take = [&](const char* name, int def) {
+    auto it = ints.find(name);
+    if (it == ints.end()) return def;
+    const int v = it->second;
+    ints.erase(it);
+    return v;
+  };
+  auto leftover = [&]() -> std::string { return ints.empty() ? "" : ints.begin()->first; };
+  if (args.submode == "hidden-norms") {
+    tr::HiddenNormsOptions o;
+    o.d = take("d", o.d);
+    o.tokens = take("tokens", o.tokens);
+    o.layers = take("layers", o.layers);
+    o.draws = take("draws", o.draws);
+    o.seed = static_cast<uint64_t>(take("seed", 0));
+    if (!leftover().empty()) return UsageError("unknown flag --" + leftover() + " for probe hidden-norms");
+    std::vector<int> report;
+    for (int l : o.report_layers) if (l <= o.layers) report.push_back(l);
+    if (report.empty() || report.back() != o.layers) report.push_back(o.layers);
+    o.report_layers = report;
+    auto rows = tr::ProbeHiddenNorms(o);
+    if (!rows.ok()) return UsageError(rows.status().message());
+    std::printf("hidden-state norms at initialization: d=%d, %d tokens, %d layers, mean (std) over %d draws\n",
+                o.d, o.tokens, o.layers, o.draws);
+    std::printf("%-6s %-22s %-22s %s\n", "layer", "Post-LN |x_post5|^2/d", "Pre-LN |x_l|^2/d", "Pre-LN theory");
+    for (const auto& r : *rows) {
+      std::printf("%-6d %6.3f (%5.3f)  [3/2]  %6.3f (%5.3f)        %.1f - %.1f\n", r.layer, r.post.mean, r.post.std,
+                  r.pre.mean, r.pre.std, r.pre_lower, r.pre_upper);
+    }
+    return 0;
+  }
+  if (args.submode == "ln-jacobian") {
+    tr::LnJacobianOptions o;
+    o.d = take("d", o.d);
+    o.seed = static_cast<uint64_t>(take("seed", 0));
+    if (!leftover().empty()) return UsageError("unknown flag --" + leftover() + " for probe ln-jacobian");
+    auto rows = tr::ProbeLnJacobian(o);
+    if (!rows.ok()) return UsageError(rows.status().message());
+    std::printf("LayerNorm Jacobian at x = k z, d=%d (gain 1, bias 0, eps 1e-5)\n", o.d);
+    std::printf("%-4s %-16s %-14s %s\n", "k", "||J_LN(x)||_2", "sqrt(d)/||x||", "ratio");
+    for (const auto& r : *rows) {
+      std::printf("%-4g %-16.4f %-14.4f %.4f\n", r.k, r.spectral_norm, r.sqrt_d_over_norm,
+                  r.spectral_norm / r.sqrt_d_over_norm);
+    }
+    return 0;
+  }
+  if (args.submode == "grad-norms") {
+    tr::GradNormsOptions o;
+    o.model.layers = take("layers", 6);
+    o.model.d_model = take("d-model", 128);
+    o.model.heads = take("heads", 4);
+    o.model.d_ff = take("d-ff", 4 * o.model.d_model);
+    o.model.seq_len = take("seq-len", 64);
+    o.batch_size = take("batch-size", 32);
+    o.seeds = take("seeds", 10);
+    o.threads = take("threads", 1);
+    o.data_file = data_file;
+    bool ok;
+    o.depths = ParseIntList(depths, &ok);
+    if (!ok) return UsageError("--depths: expected a comma-separated list of layer counts, got '" + depths + "'");
+    if (!leftover().empty()) return UsageError("unknown flag --" + leftover() + " for probe grad-norms");
+    auto r = tr::ProbeGradNorms(o);
+    if (!r.ok()) return UsageError(r.status().message());
+    std::printf("FFN weight gradient norms at initialization (Frobenius), %d layers, d_model %d, d_ff %d, "
+                "batch %d x %d of %s, mean (std) over %d seeds\n",
+                o.model.layers, o.model.d_model, o.model.d_ff, o.batch_size, o.model.seq_len,
+                data_file.empty() ? "the translate task" : data_file.c_str(), o.seeds);
+    std::printf("%-6s %-18s %-18s %-18s %-18s\n", "layer", "Post-LN W1", "Post-LN W2", "Pre-LN W1", "Pre-LN W2");
+    for (int l = 0; l < o.model.layers; ++l) {
+      const auto& a = r->w1[0][l]; const auto& b = r->w2[0][l]; const auto& c = r->w1[1][l]; const auto& d = r->w2[1][l];
+      std::printf("%-6d %7.4f (%6.4f)   %7.4f (%6.4f)   %7.4f (%6.4f)   %7.4f (%6.4f)\n", l + 1, a.mean, a.std,
+                  b.mean, b.std, c.mean, c.std, d.mean, d.std);
+    }
+    std::printf("\nlast layer's W2 gradient norm by depth\n%-6s %-18s %-18s\n", "depth", "Post-LN", "Pre-LN");
+    for (size_t i = 0; i < o.depths.size(); ++i) {
+      const auto& a = r->last_w2_by_depth[0][i]; const auto& b = r->last_w2_by_depth[1][i];
+      std::printf("%-6d %7.4f (%6.4f)   %7.4f (%6.4f)\n", o.depths[i], a.mean, a.std, b.mean, b.std);
+    }
+    return 0;
+  }
+  return UsageError(args.submode.empty() ? "probe: name one of hidden-norms, ln-jacobian, grad-norms"
+                                         : "probe: unknown probe '" + args.submode + "'");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -284,9 +416,10 @@ int main(int argc, char** argv) {
   try {
     if (args.mode == "train") return Train(args);
     if (args.mode == "eval" || args.mode == "grads") return Inspect(args);
+    if (args.mode == "probe") return Probe(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "normsweep-train: FAILED: %s\n", e.what());
     return 1;
   }
-  return UsageError(args.mode.empty() ? "missing mode (train, eval or grads)" : "unknown mode '" + args.mode + "'");
+  return UsageError(args.mode.empty() ? "missing mode (train, eval, grads or probe)" : "unknown mode '" + args.mode + "'");
 }
