@@ -1,0 +1,179 @@
+#include "tests/worker/fake_scheduler_client.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace normsweep::worker::testing {
+
+int64_t FakeSchedulerClient::AddTrial(const v1::TrainConfig& config) {
+  absl::MutexLock lock(&mu_);
+  const int64_t id = next_id_++;
+  TrialRecord& r = trials_[id];
+  r.trial.set_id(id);
+  r.trial.set_sweep_id(7);
+  r.trial.set_index(static_cast<int32_t>(id - 1));
+  *r.trial.mutable_config() = config;
+  r.trial.set_state(v1::TRIAL_PENDING);
+  pending_.push_back(id);
+  return id;
+}
+
+void FakeSchedulerClient::SetUnavailable(bool unavailable) {
+  absl::MutexLock lock(&mu_);
+  unavailable_ = unavailable;
+}
+
+void FakeSchedulerClient::CancelTrial(int64_t id, bool via_progress) {
+  absl::MutexLock lock(&mu_);
+  cancelled_[id] = via_progress;
+}
+
+void FakeSchedulerClient::LoseLease(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  trials_[id].held = false;
+}
+
+void FakeSchedulerClient::SetHeartbeatIntervalMs(int ms) {
+  absl::MutexLock lock(&mu_);
+  heartbeat_ms_ = ms;
+}
+
+FakeSchedulerClient::TrialRecord FakeSchedulerClient::Get(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  return trials_[id];
+}
+
+int FakeSchedulerClient::unavailable_calls() {
+  absl::MutexLock lock(&mu_);
+  return unavailable_calls_;
+}
+
+int FakeSchedulerClient::leases_granted() {
+  absl::MutexLock lock(&mu_);
+  return leases_granted_;
+}
+
+std::vector<v1::HeartbeatRequest> FakeSchedulerClient::heartbeats() {
+  absl::MutexLock lock(&mu_);
+  return heartbeats_;
+}
+
+bool FakeSchedulerClient::WaitFor(const std::function<bool(FakeSchedulerClient&)>& pred, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto cond = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pred(*this); };
+  return mu_.AwaitWithTimeout(absl::Condition(&cond), timeout);
+}
+
+bool FakeSchedulerClient::FinishedLocked(int64_t id) {
+  auto it = trials_.find(id);
+  return it != trials_.end() && !it->second.finishes.empty();
+}
+
+int FakeSchedulerClient::MaxStepLocked(int64_t id) {
+  int max = -1;
+  for (const v1::MetricPoint& p : trials_[id].points) max = std::max(max, p.step());
+  return max;
+}
+
+bool FakeSchedulerClient::HeldLocked(int64_t id) { return trials_[id].held; }
+
+absl::Status FakeSchedulerClient::CheckLease(int64_t worker, int64_t trial, int32_t attempt) {
+  auto it = trials_.find(trial);
+  if (it == trials_.end()) return absl::NotFoundError(absl::StrCat("trial_id ", trial, " not found"));
+  TrialRecord& r = it->second;
+  if (!r.held || worker != worker_id_ || attempt != r.trial.attempts()) {
+    ++r.refused_calls;
+    return absl::FailedPreconditionError(absl::StrCat("trial_id ", trial, ": lease not held"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> FakeSchedulerClient::RegisterWorker(const v1::RegisterWorkerRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (unavailable_) {
+    ++unavailable_calls_;
+    return absl::UnavailableError("fake scheduler down");
+  }
+  v1::RegisterWorkerResponse r;
+  worker_id_ = 42;
+  r.set_worker_id(worker_id_);
+  r.set_lease_seconds(60);
+  r.set_heartbeat_interval_ms(heartbeat_ms_);
+  return r;
+}
+
+absl::StatusOr<v1::LeaseTrialResponse> FakeSchedulerClient::LeaseTrial(const v1::LeaseTrialRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (unavailable_) {
+    ++unavailable_calls_;
+    return absl::UnavailableError("fake scheduler down");
+  }
+  v1::LeaseTrialResponse response;
+  if (pending_.empty()) return response;
+  const int64_t id = pending_.front();
+  pending_.pop_front();
+  TrialRecord& r = trials_[id];
+  r.trial.set_attempts(r.trial.attempts() + 1);
+  r.trial.set_state(v1::TRIAL_RUNNING);
+  r.trial.set_worker_id(request.worker_id());
+  r.held = true;
+  ++leases_granted_;
+  response.set_leased(true);
+  *response.mutable_trial() = r.trial;
+  return response;
+}
+
+absl::StatusOr<v1::HeartbeatResponse> FakeSchedulerClient::Heartbeat(const v1::HeartbeatRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (unavailable_) {
+    ++unavailable_calls_;
+    return absl::UnavailableError("fake scheduler down");
+  }
+  heartbeats_.push_back(request);
+  v1::HeartbeatResponse response;
+  for (const v1::TrialLease& l : request.leases()) {
+    auto it = trials_.find(l.trial_id());
+    if (it == trials_.end() || !it->second.held || it->second.trial.attempts() != l.attempt()) {
+      response.add_lost_trial_ids(l.trial_id());
+    } else if (cancelled_.count(l.trial_id())) {
+      response.add_cancelled_trial_ids(l.trial_id());
+    }
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(const v1::ReportProgressRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (unavailable_) {
+    ++unavailable_calls_;
+    return absl::UnavailableError("fake scheduler down");
+  }
+  absl::Status held = CheckLease(request.worker_id(), request.trial_id(), request.attempt());
+  if (!held.ok()) return held;
+  TrialRecord& r = trials_[request.trial_id()];
+  ++r.progress_calls;
+  r.points.insert(r.points.end(), request.points().begin(), request.points().end());
+  r.norms.insert(r.norms.end(), request.layer_grad_norms().begin(), request.layer_grad_norms().end());
+  v1::ReportProgressResponse response;
+  auto c = cancelled_.find(request.trial_id());
+  response.set_cancel_requested(c != cancelled_.end() && c->second);
+  return response;
+}
+
+absl::StatusOr<v1::FinishTrialResponse> FakeSchedulerClient::FinishTrial(const v1::FinishTrialRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (unavailable_) {
+    ++unavailable_calls_;
+    return absl::UnavailableError("fake scheduler down");
+  }
+  absl::Status held = CheckLease(request.worker_id(), request.trial_id(), request.attempt());
+  if (!held.ok()) return held;
+  TrialRecord& r = trials_[request.trial_id()];
+  r.held = false;
+  r.trial.set_state(request.outcome());
+  r.finishes.push_back(request);
+  v1::FinishTrialResponse response;
+  *response.mutable_trial() = r.trial;
+  return response;
+}
+
+}  // namespace normsweep::worker::testing

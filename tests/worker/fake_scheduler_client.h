@@ -1,0 +1,84 @@
+// An in-memory WorkerService for the Worker's unit tests: trials to lease,
+// lease checks like the real scheduler's (FAILED_PRECONDITION for a lease
+// not held), every accepted call recorded, and switches for what tests
+// need: the scheduler unreachable, a trial cancelled, a lease lost.
+//
+// Thread-safe: mu_ guards everything; the Worker calls it from several
+// threads while the test inspects it.
+#ifndef NORMSWEEP_TESTS_WORKER_FAKE_SCHEDULER_CLIENT_H_
+#define NORMSWEEP_TESTS_WORKER_FAKE_SCHEDULER_CLIENT_H_
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "worker/scheduler_client.h"
+
+namespace normsweep::worker::testing {
+
+class FakeSchedulerClient : public SchedulerClient {
+ public:
+  struct TrialRecord {
+    v1::Trial trial;
+    bool held = false;                          // leased and not finished/lost
+    std::vector<v1::MetricPoint> points;        // every point of every accepted ReportProgress
+    std::vector<v1::LayerGradNorms> norms;
+    int progress_calls = 0;                     // accepted
+    std::vector<v1::FinishTrialRequest> finishes;  // accepted
+    int refused_calls = 0;                      // FAILED_PRECONDITION
+  };
+
+  // A PENDING trial; returns its id.
+  int64_t AddTrial(const v1::TrainConfig& config);
+
+  void SetUnavailable(bool unavailable);
+  // The sweep was cancelled: Heartbeat lists the trial in cancelled_trial_ids,
+  // and ReportProgress says cancel_requested unless via_progress is false.
+  void CancelTrial(int64_t id, bool via_progress = true);
+  // The lease expired behind the worker's back.
+  void LoseLease(int64_t id);
+  void SetHeartbeatIntervalMs(int ms);
+
+  TrialRecord Get(int64_t id);
+  int unavailable_calls();
+  int leases_granted();
+  std::vector<v1::HeartbeatRequest> heartbeats();
+
+  // Waits until pred (called with mu_ held) is true; false on timeout.
+  bool WaitFor(const std::function<bool(FakeSchedulerClient&)>& pred, absl::Duration timeout);
+  // Helpers for pred (mu_ must be held, as it is inside WaitFor).
+  bool FinishedLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int MaxStepLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HeldLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request) override;
+  absl::StatusOr<v1::LeaseTrialResponse> LeaseTrial(const v1::LeaseTrialRequest& request) override;
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override;
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request) override;
+  absl::StatusOr<v1::FinishTrialResponse> FinishTrial(const v1::FinishTrialRequest& request) override;
+
+  absl::Mutex mu_;
+
+ private:
+  absl::Status CheckLease(int64_t worker, int64_t trial, int32_t attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t worker_id_ ABSL_GUARDED_BY(mu_) = 0;
+  int heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 100;
+  bool unavailable_ ABSL_GUARDED_BY(mu_) = false;
+  int unavailable_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int leases_granted_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<int64_t> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, TrialRecord> trials_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, bool> cancelled_ ABSL_GUARDED_BY(mu_);  // id -> also via progress
+  std::vector<v1::HeartbeatRequest> heartbeats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace normsweep::worker::testing
+
+#endif  // NORMSWEEP_TESTS_WORKER_FAKE_SCHEDULER_CLIENT_H_

@@ -1,0 +1,149 @@
+// A stand-in for normsweep-train in the worker's tests: same command line
+// (train --config FILE [--events -]) and the same JSON-line events, with a
+// behaviour scripted in the config's `task` field, e.g.
+// "mode=ok,step_ms=10". Modes:
+//   ok           every step, evals, final SUCCEEDED (SIGTERM: final CANCELLED)
+//   diverge      final DIVERGED at the last step
+//   crash        after crash_at steps: a message on stderr, exit status 3,
+//                no final event
+//   segv         after crash_at steps: killed by SIGSEGV
+//   hang         after crash_at steps: silent until signalled (SIGTERM
+//                still ends it with a final CANCELLED event)
+//   ignore_term  like ok, but ignores SIGTERM (only SIGKILL stops it)
+// pidfile=PATH writes the process id there first.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "trainer/train_config_proto.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnTerm(int) { g_stop = 1; }
+
+void Emit(const std::string& json) {
+  std::fputs(json.c_str(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--config") config_path = argv[i + 1];
+  }
+  std::ifstream in(config_path);
+  if (!in) {
+    std::fprintf(stderr, "fake-trainer: cannot read --config '%s'\n", config_path.c_str());
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto config = normsweep::trainer::TrainConfigFromJson(text.str());
+  if (!config.ok()) {
+    std::fprintf(stderr, "fake-trainer: %s\n", config.status().ToString().c_str());
+    return 2;
+  }
+  std::map<std::string, std::string> script;
+  for (absl::string_view kv : absl::StrSplit(config->task(), ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    script[p.first] = p.second;
+  }
+  auto num = [&](const char* key, int def) {
+    int v = def;
+    if (script.count(key)) (void)absl::SimpleAtoi(script[key], &v);
+    return v;
+  };
+  const std::string mode = script.count("mode") ? script["mode"] : "ok";
+  const int steps = config->steps() > 0 ? config->steps() : 10;
+  const int step_ms = num("step_ms", 5);
+  const int crash_at = num("crash_at", 3);
+  const int eval_every = config->eval_every();
+  const int layers = config->layers() > 0 ? config->layers() : 2;
+  if (script.count("pidfile")) std::ofstream(script["pidfile"]) << getpid() << "\n";
+  if (mode == "ignore_term") {
+    std::signal(SIGTERM, SIG_IGN);
+  } else {
+    std::signal(SIGTERM, OnTerm);
+  }
+  std::fprintf(stderr, "fake-trainer: mode %s, %d steps, threads %d, device %s\n", mode.c_str(), steps,
+               config->threads(), config->device().c_str());
+
+  namespace v1 = normsweep::v1;
+  {
+    v1::TrainEvent g;
+    g.set_type("grad_norms");
+    g.set_step(0);
+    for (int l = 0; l < layers; ++l) {
+      for (const char* m : {"ffn.fc1", "ffn.fc2"}) {
+        v1::LayerGradNorm* n = g.add_layer_grad_norms();
+        n->set_layer(l);
+        n->set_matrix(m);
+        n->set_norm(1.0 + l + (m[5] == '2' ? 0.5 : 0));
+      }
+    }
+    Emit(normsweep::trainer::TrainEventToJson(g));
+  }
+  double loss = 5.5, best = 1e9, val = 0;
+  int step = 0;
+  for (step = 1; step <= steps; ++step) {
+    if (g_stop) break;
+    usleep(step_ms * 1000);
+    loss = 5.5 * std::exp(-0.02 * step);
+    v1::TrainEvent e;
+    e.set_type("step");
+    e.set_step(step);
+    e.set_train_loss(loss);
+    e.set_lr(config->lr() * std::min(1.0, step / std::max(1.0, 1.0 * config->warmup_steps())));
+    e.set_grad_norm(1.0 / step);
+    e.set_tokens_per_s(1000 + step);
+    Emit(normsweep::trainer::TrainEventToJson(e));
+    if ((eval_every > 0 && step % eval_every == 0) || step == steps) {
+      val = loss + 0.1;
+      best = std::min(best, val);
+      v1::TrainEvent ev;
+      ev.set_type("eval");
+      ev.set_step(step);
+      ev.set_val_loss(val);
+      ev.set_val_accuracy(0.5);
+      Emit(normsweep::trainer::TrainEventToJson(ev));
+    }
+    if (step == crash_at) {
+      if (mode == "crash") {
+        std::fprintf(stderr, "fake-trainer: simulated crash at step %d\n", step);
+        return 3;
+      }
+      if (mode == "segv") {
+        std::fflush(stderr);
+        raise(SIGSEGV);
+      }
+      if (mode == "hang") {
+        while (!g_stop) pause();
+      }
+    }
+  }
+  v1::TrainEvent f;
+  f.set_type("final");
+  f.set_step(std::min(step, steps));
+  f.set_outcome(g_stop ? "CANCELLED" : mode == "diverge" ? "DIVERGED" : "SUCCEEDED");
+  f.set_final_train_loss(loss);
+  f.set_final_val_loss(val);
+  f.set_best_val_loss(best);
+  f.set_final_val_accuracy(0.5);
+  f.set_mean_tokens_per_s(1234.5);
+  if (mode == "diverge") f.set_diverged_step(steps);
+  Emit(normsweep::trainer::TrainEventToJson(f));
+  return 0;
+}

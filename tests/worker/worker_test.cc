@@ -1,0 +1,388 @@
+// The Worker's logic against the in-memory FakeSchedulerClient and a fake
+// trainer process (fake_trainer.cc) that prints scripted events, crashes,
+// hangs or ignores SIGTERM. Real processes and real time, short intervals.
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/worker/fake_scheduler_client.h"
+#include "worker/worker_metrics.h"
+
+namespace normsweep::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::FakeSchedulerClient;
+
+std::string FakeTrainerPath() {
+  const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
+  return absl::StrCat(bin != nullptr ? bin : ".", "/tests/worker/normsweep-fake-trainer");
+}
+
+v1::TrainConfig Config(const std::string& script, int steps, int eval_every = 0) {
+  v1::TrainConfig c;
+  c.set_placement("pre");
+  c.set_lr(1e-3);
+  c.set_warmup_steps(4);
+  c.set_seed(3);
+  c.set_layers(2);
+  c.set_steps(steps);
+  c.set_eval_every(eval_every);
+  c.set_task(script);
+  return c;
+}
+
+bool ProcessGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+pid_t ReadPid(const std::string& path) {
+  std::ifstream in(path);
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/worker_test_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    options_.name = "test-worker";
+    options_.hostname = "host";
+    options_.slots = {{"cpu", 1}};
+    options_.trainer_path = FakeTrainerPath();
+    options_.work_dir = dir_ + "/work";
+    options_.flush_interval = absl::Milliseconds(100);
+    options_.kill_after = absl::Milliseconds(500);
+    options_.grace_period = absl::Seconds(10);
+    options_.retry_min = absl::Milliseconds(50);
+    options_.retry_max = absl::Milliseconds(200);
+    options_.poll_min = absl::Milliseconds(20);
+    options_.poll_max = absl::Milliseconds(100);
+    options_.final_flush_timeout = absl::Seconds(3);
+    fake_.SetHeartbeatIntervalMs(100);
+  }
+  void TearDown() override {
+    if (worker_ != nullptr) Stop();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Start() {
+    worker_ = std::make_unique<Worker>(fake_, RealClock::Get(), metrics_, options_);
+    thread_ = std::thread([this] { run_status_ = worker_->Run(); });
+  }
+  // Drains and waits for Run to return.
+  void Stop() {
+    worker_->Drain();
+    thread_.join();
+    EXPECT_TRUE(run_status_.ok()) << run_status_;
+    worker_.reset();
+  }
+  bool WaitFinished(int64_t id, absl::Duration timeout = absl::Seconds(10)) {
+    return fake_.WaitFor([id](FakeSchedulerClient& f) { return f.FinishedLocked(id); }, timeout);
+  }
+  std::string Metrics() {
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, registry_.Collect());
+    return out.str();
+  }
+
+  std::string dir_;
+  WorkerOptions options_;
+  FakeSchedulerClient fake_;
+  prometheus::Registry registry_;
+  WorkerMetrics metrics_{registry_};
+  std::unique_ptr<Worker> worker_;
+  std::thread thread_;
+  absl::Status run_status_;
+};
+
+TEST_F(WorkerTest, EventsBecomeBatchesThenFinishTrial) {
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=2", 60, 20));
+  const int64_t b = fake_.AddTrial(Config("mode=diverge,step_ms=2", 30, 0));
+  Start();
+  ASSERT_TRUE(WaitFinished(a));
+  ASSERT_TRUE(WaitFinished(b));
+  const std::string metrics_text = Metrics();
+  Stop();
+
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  ASSERT_EQ(ra.finishes.size(), 1u);
+  const v1::FinishTrialRequest& f = ra.finishes[0];
+  EXPECT_EQ(f.worker_id(), 42);
+  EXPECT_EQ(f.attempt(), 1);
+  EXPECT_EQ(f.outcome(), v1::TRIAL_SUCCEEDED);
+  EXPECT_TRUE(f.result().has_final_val_loss());
+  EXPECT_TRUE(f.result().has_best_val_loss());
+  EXPECT_DOUBLE_EQ(f.result().tokens_per_s(), 1234.5);
+  EXPECT_EQ(f.result().error(), "");
+  // Every step once, with its evaluation merged or sent beside it.
+  std::map<int, int> train_points;
+  std::set<int> val_steps;
+  for (const v1::MetricPoint& p : ra.points) {
+    if (p.has_train_loss()) {
+      ++train_points[p.step()];
+      EXPECT_TRUE(p.has_lr() && p.has_grad_norm() && p.has_tokens_per_s()) << p.ShortDebugString();
+    }
+    if (p.has_val_loss()) val_steps.insert(p.step());
+  }
+  ASSERT_EQ(train_points.size(), 60u);
+  for (const auto& [step, n] : train_points) EXPECT_EQ(n, 1) << "step " << step;
+  EXPECT_EQ(val_steps, (std::set<int>{20, 40, 60}));
+  // Batched: far fewer calls than steps.
+  EXPECT_LT(ra.progress_calls, 30);
+  ASSERT_EQ(ra.norms.size(), 1u);
+  EXPECT_EQ(ra.norms[0].step(), 0);
+  EXPECT_EQ(ra.norms[0].norms_size(), 4);  // 2 layers x (W1, W2)
+
+  FakeSchedulerClient::TrialRecord rb = fake_.Get(b);
+  ASSERT_EQ(rb.finishes.size(), 1u);
+  EXPECT_EQ(rb.finishes[0].outcome(), v1::TRIAL_DIVERGED);
+  EXPECT_EQ(rb.finishes[0].result().diverged_step(), 30);
+
+  EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_trials_finished_total{outcome=\"SUCCEEDED\"} 1"));
+  EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_trials_finished_total{outcome=\"DIVERGED\"} 1"));
+  EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_busy_slots{device=\"cpu\"} 0"));
+  EXPECT_THAT(metrics_text, Not(HasSubstr("normsweep_trial_train_loss{")));  // series removed at the end
+  EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_slot_idle_seconds_count 1"));
+}
+
+TEST_F(WorkerTest, LiveTrialMetricsCarryTheTrialLabels) {
+  const int64_t a = fake_.AddTrial(Config("mode=hang,crash_at=5", 100));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 5; }, absl::Seconds(10)));
+  const std::string text = Metrics();
+  EXPECT_THAT(text, HasSubstr("normsweep_trial_step{peak_lr=\"0.001\",placement=\"pre\",seed=\"3\",sweep=\"7\","
+                              "trial=\"1\",warmup_steps=\"4\"} 5"));
+  EXPECT_THAT(text, HasSubstr("normsweep_trial_learning_rate{"));
+  EXPECT_THAT(text, HasSubstr("normsweep_trial_grad_norm{"));
+  EXPECT_THAT(text, HasSubstr("normsweep_trial_train_loss{"));
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_busy_slots{device=\"cpu\"} 1"));
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_tokens_per_second{device=\"cpu\"} 1005"));
+  fake_.CancelTrial(a);
+  ASSERT_TRUE(WaitFinished(a));
+}
+
+TEST_F(WorkerTest, CrashWithoutFinalEventIsFailedWithExitStatusAndStderr) {
+  const int64_t a = fake_.AddTrial(Config("mode=crash,crash_at=4", 50));
+  const int64_t b = fake_.AddTrial(Config("mode=segv,crash_at=2", 50));
+  const int64_t c = fake_.AddTrial(Config("mode=ok", 5));  // the daemon carries on
+  Start();
+  ASSERT_TRUE(WaitFinished(c));
+  Stop();
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  ASSERT_EQ(ra.finishes.size(), 1u);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("exit status 3 without a final event"));
+  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("simulated crash at step 4"));
+  EXPECT_EQ(ra.points.size(), 4u);  // what it printed before crashing still arrives
+  FakeSchedulerClient::TrialRecord rb = fake_.Get(b);
+  ASSERT_EQ(rb.finishes.size(), 1u);
+  EXPECT_EQ(rb.finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_THAT(rb.finishes[0].result().error(), HasSubstr("killed by signal 11"));
+  EXPECT_EQ(fake_.Get(c).finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
+  // A FAILED trial's directory is kept for inspection, a SUCCEEDED one is not.
+  EXPECT_TRUE(std::filesystem::exists(absl::StrCat(options_.work_dir, "/trial-", a, "-1/stderr.log")));
+  EXPECT_FALSE(std::filesystem::exists(absl::StrCat(options_.work_dir, "/trial-", c, "-1")));
+}
+
+TEST_F(WorkerTest, MissingTrainerIsFailedNotFatal) {
+  options_.trainer_path = dir_ + "/no-such-trainer";
+  const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
+  Start();
+  ASSERT_TRUE(WaitFinished(a));
+  Stop();
+  EXPECT_EQ(fake_.Get(a).finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_THAT(fake_.Get(a).finishes[0].result().error(), HasSubstr("could not start the trainer"));
+}
+
+TEST_F(WorkerTest, SilentTrialIsKilledAfterStallTimeout) {
+  options_.stall_timeout = absl::Milliseconds(400);
+  const std::string pidfile = dir_ + "/hang.pid";
+  // Silent after step 3 (it still obeys SIGTERM, with a final CANCELLED
+  // event that the worker overrides: the trial FAILED).
+  const int64_t a = fake_.AddTrial(Config("mode=hang,crash_at=3,pidfile=" + pidfile, 50));
+  const absl::Time start = absl::Now();
+  Start();
+  ASSERT_TRUE(WaitFinished(a));
+  const absl::Duration took = absl::Now() - start;
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("no progress event for"));
+  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("--stall-timeout-s=0.4"));
+  EXPECT_LT(took, absl::Seconds(5));
+  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  Stop();
+}
+
+TEST_F(WorkerTest, TrialPastItsTimeLimitIsKilledEvenIfItIgnoresSigterm) {
+  options_.trial_timeout = absl::Milliseconds(500);
+  const std::string pidfile = dir_ + "/slow.pid";
+  const int64_t a = fake_.AddTrial(Config("mode=ignore_term,step_ms=10,pidfile=" + pidfile, 100000));
+  const absl::Time start = absl::Now();
+  Start();
+  ASSERT_TRUE(WaitFinished(a));
+  const absl::Duration took = absl::Now() - start;
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("exceeded the trial time limit (--trial-timeout-s=0.5)"));
+  EXPECT_GE(took, absl::Milliseconds(900));  // 0.5 s limit + 0.5 s SIGTERM grace, then SIGKILL
+  EXPECT_LT(took, absl::Seconds(5));
+  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  Stop();
+}
+
+TEST_F(WorkerTest, CancelFromHeartbeatStopsTheProcessAndFinishesCancelled) {
+  const std::string pidfile = dir_ + "/cancel.pid";
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
+  fake_.CancelTrial(a, /*via_progress=*/false);
+  const absl::Time cancelled = absl::Now();
+  ASSERT_TRUE(WaitFinished(a));
+  EXPECT_LT(absl::Now() - cancelled, absl::Seconds(3));
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_CANCELLED);
+  EXPECT_TRUE(ra.finishes[0].result().has_final_train_loss());  // the trainer's own CANCELLED event
+  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  // The heartbeat listed the running lease.
+  bool listed = false;
+  for (const v1::HeartbeatRequest& h : fake_.heartbeats()) {
+    for (const v1::TrialLease& l : h.leases()) listed |= l.trial_id() == a && l.attempt() == 1;
+  }
+  EXPECT_TRUE(listed);
+  ASSERT_TRUE(WaitFinished(b));  // the slot moves on
+  Stop();
+}
+
+TEST_F(WorkerTest, CancelFromReportProgress) {
+  options_.heartbeat_interval = absl::Seconds(60);  // only ReportProgress can tell
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 100000));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
+  fake_.CancelTrial(a, /*via_progress=*/true);
+  ASSERT_TRUE(WaitFinished(a, absl::Seconds(3)));
+  EXPECT_EQ(fake_.Get(a).finishes[0].outcome(), v1::TRIAL_CANCELLED);
+  Stop();
+}
+
+TEST_F(WorkerTest, UnreachableSchedulerBuffersAndResendsWithoutLossOrDuplicates) {
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 150, 50));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 5; }, absl::Seconds(10)));
+  fake_.SetUnavailable(true);
+  absl::SleepFor(absl::Milliseconds(800));  // the trial keeps training meanwhile
+  const int failed = fake_.unavailable_calls();
+  fake_.SetUnavailable(false);
+  ASSERT_TRUE(WaitFinished(a));
+  Stop();
+  EXPECT_GT(failed, 0);
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
+  std::map<int, int> train, val;
+  for (const v1::MetricPoint& p : ra.points) {
+    if (p.has_train_loss()) ++train[p.step()];
+    if (p.has_val_loss()) ++val[p.step()];
+  }
+  ASSERT_EQ(train.size(), 150u);
+  EXPECT_EQ(train.begin()->first, 1);
+  for (const auto& [step, n] : train) EXPECT_EQ(n, 1) << "step " << step;
+  EXPECT_EQ(val, (std::map<int, int>{{50, 1}, {100, 1}, {150, 1}}));
+  EXPECT_EQ(ra.norms.size(), 1u);
+}
+
+TEST_F(WorkerTest, LostLeaseIsKilledAndNotReported) {
+  const std::string pidfile = dir_ + "/lost.pid";
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
+  fake_.LoseLease(a);
+  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
+  ASSERT_TRUE(WaitFinished(b));  // the slot is free again
+  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  Stop();
+  EXPECT_TRUE(fake_.Get(a).finishes.empty());
+}
+
+TEST_F(WorkerTest, DrainLetsRunningTrialsFinishWithinGracePeriod) {
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 60));
+  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 2; }, absl::Seconds(10)));
+  Stop();  // returns once the running trial has finished
+  EXPECT_EQ(fake_.Get(a).finishes.size(), 1u);
+  EXPECT_EQ(fake_.Get(a).finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
+  // b may have been prefetched near a's end; it was never started or reported.
+  EXPECT_TRUE(fake_.Get(b).finishes.empty());
+  EXPECT_TRUE(fake_.Get(b).points.empty());
+}
+
+TEST_F(WorkerTest, DrainPastGracePeriodHandsTrialsBack) {
+  options_.grace_period = absl::Milliseconds(300);
+  const std::string pidfile = dir_ + "/drain.pid";
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+  fake_.AddTrial(Config("mode=ok", 5));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 2; }, absl::Seconds(10)));
+  const absl::Time start = absl::Now();
+  Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  EXPECT_TRUE(ra.finishes.empty()) << "handed back: the lease expires and the trial is re-queued";
+  EXPECT_TRUE(ra.held);
+  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  // Progress up to the stop was delivered (idempotent for the next attempt).
+  int max_step = 0;
+  for (const v1::MetricPoint& p : ra.points) max_step = std::max(max_step, p.step());
+  EXPECT_GT(max_step, 10);
+  EXPECT_EQ(fake_.leases_granted(), 1);
+}
+
+TEST_F(WorkerTest, KeepsEverySlotBusyAndPrefetchesTheNextLease) {
+  options_.slots = {{"cpu", 1}, {"cpu", 1}};
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(fake_.AddTrial(Config("mode=ok,step_ms=5", 40)));
+  Start();
+  for (int64_t id : ids) ASSERT_TRUE(WaitFinished(id));
+  const std::string text = Metrics();
+  Stop();
+  for (int64_t id : ids) EXPECT_EQ(fake_.Get(id).finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_trials_finished_total{outcome=\"SUCCEEDED\"} 6"));
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_slot_idle_seconds_count 4"));
+  // The next trial was leased before the previous one ended, so the gap is
+  // just process start-up: well under the 50 ms bucket.
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_slot_idle_seconds_bucket{le=\"0.05\"} 4"));
+}
+
+TEST_F(WorkerTest, RegistersOnceTheSchedulerIsUp) {
+  fake_.SetUnavailable(true);
+  const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
+  Start();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_GT(fake_.unavailable_calls(), 0);
+  fake_.SetUnavailable(false);
+  ASSERT_TRUE(WaitFinished(a));
+  Stop();
+}
+
+}  // namespace
+}  // namespace normsweep::worker

@@ -1,0 +1,68 @@
+#include "worker/scheduler_client.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "common/grpc_status.h"
+
+namespace normsweep::worker {
+
+bool IsRetryable(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kInternal:   // e.g. the scheduler lost its database for a moment
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kCancelled:
+      return true;
+    default:
+      return false;
+  }
+}
+
+GrpcSchedulerClient::GrpcSchedulerClient(const std::string& target, absl::Duration deadline)
+    : stub_(v1::WorkerService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))),
+      deadline_(deadline) {}
+
+namespace {
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> Invoke(absl::Duration deadline, Call call) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  Response response;
+  grpc::Status status = call(&ctx, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::RegisterWorkerResponse> GrpcSchedulerClient::RegisterWorker(const v1::RegisterWorkerRequest& r) {
+  return Invoke<v1::RegisterWorkerResponse>(
+      deadline_, [&](grpc::ClientContext* c, v1::RegisterWorkerResponse* out) { return stub_->RegisterWorker(c, r, out); });
+}
+
+absl::StatusOr<v1::LeaseTrialResponse> GrpcSchedulerClient::LeaseTrial(const v1::LeaseTrialRequest& r) {
+  return Invoke<v1::LeaseTrialResponse>(
+      deadline_, [&](grpc::ClientContext* c, v1::LeaseTrialResponse* out) { return stub_->LeaseTrial(c, r, out); });
+}
+
+absl::StatusOr<v1::HeartbeatResponse> GrpcSchedulerClient::Heartbeat(const v1::HeartbeatRequest& r) {
+  return Invoke<v1::HeartbeatResponse>(
+      deadline_, [&](grpc::ClientContext* c, v1::HeartbeatResponse* out) { return stub_->Heartbeat(c, r, out); });
+}
+
+absl::StatusOr<v1::ReportProgressResponse> GrpcSchedulerClient::ReportProgress(const v1::ReportProgressRequest& r) {
+  return Invoke<v1::ReportProgressResponse>(
+      deadline_, [&](grpc::ClientContext* c, v1::ReportProgressResponse* out) { return stub_->ReportProgress(c, r, out); });
+}
+
+absl::StatusOr<v1::FinishTrialResponse> GrpcSchedulerClient::FinishTrial(const v1::FinishTrialRequest& r) {
+  return Invoke<v1::FinishTrialResponse>(
+      deadline_, [&](grpc::ClientContext* c, v1::FinishTrialResponse* out) { return stub_->FinishTrial(c, r, out); });
+}
+
+}  // namespace normsweep::worker

@@ -1,0 +1,52 @@
+// The worker's view of the scheduler's WorkerService, as an interface so
+// that the Worker logic is tested against an in-memory fake
+// (tests/worker/fake_scheduler_client.h) and runs against gRPC in production.
+//
+// Errors: UNAVAILABLE / DEADLINE_EXCEEDED mean "try again later" (the
+// scheduler is unreachable); FAILED_PRECONDITION means the lease is no longer
+// held; anything else is a permanent refusal.
+#ifndef NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_
+#define NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "normsweep/v1/worker_service.grpc.pb.h"
+
+namespace normsweep::worker {
+
+class SchedulerClient {
+ public:
+  virtual ~SchedulerClient() = default;
+  virtual absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request) = 0;
+  virtual absl::StatusOr<v1::LeaseTrialResponse> LeaseTrial(const v1::LeaseTrialRequest& request) = 0;
+  virtual absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) = 0;
+  virtual absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request) = 0;
+  virtual absl::StatusOr<v1::FinishTrialResponse> FinishTrial(const v1::FinishTrialRequest& request) = 0;
+};
+
+// True for errors after which the same call may succeed later.
+bool IsRetryable(const absl::Status& status);
+
+// Over a gRPC channel; every call has a deadline. Thread-safe (the stub is).
+class GrpcSchedulerClient : public SchedulerClient {
+ public:
+  // target: "host:port" (insecure channel).
+  explicit GrpcSchedulerClient(const std::string& target, absl::Duration deadline = absl::Seconds(5));
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request) override;
+  absl::StatusOr<v1::LeaseTrialResponse> LeaseTrial(const v1::LeaseTrialRequest& request) override;
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override;
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request) override;
+  absl::StatusOr<v1::FinishTrialResponse> FinishTrial(const v1::FinishTrialRequest& request) override;
+
+ private:
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  const absl::Duration deadline_;
+};
+
+}  // namespace normsweep::worker
+
+#endif  // NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_

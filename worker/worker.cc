@@ -1,0 +1,581 @@
+#include "worker/worker.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "trainer/train_config_proto.h"
+#include "worker/trial_process.h"
+#include "worker/trial_watchdog.h"
+
+namespace normsweep::worker {
+
+namespace {
+
+constexpr int kMaxErrorLength = 4096;  // TrialResult.error limit in the API
+
+void Log(const std::string& message) {
+  std::fprintf(stderr, "%s normsweep-worker: %s\n",
+               absl::FormatTime("%Y-%m-%dT%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()).c_str(), message.c_str());
+}
+
+v1::TrialState OutcomeFromName(const std::string& name) {
+  if (name == "SUCCEEDED") return v1::TRIAL_SUCCEEDED;
+  if (name == "DIVERGED") return v1::TRIAL_DIVERGED;
+  if (name == "FAILED") return v1::TRIAL_FAILED;
+  if (name == "CANCELLED") return v1::TRIAL_CANCELLED;
+  return v1::TRIAL_STATE_UNSPECIFIED;
+}
+
+const char* OutcomeName(v1::TrialState s) {
+  switch (s) {
+    case v1::TRIAL_SUCCEEDED: return "SUCCEEDED";
+    case v1::TRIAL_DIVERGED: return "DIVERGED";
+    case v1::TRIAL_FAILED: return "FAILED";
+    case v1::TRIAL_CANCELLED: return "CANCELLED";
+    default: return "?";
+  }
+}
+
+// The final event's figures.
+v1::TrialResult ResultFromFinal(const v1::TrainEvent& e) {
+  v1::TrialResult r;
+  if (e.has_final_val_loss()) r.set_final_val_loss(e.final_val_loss());
+  if (e.has_best_val_loss()) r.set_best_val_loss(e.best_val_loss());
+  if (e.has_final_train_loss()) r.set_final_train_loss(e.final_train_loss());
+  if (e.has_final_val_accuracy()) r.set_final_val_accuracy(e.final_val_accuracy());
+  if (e.has_diverged_step()) r.set_diverged_step(e.diverged_step());
+  if (e.has_mean_tokens_per_s()) r.set_tokens_per_s(e.mean_tokens_per_s());
+  r.set_error(e.error());
+  return r;
+}
+
+std::string Truncate(std::string s, size_t n) {
+  if (s.size() <= n) return s;
+  // Keep the end: the last lines of stderr say the most.
+  return "..." + s.substr(s.size() - (n - 3));
+}
+
+std::string TrimmedTail(const std::string& tail) {
+  size_t end = tail.find_last_not_of(" \n\r\t");
+  return end == std::string::npos ? "" : tail.substr(0, end + 1);
+}
+
+std::string LeaseName(const v1::Trial& t) { return absl::StrCat("trial ", t.id(), " (attempt ", t.attempts(), ")"); }
+
+}  // namespace
+
+Worker::Worker(SchedulerClient& client, Clock& clock, WorkerMetrics& metrics, WorkerOptions options)
+    : client_(client), clock_(clock), metrics_(metrics), options_(std::move(options)) {}
+
+Worker::~Worker() = default;
+
+bool Worker::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+void Worker::Drain() {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return;
+  draining_ = true;
+  drain_deadline_ = clock_.Now() + options_.grace_period;
+  Log(absl::StrCat("draining: no new trials; running trials get ", absl::FormatDuration(options_.grace_period)));
+}
+
+void Worker::SleepUnlessDraining(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&draining_), d);
+}
+
+absl::StatusOr<absl::Duration> Worker::Register() {
+  v1::RegisterWorkerRequest request;
+  request.set_name(options_.name);
+  request.set_hostname(options_.hostname);
+  for (const SlotSpec& s : options_.slots) request.add_devices(s.device);
+  absl::Duration backoff = options_.retry_min;
+  bool logged = false;
+  while (true) {
+    absl::StatusOr<v1::RegisterWorkerResponse> r = client_.RegisterWorker(request);
+    if (r.ok()) {
+      worker_id_ = r->worker_id();
+      absl::Duration interval = options_.heartbeat_interval > absl::ZeroDuration()
+                                    ? options_.heartbeat_interval
+                                    : absl::Milliseconds(r->heartbeat_interval_ms());
+      if (interval <= absl::ZeroDuration()) interval = absl::Seconds(10);
+      // Keep well inside the lease, whatever the scheduler says.
+      if (r->lease_seconds() > 0) interval = std::min(interval, absl::Seconds(r->lease_seconds()) / 3);
+      Log(absl::StrCat("registered as worker ", r->worker_id(), " with ", options_.slots.size(),
+                       " slot(s); heartbeat every ", absl::FormatDuration(interval)));
+      return interval;
+    }
+    if (!IsRetryable(r.status())) return r.status();
+    if (!logged) Log(absl::StrCat("scheduler unreachable, retrying registration: ", r.status().ToString()));
+    logged = true;
+    SleepUnlessDraining(backoff);
+    if (draining()) return absl::CancelledError("drained before registering");
+    backoff = std::min(backoff * 2, options_.retry_max);
+  }
+}
+
+absl::Status Worker::Run() {
+  if (options_.name.empty()) return absl::InvalidArgumentError("worker name is required");
+  if (options_.slots.empty()) return absl::InvalidArgumentError("no slots: give --cpu-slots or --gpus");
+  if (options_.trainer_path.empty()) return absl::InvalidArgumentError("no trainer path");
+  std::error_code ec;
+  std::filesystem::create_directories(options_.work_dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create work dir ", options_.work_dir, ": ", ec.message()));
+  for (const SlotSpec& s : options_.slots) metrics_.AddDevice(s.device);
+
+  absl::StatusOr<absl::Duration> heartbeat_interval = Register();
+  if (absl::IsCancelled(heartbeat_interval.status())) return absl::OkStatus();
+  if (!heartbeat_interval.ok()) return heartbeat_interval.status();
+
+  std::thread heartbeat([this, interval = *heartbeat_interval] { HeartbeatLoop(interval); });
+  std::thread reporter([this] { ReporterLoop(); });
+  std::vector<std::thread> slots;
+  for (size_t i = 0; i < options_.slots.size(); ++i) slots.emplace_back([this, i] { RunSlot(static_cast<int>(i)); });
+  for (std::thread& t : slots) t.join();
+
+  // Every process has ended: deliver what is left (results, progress of
+  // handed-back trials) while the heartbeat keeps the leases alive.
+  {
+    absl::MutexLock lock(&mu_);
+    auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      for (const auto& [id, l] : leases_) {
+        if (!l->lost && (l->state == LeaseState::kFinishing || !l->progress.empty())) return false;
+      }
+      return true;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&settled), options_.final_flush_timeout)) {
+      int left = 0;
+      for (const auto& [id, l] : leases_) left += l->state == LeaseState::kFinishing;
+      Log(absl::StrCat("scheduler unreachable: ", left, " trial result(s) not delivered; their leases will "
+                       "expire and the trials will be re-queued"));
+    }
+  }
+  stop_background_.Notify();
+  reporter.join();
+  heartbeat.join();
+  Log("drained, exiting");
+  return absl::OkStatus();
+}
+
+// ---- slots ----
+
+Worker::LeasePtr Worker::LeaseOne() {
+  if (draining()) return nullptr;
+  v1::LeaseTrialRequest request;
+  request.set_worker_id(worker_id_);
+  absl::StatusOr<v1::LeaseTrialResponse> r = client_.LeaseTrial(request);
+  NoteRpc(r.status(), "LeaseTrial");
+  if (!r.ok() || !r->leased()) return nullptr;
+  auto lease = std::make_shared<Lease>();
+  lease->trial = r->trial();
+  absl::MutexLock lock(&mu_);
+  leases_[lease->trial.id()] = lease;
+  return lease;
+}
+
+void Worker::RunSlot(int slot) {
+  LeasePtr next;
+  absl::Duration poll = options_.poll_min;
+  std::optional<absl::Time> idle_since;
+  while (true) {
+    LeasePtr lease = std::move(next);
+    next.reset();
+    if (lease == nullptr) {
+      if (draining()) break;
+      lease = LeaseOne();
+      if (lease == nullptr) {
+        SleepUnlessDraining(poll);
+        poll = std::min(poll * 2, options_.poll_max);
+        continue;
+      }
+      poll = options_.poll_min;
+    }
+    bool cancelled = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (lease->lost) {
+        EraseLease(lease->trial.id(), lease.get());
+        continue;
+      }
+      if (draining_) {
+        lease->state = LeaseState::kHandedBack;
+        Log(absl::StrCat("draining: handing back ", LeaseName(lease->trial), " unstarted"));
+        continue;
+      }
+      cancelled = lease->cancel_requested;
+      if (!cancelled) lease->state = LeaseState::kRunning;
+    }
+    if (cancelled) {
+      Log(absl::StrCat(LeaseName(lease->trial), " CANCELLED before it started"));
+      QueueFinish(lease, v1::TRIAL_CANCELLED, v1::TrialResult());
+      metrics_.TrialEnded(lease->trial.id(), v1::TRIAL_CANCELLED);
+      continue;
+    }
+    if (idle_since.has_value()) metrics_.SlotIdle(absl::Now() - *idle_since);
+    next = RunTrial(slot, lease);
+    idle_since = absl::Now();
+  }
+}
+
+Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease) {
+  const SlotSpec& spec = options_.slots[slot];
+  const v1::Trial& trial = lease->trial;
+  const std::string dir = absl::StrCat(options_.work_dir, "/trial-", trial.id(), "-", trial.attempts());
+  v1::TrainConfig config = trial.config();
+  config.set_threads(spec.threads);
+  config.set_device(spec.device);
+  std::vector<std::string> argv = {options_.trainer_path, "train", "--config", dir + "/config.json", "--events", "-"};
+  if (config.checkpoint_every() > 0) {
+    argv.push_back("--checkpoint-out");
+    argv.push_back(dir + "/checkpoint.safetensors");
+  }
+
+  absl::StatusOr<std::unique_ptr<TrialProcess>> started;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    started = absl::FailedPreconditionError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  } else {
+    std::ofstream(dir + "/config.json") << trainer::TrainConfigToJson(config) << "\n";
+    started = TrialProcess::Start(argv, dir + "/stderr.log");
+  }
+  if (!started.ok()) {
+    Log(absl::StrCat(LeaseName(trial), ": cannot start the trainer: ", started.status().ToString()));
+    v1::TrialResult result;
+    result.set_error(Truncate(absl::StrCat("worker could not start the trainer: ", started.status().message()),
+                              kMaxErrorLength));
+    QueueFinish(lease, v1::TRIAL_FAILED, result);
+    metrics_.TrialEnded(trial.id(), v1::TRIAL_FAILED);
+    return nullptr;
+  }
+  TrialProcess& proc = **started;
+  metrics_.TrialStarted(trial, slot, spec.device);
+  Log(absl::StrCat(LeaseName(trial), " started on ", spec.device, " slot ", slot, " (pid ", proc.pid(), ", ",
+                   config.placement(), " warmup=", config.warmup_steps(), " lr=", config.lr(), " seed=",
+                   config.seed(), ")"));
+
+  enum class Stop { kNone, kCancel, kLost, kHandBack, kTimeout };
+  Stop stop = Stop::kNone;
+  std::string stop_reason;
+  TrialWatchdog watchdog(clock_.Now(), options_.trial_timeout, options_.stall_timeout, options_.kill_after);
+  std::optional<v1::TrainEvent> final_event;
+  int last_step = 0;
+  const int steps = config.steps();
+  const int prefetch_step = std::max(1, static_cast<int>(steps * options_.prefetch_at));
+  bool prefetch_tried = false;
+  int bad_lines = 0;
+  LeasePtr next;
+  std::vector<std::string> lines;
+
+  while (!proc.done()) {
+    lines.clear();
+    proc.Poll(absl::Milliseconds(100), &lines);
+    const absl::Time now = clock_.Now();
+    for (const std::string& line : lines) {
+      if (line.empty()) continue;
+      absl::StatusOr<v1::TrainEvent> event = trainer::TrainEventFromJson(line);
+      if (!event.ok()) {
+        if (bad_lines++ == 0) Log(absl::StrCat(LeaseName(trial), ": ignoring a non-event line: ", Truncate(line, 200)));
+        continue;
+      }
+      watchdog.OnEvent(now);
+      metrics_.OnEvent(trial.id(), *event);
+      if (event->type() == "final") {
+        final_event = *event;
+      } else {
+        if (event->type() == "step") last_step = event->step();
+        absl::MutexLock lock(&mu_);
+        lease->progress.Add(*event, now);
+      }
+    }
+    if (stop == Stop::kNone) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (lease->lost) {
+          stop = Stop::kLost;
+          stop_reason = "the lease was lost";
+        } else if (lease->cancel_requested) {
+          stop = Stop::kCancel;
+          stop_reason = "the sweep was cancelled";
+        } else if (draining_ && now >= drain_deadline_) {
+          stop = Stop::kHandBack;
+          stop_reason = "the drain's grace period ended";
+        }
+      }
+      if (stop == Stop::kNone) {
+        if (std::optional<std::string> why = watchdog.Expired(now)) {
+          stop = Stop::kTimeout;
+          stop_reason = *why;
+        }
+      }
+      if (stop != Stop::kNone) {
+        Log(absl::StrCat(LeaseName(trial), ": stopping (SIGTERM): ", stop_reason));
+        proc.Signal(SIGTERM);
+        watchdog.OnTerminate(now);
+      }
+    } else if (watchdog.ShouldKill(now) && !proc.exited()) {
+      Log(absl::StrCat(LeaseName(trial), ": still running ", absl::FormatDuration(options_.kill_after),
+                       " after SIGTERM; SIGKILL"));
+      proc.Signal(SIGKILL);
+      watchdog.OnTerminate(now);  // no-op: the first SIGTERM time stays
+    }
+    // Lease the slot's next trial while this one finishes.
+    if (!prefetch_tried && stop == Stop::kNone && (final_event.has_value() || last_step >= prefetch_step)) {
+      prefetch_tried = true;
+      next = LeaseOne();
+    }
+  }
+
+  v1::TrialState outcome = v1::TRIAL_FAILED;
+  v1::TrialResult result;
+  switch (stop) {
+    case Stop::kLost: {
+      Log(absl::StrCat(LeaseName(trial), ": lease lost; stopped (", proc.ExitDescription(), "), not reported"));
+      metrics_.TrialEnded(trial.id(), v1::TRIAL_STATE_UNSPECIFIED);
+      absl::MutexLock lock(&mu_);
+      EraseLease(trial.id(), lease.get());
+      return next;
+    }
+    case Stop::kHandBack: {
+      Log(absl::StrCat(LeaseName(trial), ": handed back (", proc.ExitDescription(),
+                       "); the scheduler re-queues it when the lease expires"));
+      metrics_.TrialEnded(trial.id(), v1::TRIAL_STATE_UNSPECIFIED);
+      absl::MutexLock lock(&mu_);
+      lease->state = LeaseState::kHandedBack;
+      return next;
+    }
+    case Stop::kTimeout:
+      outcome = v1::TRIAL_FAILED;
+      if (final_event.has_value()) result = ResultFromFinal(*final_event);
+      result.set_error(stop_reason);
+      break;
+    case Stop::kCancel:
+      outcome = v1::TRIAL_CANCELLED;
+      if (final_event.has_value()) result = ResultFromFinal(*final_event);
+      result.clear_error();
+      break;
+    case Stop::kNone:
+      if (final_event.has_value()) {
+        result = ResultFromFinal(*final_event);
+        outcome = OutcomeFromName(final_event->outcome());
+        if (outcome == v1::TRIAL_STATE_UNSPECIFIED) {
+          outcome = v1::TRIAL_FAILED;
+          result.set_error(absl::StrCat("trainer reported an unknown outcome '", final_event->outcome(), "'"));
+        } else if (outcome == v1::TRIAL_FAILED && result.error().empty()) {
+          result.set_error(absl::StrCat("normsweep-train ", proc.ExitDescription(), "; stderr: ",
+                                        TrimmedTail(proc.stderr_tail())));
+        }
+      } else {
+        outcome = v1::TRIAL_FAILED;
+        std::string error = absl::StrCat("normsweep-train ", proc.ExitDescription(), " without a final event");
+        const std::string tail = TrimmedTail(proc.stderr_tail());
+        if (!tail.empty()) absl::StrAppend(&error, "; stderr: ", tail);
+        result.set_error(error);
+      }
+      break;
+  }
+  result.set_error(Truncate(result.error(), kMaxErrorLength));
+  Log(absl::StrCat(LeaseName(trial), " ", OutcomeName(outcome), " at step ", last_step,
+                   result.error().empty() ? "" : absl::StrCat(": ", result.error())));
+  QueueFinish(lease, outcome, result);
+  metrics_.TrialEnded(trial.id(), outcome);
+  if (outcome != v1::TRIAL_FAILED && !options_.keep_trial_dirs) std::filesystem::remove_all(dir, ec);
+  return next;
+}
+
+void Worker::QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result) {
+  absl::MutexLock lock(&mu_);
+  v1::FinishTrialRequest& f = lease->finish;
+  f.set_trial_id(lease->trial.id());
+  f.set_attempt(lease->trial.attempts());
+  f.set_outcome(outcome);
+  *f.mutable_result() = std::move(result);
+  lease->state = LeaseState::kFinishing;
+}
+
+void Worker::EraseLease(int64_t trial_id, const Lease* lease) {
+  auto it = leases_.find(trial_id);
+  if (it != leases_.end() && it->second.get() == lease) leases_.erase(it);
+}
+
+// ---- reporter ----
+
+void Worker::NoteRpc(const absl::Status& status, const char* what) {
+  if (status.ok()) {
+    if (scheduler_unreachable_.exchange(false)) Log("scheduler reachable again");
+  } else if (IsRetryable(status)) {
+    if (!scheduler_unreachable_.exchange(true)) {
+      Log(absl::StrCat("scheduler unreachable (", what, ": ", status.ToString(),
+                       "); trials keep running, progress is buffered"));
+    }
+  }
+}
+
+void Worker::ReporterLoop() {
+  const absl::Duration tick = std::min(absl::Milliseconds(50), options_.flush_interval);
+  do {
+    ReportPass();
+  } while (!stop_background_.WaitForNotificationWithTimeout(tick));
+  ReportPass();  // whatever arrived at the very end
+}
+
+void Worker::ReportPass() {
+  std::vector<LeasePtr> due;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_.Now();
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      Lease& l = *it->second;
+      if (l.lost) {
+        it = leases_.erase(it);
+        continue;
+      }
+      const bool closing = l.state == LeaseState::kFinishing || l.state == LeaseState::kHandedBack;
+      if (l.state == LeaseState::kHandedBack && l.progress.empty()) {
+        it = leases_.erase(it);
+        continue;
+      }
+      if (l.retry_at <= now &&
+          (l.state == LeaseState::kFinishing ||
+           (!l.progress.empty() &&
+            (closing || l.progress.ShouldFlush(now, options_.flush_interval, options_.flush_points))))) {
+        due.push_back(it->second);
+      }
+      ++it;
+    }
+  }
+  for (const LeasePtr& l : due) Report(l);
+}
+
+void Worker::Report(const LeasePtr& lease) {
+  const int64_t id = lease->trial.id();
+  auto fail = [&](const absl::Status& status, const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (absl::IsFailedPrecondition(status) || absl::IsNotFound(status)) {
+      Log(absl::StrCat(LeaseName(lease->trial), ": ", what, " refused, lease lost: ", status.message()));
+      lease->lost = true;
+      EraseLease(id, lease.get());
+      return;
+    }
+    lease->backoff = std::clamp(lease->backoff * 2, options_.retry_min, options_.retry_max);
+    lease->retry_at = clock_.Now() + lease->backoff;
+  };
+  // Progress first (the scheduler refuses it after FinishTrial), then the result.
+  while (true) {
+    v1::ReportProgressRequest request;
+    int points = 0, norms = 0;
+    bool finish = false;
+    v1::FinishTrialRequest fin;
+    {
+      absl::MutexLock lock(&mu_);
+      if (lease->lost) return;
+      if (!lease->progress.empty()) {
+        request.set_worker_id(worker_id_);
+        request.set_trial_id(id);
+        request.set_attempt(lease->trial.attempts());
+        points = lease->progress.Peek(options_.max_batch_points, &request);
+        norms = request.layer_grad_norms_size();
+      } else if (lease->state == LeaseState::kFinishing) {
+        finish = true;
+        fin = lease->finish;
+        fin.set_worker_id(worker_id_);
+      } else {
+        return;
+      }
+    }
+    if (finish) {
+      absl::StatusOr<v1::FinishTrialResponse> r = client_.FinishTrial(fin);
+      NoteRpc(r.status(), "FinishTrial");
+      absl::MutexLock lock(&mu_);
+      if (r.ok()) {
+        EraseLease(id, lease.get());
+      } else if (IsRetryable(r.status())) {
+        fail(r.status(), "FinishTrial");
+      } else {
+        Log(absl::StrCat(LeaseName(lease->trial), ": FinishTrial refused: ", r.status().ToString()));
+        EraseLease(id, lease.get());
+      }
+      return;
+    }
+    absl::StatusOr<v1::ReportProgressResponse> r = client_.ReportProgress(request);
+    NoteRpc(r.status(), "ReportProgress");
+    absl::MutexLock lock(&mu_);
+    if (r.ok()) {
+      lease->progress.Ack(points, norms);
+      lease->backoff = absl::ZeroDuration();
+      lease->retry_at = absl::InfinitePast();
+      if (r->cancel_requested() && !lease->cancel_requested) {
+        Log(absl::StrCat(LeaseName(lease->trial), ": cancel requested"));
+        lease->cancel_requested = true;
+      }
+      // More to send only if the trial is closing, or a full batch is waiting.
+      const bool closing = lease->state == LeaseState::kFinishing || lease->state == LeaseState::kHandedBack;
+      if (!closing && !lease->progress.ShouldFlush(clock_.Now(), options_.flush_interval, options_.flush_points)) {
+        return;
+      }
+    } else if (IsRetryable(r.status())) {
+      fail(r.status(), "ReportProgress");
+      return;
+    } else if (absl::IsFailedPrecondition(r.status()) || absl::IsNotFound(r.status())) {
+      fail(r.status(), "ReportProgress");
+      return;
+    } else {
+      // A batch the scheduler will never take (a bug on one side): drop it
+      // rather than retry forever.
+      Log(absl::StrCat(LeaseName(lease->trial), ": progress batch refused, dropped: ", r.status().ToString()));
+      lease->progress.Ack(points, norms);
+    }
+  }
+}
+
+// ---- heartbeat ----
+
+void Worker::HeartbeatLoop(absl::Duration interval) {
+  bool failing = false;
+  while (!stop_background_.WaitForNotificationWithTimeout(interval)) {
+    v1::HeartbeatRequest request;
+    request.set_worker_id(worker_id_);
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, l] : leases_) {
+        if (l->lost || l->state == LeaseState::kHandedBack) continue;
+        v1::TrialLease* t = request.add_leases();
+        t->set_trial_id(id);
+        t->set_attempt(l->trial.attempts());
+      }
+    }
+    absl::StatusOr<v1::HeartbeatResponse> r = client_.Heartbeat(request);
+    NoteRpc(r.status(), "Heartbeat");
+    if (!r.ok()) {
+      if (!failing && !IsRetryable(r.status())) Log(absl::StrCat("heartbeat refused: ", r.status().ToString()));
+      failing = true;
+      continue;
+    }
+    failing = false;
+    absl::MutexLock lock(&mu_);
+    for (int64_t id : r->cancelled_trial_ids()) {
+      auto it = leases_.find(id);
+      if (it == leases_.end() || it->second->cancel_requested) continue;
+      Log(absl::StrCat(LeaseName(it->second->trial), ": cancelled"));
+      it->second->cancel_requested = true;
+    }
+    for (int64_t id : r->lost_trial_ids()) {
+      auto it = leases_.find(id);
+      if (it == leases_.end()) continue;
+      // Finished meanwhile: the scheduler no longer counts it as leased.
+      if (it->second->state == LeaseState::kFinishing) continue;
+      Log(absl::StrCat(LeaseName(it->second->trial), ": lease lost"));
+      it->second->lost = true;
+      if (it->second->state != LeaseState::kRunning) leases_.erase(it);
+    }
+  }
+}
+
+}  // namespace normsweep::worker

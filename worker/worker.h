@@ -1,0 +1,130 @@
+// The worker daemon's logic: registers with the scheduler, keeps every slot
+// busy with one trial each (a TrialProcess running normsweep-train), forwards
+// progress in batches, finishes trials, heartbeats, honours cancellation and
+// lost leases, and drains on request. worker_main.cc only parses flags,
+// builds the gRPC client and the /metrics exposer, and turns SIGTERM/SIGINT
+// into Drain().
+//
+// Threads (all started by Run, all joined before it returns):
+//   - one slot thread per SlotSpec: leases (LeaseTrial), runs the trial's
+//     process, reads its events into the lease's ProgressBuffer, stops the
+//     process when cancelled / lost / timed out / drained, then hands the
+//     outcome to the reporter and leases the next trial at once (or uses the
+//     one it prefetched near the end of the current trial);
+//   - the reporter thread: the only sender of ReportProgress and
+//     FinishTrial, so a slow or unreachable scheduler never blocks a slot's
+//     pipe reading; batches stay buffered until acknowledged and are
+//     re-sent with back-off;
+//   - the heartbeat thread: renews every held lease at the scheduler's
+//     interval and applies cancelled_trial_ids / lost_trial_ids.
+// RPCs are never made while holding mu_. mu_ guards leases_ and every
+// field of every Lease (a Lease is shared by the three kinds of threads),
+// draining_ and drain_deadline_.
+//
+// Draining (Drain(), e.g. on SIGTERM): no new leases; a lease prefetched
+// but not started is handed back; running trials get grace_period to end
+// normally (then finished as usual); after that they are stopped and handed
+// back: their progress so far is sent, FinishTrial is not, heartbeats stop,
+// so the scheduler re-queues them when the lease expires (the API has no
+// call to release a lease early; the hand-back costs one attempt).
+#ifndef NORMSWEEP_WORKER_WORKER_H_
+#define NORMSWEEP_WORKER_WORKER_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "normsweep/v1/worker_service.pb.h"
+#include "worker/progress_buffer.h"
+#include "worker/scheduler_client.h"
+#include "worker/worker_metrics.h"
+#include "worker/worker_options.h"
+
+namespace normsweep::worker {
+
+class Worker {
+ public:
+  Worker(SchedulerClient& client, Clock& clock, WorkerMetrics& metrics, WorkerOptions options);
+  ~Worker();
+
+  // Registers (retrying while the scheduler is unreachable), then runs until
+  // Drain() has been called and the drain is complete. OK after a clean
+  // drain; an error for bad options or when registration is refused.
+  absl::Status Run();
+
+  // Thread-safe, returns at once: starts draining (see the header comment).
+  void Drain();
+
+  int64_t worker_id() const { return worker_id_.load(); }
+
+ private:
+  enum class LeaseState {
+    kPrefetched,  // leased, process not started yet
+    kRunning,     // the slot's process is running
+    kFinishing,   // outcome known: remaining progress, then FinishTrial
+    kHandedBack,  // drained: remaining progress, no FinishTrial, no heartbeat
+  };
+  struct Lease {
+    v1::Trial trial;  // as leased; never changes
+    LeaseState state = LeaseState::kPrefetched;
+    bool cancel_requested = false;
+    bool lost = false;
+    ProgressBuffer progress;
+    v1::FinishTrialRequest finish;  // set when state becomes kFinishing
+    absl::Time retry_at = absl::InfinitePast();
+    absl::Duration backoff = absl::ZeroDuration();
+  };
+  using LeasePtr = std::shared_ptr<Lease>;
+
+  // RegisterWorker until it succeeds; the heartbeat interval to use.
+  // CANCELLED when drained before registering.
+  absl::StatusOr<absl::Duration> Register();
+  void RunSlot(int slot);
+  // Runs one trial to its end; returns the lease prefetched meanwhile, if any.
+  LeasePtr RunTrial(int slot, const LeasePtr& lease);
+  // LeaseTrial; nullptr when there is nothing to lease or the call failed.
+  LeasePtr LeaseOne();
+  void QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result);
+  // Waits up to d, returning early once draining.
+  void SleepUnlessDraining(absl::Duration d);
+  bool draining() const;
+
+  void ReporterLoop();
+  void ReportPass();
+  // One lease's pending work (progress, then FinishTrial): runs on the
+  // reporter thread without mu_ held while calling the scheduler.
+  void Report(const LeasePtr& lease);
+  void NoteRpc(const absl::Status& status, const char* what);
+
+  void HeartbeatLoop(absl::Duration interval);
+  void EraseLease(int64_t trial_id, const Lease* lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  SchedulerClient& client_;
+  Clock& clock_;
+  WorkerMetrics& metrics_;
+  const WorkerOptions options_;
+  std::atomic<int64_t> worker_id_{0};
+
+  mutable absl::Mutex mu_;
+  std::map<int64_t, LeasePtr> leases_ ABSL_GUARDED_BY(mu_);  // by trial id: every lease held
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time drain_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+
+  absl::Notification stop_background_;  // reporter and heartbeat threads
+  std::atomic<bool> scheduler_unreachable_{false};  // for logging state changes only
+};
+
+}  // namespace normsweep::worker
+
+#endif  // NORMSWEEP_WORKER_WORKER_H_

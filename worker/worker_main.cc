@@ -1,0 +1,186 @@
+// normsweep-worker: the worker daemon. Registers with the scheduler, keeps
+// every slot (GPU, or CPU share) busy with normsweep-train processes, exports
+// Prometheus /metrics. SIGTERM/SIGINT drain it (see worker/worker.h); a
+// second signal exits at once (running trainers die with it).
+//
+// Flags are spelled with dashes or underscores (--cpu-slots = --cpu_slots).
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "worker/scheduler_client.h"
+#include "worker/slots.h"
+#include "worker/worker.h"
+#include "worker/worker_metrics.h"
+#include "worker/worker_options.h"
+
+ABSL_FLAG(std::string, scheduler, "localhost:50051", "Scheduler address host:port");
+ABSL_FLAG(std::string, name, "", "Worker name (default: the hostname)");
+ABSL_FLAG(std::string, gpus, "", "GPUs to use: all, none, or indexes like 0,2 (default: all detected, "
+                                 "unless --cpu-slots is given)");
+ABSL_FLAG(int, cpu_slots, 0, "Trials to run at once on the CPU (default 1 when no GPU slot)");
+ABSL_FLAG(int, threads_per_slot, 0, "Trainer threads per slot (default: cores / slots)");
+ABSL_FLAG(std::string, trainer, "", "normsweep-train binary (default: next to this binary, then the build tree)");
+ABSL_FLAG(std::string, work_dir, "", "Per-trial configs and stderr logs (default: $TMPDIR/normsweep-worker-NAME)");
+ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "Address for /metrics");
+ABSL_FLAG(int, metrics_port, 0, "Prometheus /metrics port (0: off)");
+ABSL_FLAG(double, trial_timeout_s, 0, "Kill a trial running longer than this and report it FAILED (0: no limit)");
+ABSL_FLAG(double, stall_timeout_s, 600, "Kill a trial that prints no event for this long (0: no limit)");
+ABSL_FLAG(double, grace_period_s, 30, "On SIGTERM, let running trials finish for this long, then hand them back");
+ABSL_FLAG(double, kill_after_s, 3, "SIGKILL a trial this long after its SIGTERM");
+ABSL_FLAG(bool, keep_trial_dirs, false, "Keep the work dir of every trial (FAILED ones are always kept)");
+
+namespace {
+
+using normsweep::worker::WorkerOptions;
+
+std::string Hostname() {
+  char buf[HOST_NAME_MAX + 1] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string DefaultTrainer() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const auto& candidate : {self.parent_path() / "normsweep-train",
+                                  self.parent_path().parent_path() / "trainer" / "normsweep-train"}) {
+      if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::string p = path;
+    size_t start = 0;
+    while (start <= p.size()) {
+      size_t end = p.find(':', start);
+      if (end == std::string::npos) end = p.size();
+      const std::string candidate = p.substr(start, end - start) + "/normsweep-train";
+      if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
+      start = end + 1;
+    }
+  }
+  return "normsweep-train";
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "normsweep-worker: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "normsweep-worker --scheduler host:port [--name NAME] [--cpu-slots N | --gpus all|none|0,2]\n"
+      "  [--threads-per-slot N] [--trainer PATH] [--work-dir DIR] [--metrics-port P]\n"
+      "  [--trial-timeout-s S] [--stall-timeout-s S] [--grace-period-s S]");
+  // absl spells flags with underscores; accept the dashed names too.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(a.find('='), a.size());
+    for (size_t j = 2; j < end; ++j) {
+      if (a[j] == '-') a[j] = '_';
+    }
+  }
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+
+  WorkerOptions options;
+  options.hostname = Hostname();
+  options.name = absl::GetFlag(FLAGS_name).empty() ? options.hostname : absl::GetFlag(FLAGS_name);
+  const unsigned cores = std::thread::hardware_concurrency();
+  auto slots = normsweep::worker::ResolveSlots(absl::GetFlag(FLAGS_gpus), absl::GetFlag(FLAGS_cpu_slots),
+                                               absl::GetFlag(FLAGS_threads_per_slot),
+                                               normsweep::worker::DetectGpus(), cores == 0 ? 1 : cores);
+  if (!slots.ok()) return Fail(std::string(slots.status().message()));
+  options.slots = *slots;
+  options.trainer_path = absl::GetFlag(FLAGS_trainer).empty() ? DefaultTrainer() : absl::GetFlag(FLAGS_trainer);
+  if (access(options.trainer_path.c_str(), X_OK) != 0) {
+    return Fail(absl::StrCat("--trainer: cannot execute '", options.trainer_path, "'"));
+  }
+  options.work_dir = absl::GetFlag(FLAGS_work_dir);
+  if (options.work_dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    options.work_dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/normsweep-worker-", options.name);
+  }
+  for (const auto& [flag, value] : {std::pair{"--trial-timeout-s", absl::GetFlag(FLAGS_trial_timeout_s)},
+                                    std::pair{"--stall-timeout-s", absl::GetFlag(FLAGS_stall_timeout_s)},
+                                    std::pair{"--grace-period-s", absl::GetFlag(FLAGS_grace_period_s)},
+                                    std::pair{"--kill-after-s", absl::GetFlag(FLAGS_kill_after_s)}}) {
+    if (!(value >= 0)) return Fail(absl::StrCat(flag, ": must be >= 0"));
+  }
+  options.trial_timeout = absl::Seconds(absl::GetFlag(FLAGS_trial_timeout_s));
+  options.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
+  options.grace_period = absl::Seconds(absl::GetFlag(FLAGS_grace_period_s));
+  options.kill_after = absl::Seconds(absl::GetFlag(FLAGS_kill_after_s));
+  options.keep_trial_dirs = absl::GetFlag(FLAGS_keep_trial_dirs);
+  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (metrics_port < 0 || metrics_port > 65535) return Fail("--metrics-port: must be in [0, 65535]");
+
+  // Signals are taken by sigwait below; block them before any thread starts
+  // (children unblock them again before exec).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  normsweep::worker::WorkerMetrics metrics(*registry);
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (metrics_port > 0) {
+    const std::string address = absl::StrCat(absl::GetFlag(FLAGS_metrics_host), ":", metrics_port);
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(address);
+    } catch (const std::exception& e) {
+      return Fail(absl::StrCat("cannot serve /metrics on ", address, ": ", e.what()));
+    }
+    exposer->RegisterCollectable(registry);
+  }
+
+  normsweep::worker::GrpcSchedulerClient client(absl::GetFlag(FLAGS_scheduler));
+  normsweep::worker::Worker worker(client, normsweep::RealClock::Get(), metrics, options);
+  std::fprintf(stderr, "normsweep-worker: %s, scheduler %s, %zu slot(s) (%s x%d threads), trainer %s, work dir %s%s\n",
+               options.name.c_str(), absl::GetFlag(FLAGS_scheduler).c_str(), options.slots.size(),
+               options.slots[0].device.c_str(), options.slots[0].threads, options.trainer_path.c_str(),
+               options.work_dir.c_str(),
+               metrics_port > 0 ? absl::StrCat(", /metrics on port ", metrics_port).c_str() : "");
+
+  std::thread([&worker, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "normsweep-worker: signal %d: draining (again to exit at once)\n", sig);
+    worker.Drain();
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "normsweep-worker: signal %d: exiting now\n", sig);
+    std::_Exit(1);
+  }).detach();
+
+  absl::Status status = worker.Run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "normsweep-worker: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
