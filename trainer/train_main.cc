@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "common/cli_args.h"
 #include "normsweep/v1/train.pb.h"
 #include "trainer/backend.h"
 #include "trainer/inspect.h"
@@ -77,48 +78,27 @@ printing a table:
       and the last layer's W2 gradient norm by depth
 )";
 
+// normsweep-train MODE [NAME] [flags]: positional[0] is the mode, positional[1]
+// the probe's name.
 struct Args {
   std::string mode;
-  std::string submode;  // probe NAME
-  std::map<std::string, std::string> flags;  // name without dashes -> value
+  std::string submode;
+  std::map<std::string, std::string> flags;
   std::vector<std::string> order;
 };
 
-// Parses "--name value" and "--name=value"; bare --help/--list-devices/--print-config.
 bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
-  static const char* kBare[] = {"help", "list-devices", "print-config"};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      if (args->mode.empty()) {
-        args->mode = a;
-        continue;
-      }
-      if (args->mode == "probe" && args->submode.empty()) {
-        args->submode = a;
-        continue;
-      }
-      *error = "unexpected argument '" + a + "'";
-      return false;
-    }
-    a = a.substr(2);
-    std::string value;
-    const size_t eq = a.find('=');
-    bool bare = false;
-    for (const char* b : kBare) bare |= a == b;
-    if (eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    } else if (!bare) {
-      if (i + 1 >= argc) {
-        *error = "--" + a + " needs a value";
-        return false;
-      }
-      value = argv[++i];
-    }
-    args->flags[a] = value;
-    args->order.push_back(a);
+  normsweep::CliArgs cli;
+  if (!normsweep::ParseCliArgs(argc, argv, {"help", "list-devices", "print-config"}, &cli, error)) return false;
+  const size_t allowed = !cli.positional.empty() && cli.positional[0] == "probe" ? 2 : 1;
+  if (cli.positional.size() > allowed) {
+    *error = "unexpected argument '" + cli.positional[allowed] + "'";
+    return false;
   }
+  if (!cli.positional.empty()) args->mode = cli.positional[0];
+  if (cli.positional.size() > 1) args->submode = cli.positional[1];
+  args->flags = std::move(cli.flags);
+  args->order = std::move(cli.order);
   return true;
 }
 

@@ -1,0 +1,394 @@
+// normsweep: the command-line client of normsweep-scheduler.
+//
+//   normsweep submit FILE.yaml|FILE.json [--watch] [--dry-run] [--request-id ID]
+//   normsweep submit --name N --placements post,pre --warmup-steps 0,100 --lrs 1e-3,3e-3 \
+//                    [--seeds 0,1] [--set field=value ...] [--watch]
+//   normsweep watch ID | list [--state running|completed|cancelled] | show ID | cancel ID
+//   normsweep trial ID | results ID [--format table|csv|json]
+//
+// --scheduler host:port, else $NORMSWEEP_SCHEDULER, else localhost:50051.
+// Exit status: 0 on success, 1 when the scheduler refused or could not be
+// reached, 2 for bad usage or a bad sweep file.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/time_util.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/json_text.h"
+#include "client/results.h"
+#include "client/sweep_client.h"
+#include "client/sweep_file.h"
+#include "common/cli_args.h"
+
+namespace {
+
+namespace v1 = normsweep::v1;
+namespace cl = normsweep::client;
+
+constexpr char kUsage[] = R"(normsweep: submit and follow LayerNorm warm-up/learning-rate sweeps.
+
+Usage:
+  normsweep submit FILE.yaml|FILE.json [--name NAME] [--set FIELD=VALUE ...] [--watch]
+                   [--dry-run] [--request-id ID]
+  normsweep submit --name NAME --placements post,pre --warmup-steps 0,100,500 \
+                   --lrs 5e-4,1e-3,3e-3 [--seeds 0,1,2 (default 0)] [--set FIELD=VALUE ...]
+                   [--max-attempts N] [--priority N] [--max-concurrent N] [--watch]
+  normsweep watch ID          live progress until the sweep ends, then its results
+  normsweep list [--state running|completed|cancelled]
+  normsweep show ID           the sweep and every trial
+  normsweep trial ID          one trial's metric history
+  normsweep cancel ID
+  normsweep results ID [--format table|csv|json]
+
+Flags for every command:
+  --scheduler HOST:PORT   default $NORMSWEEP_SCHEDULER, else localhost:50051
+
+A sweep file is normsweep.v1.SweepSpec in YAML or JSON (see deploy/sweeps/);
+--set FIELD=VALUE sets a field of the trainer config (TrainConfig, e.g.
+--set layers=12 --set steps=300 --set data_file=/data/corpus.txt), also on
+top of a sweep file's base (a value of 0 or "" there leaves the file's).
+)";
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "normsweep: %s\n(run normsweep --help for usage)\n", message.c_str());
+  return 2;
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "normsweep: %s\n", std::string(status.message()).c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+const char* StateName(v1::SweepState s) {
+  switch (s) {
+    case v1::SWEEP_RUNNING: return "running";
+    case v1::SWEEP_COMPLETED: return "completed";
+    case v1::SWEEP_CANCELLED: return "cancelled";
+    default: return "unknown";
+  }
+}
+
+const char* TrialStateName(v1::TrialState s) {
+  switch (s) {
+    case v1::TRIAL_PENDING: return "pending";
+    case v1::TRIAL_RUNNING: return "running";
+    case v1::TRIAL_SUCCEEDED: return "succeeded";
+    case v1::TRIAL_DIVERGED: return "diverged";
+    case v1::TRIAL_FAILED: return "failed";
+    case v1::TRIAL_CANCELLED: return "cancelled";
+    default: return "unknown";
+  }
+}
+
+bool ParseId(const std::vector<std::string>& pos, int64_t* id, std::string* error) {
+  if (pos.size() < 2) {
+    *error = "missing the " + std::string(pos[0] == "trial" ? "trial" : "sweep") + " id";
+    return false;
+  }
+  if (pos.size() > 2) {
+    *error = "unexpected argument '" + pos[2] + "'";
+    return false;
+  }
+  if (!absl::SimpleAtoi(pos[1], id) || *id <= 0) {
+    *error = "not an id: '" + pos[1] + "' (ids are positive integers)";
+    return false;
+  }
+  return true;
+}
+
+// A JSON value for a --set or axis item: bare when it reads as a number or bool.
+std::string JsonValue(const std::string& v) {
+  double d;
+  if (v == "true" || v == "false" || (absl::SimpleAtod(v, &d) && v.find_first_of("xXnN") == std::string::npos)) {
+    return v;
+  }
+  return cl::JsonQuote(v);
+}
+
+std::string JsonList(const std::string& csv) {
+  std::string out = "[";
+  bool first = true;
+  for (absl::string_view item : absl::StrSplit(csv, ',', absl::SkipEmpty())) {
+    if (!first) out += ",";
+    first = false;
+    out += JsonValue(std::string(item));
+  }
+  return out + "]";
+}
+
+// The sweep spec from flags, built as JSON and parsed through the same
+// schema as a file.
+absl::StatusOr<v1::SweepSpec> SpecFromFlags(const normsweep::CliArgs& args) {
+  std::string json = "{";
+  auto add = [&](const std::string& key, const std::string& value) {
+    if (json.size() > 1) json += ",";
+    json += cl::JsonQuote(key) + ":" + value;
+  };
+  if (!args.Has("name")) return absl::InvalidArgumentError("--name is required when no sweep file is given");
+  add("name", cl::JsonQuote(args.Get("name")));
+  const std::map<std::string, std::string> lists = {
+      {"placements", "placements"}, {"warmup-steps", "warmup_steps"}, {"lrs", "peak_lrs"}, {"seeds", "seeds"}};
+  for (const auto& [flag, field] : lists) {
+    if (args.Has(flag)) add(field, JsonList(args.Get(flag)));
+  }
+  if (!args.Has("seeds")) add("seeds", "[0]");
+  const std::map<std::string, std::string> ints = {
+      {"max-attempts", "max_attempts"}, {"priority", "priority"}, {"max-concurrent", "max_concurrent_trials"}};
+  for (const auto& [flag, field] : ints) {
+    if (args.Has(flag)) add(field, JsonValue(args.Get(flag)));
+  }
+  std::string base = "{";
+  for (const std::string& set : args.All("set")) {
+    const size_t eq = set.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError("--set " + set + ": expected FIELD=VALUE");
+    }
+    if (base.size() > 1) base += ",";
+    base += cl::JsonQuote(set.substr(0, eq)) + ":" + JsonValue(set.substr(eq + 1));
+  }
+  add("base", base + "}");
+  return cl::SweepSpecFromYaml(json + "}");
+}
+
+std::string FormatDuration(double seconds) {
+  if (seconds < 0) return "--";
+  const int s = static_cast<int>(seconds + 0.5);
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
+// One progress line: a bar of finished trials, the counts, and an ETA from
+// the finishing rate since the watch began.
+class ProgressView {
+ public:
+  explicit ProgressView(bool tty) : tty_(tty), start_(absl::Now()) {}
+
+  void Update(const v1::Sweep& sweep) {
+    const v1::TrialCounts& c = sweep.counts();
+    const int total = sweep.trial_count();
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    if (first_done_ < 0) first_done_ = done;
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
+    double eta = -1;
+    if (done > first_done_ && elapsed > 0) eta = (total - done) * elapsed / (done - first_done_);
+    if (done == total) eta = 0;
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? done * kWidth / total : kWidth;
+    const std::string line = absl::StrFormat(
+        "sweep %d [%s%s] %d/%d done | %d running | %d pending | %d diverged | %d failed%s | ETA %s", sweep.id(),
+        std::string(filled, '#'), std::string(kWidth - filled, '.'), done, total, c.running(), c.pending(),
+        c.diverged(), c.failed(), c.cancelled() > 0 ? absl::StrFormat(" | %d cancelled", c.cancelled()) : "",
+        FormatDuration(eta));
+    if (tty_) {
+      std::printf("\r\033[K%s", line.c_str());
+      std::fflush(stdout);
+    } else if (line.substr(0, line.find("| ETA")) != last_.substr(0, last_.find("| ETA"))) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+    last_ = line;
+  }
+  void Finish() {
+    if (tty_) std::printf("\n");
+  }
+
+ private:
+  bool tty_;
+  absl::Time start_;
+  int first_done_ = -1;
+  std::string last_;
+};
+
+int PrintResults(cl::SweepClient& client, int64_t id, const std::string& format) {
+  auto sweep = client.GetSweep(id);
+  if (!sweep.ok()) return Fail(sweep.status());
+  auto trials = client.ListTrials(id);
+  if (!trials.ok()) return Fail(trials.status());
+  const std::vector<cl::ResultCell> cells = cl::SummariseTrials(*trials);
+  if (format == "table") {
+    std::fputs(cl::RenderResultsTable(*sweep, cells).c_str(), stdout);
+  } else if (format == "csv") {
+    std::fputs(cl::RenderResultsCsv(cells).c_str(), stdout);
+  } else if (format == "json") {
+    std::fputs(cl::RenderResultsJson(*sweep, cells).c_str(), stdout);
+  } else {
+    return Usage("--format: expected table, csv or json, got '" + format + "'");
+  }
+  return 0;
+}
+
+int Watch(cl::SweepClient& client, int64_t id) {
+  ProgressView view(isatty(STDOUT_FILENO) == 1);
+  v1::Sweep last;
+  absl::Status s = client.Watch(id, [&](const v1::WatchSweepEvent& e) {
+    last = e.sweep();
+    view.Update(e.sweep());
+  });
+  view.Finish();
+  if (!s.ok()) return Fail(s);
+  std::printf("sweep %ld %s\n", static_cast<long>(id), StateName(last.state()));
+  return PrintResults(client, id, "table");
+}
+
+int Submit(cl::SweepClient& client, const normsweep::CliArgs& args) {
+  absl::StatusOr<v1::SweepSpec> spec;
+  if (args.positional.size() > 2) return Usage("unexpected argument '" + args.positional[2] + "'");
+  if (args.positional.size() == 2) {
+    for (const char* f : {"placements", "warmup-steps", "lrs", "seeds"}) {
+      if (args.Has(f)) return Usage(std::string("--") + f + " cannot be combined with a sweep file");
+    }
+    spec = cl::LoadSweepSpec(args.positional[1]);
+    if (spec.ok() && args.Has("name")) spec->set_name(args.Get("name"));
+    if (spec.ok() && args.Has("set")) {
+      // --set overrides fields of the file's base config.
+      normsweep::CliArgs only_sets;
+      only_sets.flags["name"] = spec->name();
+      only_sets.all["set"] = args.All("set");
+      absl::StatusOr<v1::SweepSpec> overrides = SpecFromFlags(only_sets);
+      if (!overrides.ok()) return Usage(std::string(overrides.status().message()));
+      spec->mutable_base()->MergeFrom(overrides->base());
+    }
+  } else {
+    spec = SpecFromFlags(args);
+  }
+  if (!spec.ok()) return Usage(std::string(spec.status().message()));
+  const bool dry_run = args.Has("dry-run");
+  auto resp = client.Submit(*spec, args.Get("request-id", cl::NewRequestId()), dry_run);
+  if (!resp.ok()) return Fail(resp.status());
+  if (dry_run) {
+    std::printf("valid: %d trials\n", resp->sweep().trial_count());
+    return 0;
+  }
+  std::printf("%ld\n", static_cast<long>(resp->sweep().id()));
+  std::fflush(stdout);
+  if (!resp->created()) std::fprintf(stderr, "normsweep: this request id was submitted before: sweep %ld\n",
+                                     static_cast<long>(resp->sweep().id()));
+  if (args.Has("watch")) return Watch(client, resp->sweep().id());
+  return 0;
+}
+
+int List(cl::SweepClient& client, const normsweep::CliArgs& args) {
+  v1::SweepState state = v1::SWEEP_STATE_UNSPECIFIED;
+  const std::string filter = args.Get("state");
+  if (filter == "running") {
+    state = v1::SWEEP_RUNNING;
+  } else if (filter == "completed") {
+    state = v1::SWEEP_COMPLETED;
+  } else if (filter == "cancelled") {
+    state = v1::SWEEP_CANCELLED;
+  } else if (!filter.empty()) {
+    return Usage("--state: expected running, completed or cancelled, got '" + filter + "'");
+  }
+  auto sweeps = client.ListSweeps(state);
+  if (!sweeps.ok()) return Fail(sweeps.status());
+  std::printf("%-6s %-28s %-10s %7s %6s %8s %7s  %s\n", "id", "name", "state", "trials", "done", "diverged",
+              "failed", "created");
+  for (const v1::Sweep& s : *sweeps) {
+    const auto& c = s.counts();
+    std::printf("%-6ld %-28s %-10s %7d %6d %8d %7d  %s\n", static_cast<long>(s.id()), s.name().substr(0, 28).c_str(),
+                StateName(s.state()), s.trial_count(), c.succeeded() + c.diverged() + c.failed() + c.cancelled(),
+                c.diverged(), c.failed(), google::protobuf::util::TimeUtil::ToString(s.created_at()).c_str());
+  }
+  return 0;
+}
+
+int Show(cl::SweepClient& client, int64_t id) {
+  auto sweep = client.GetSweep(id);
+  if (!sweep.ok()) return Fail(sweep.status());
+  auto trials = client.ListTrials(id);
+  if (!trials.ok()) return Fail(trials.status());
+  const auto& c = sweep->counts();
+  std::printf("sweep %ld \"%s\": %s, %d trials (%d pending, %d running, %d succeeded, %d diverged, %d failed, %d "
+              "cancelled)\ncreated %s\n",
+              static_cast<long>(sweep->id()), sweep->name().c_str(), StateName(sweep->state()), sweep->trial_count(),
+              c.pending(), c.running(), c.succeeded(), c.diverged(), c.failed(), c.cancelled(),
+              google::protobuf::util::TimeUtil::ToString(sweep->created_at()).c_str());
+  std::printf("\n%-8s %-5s %-6s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-10s %s\n", "trial", "idx", "place", "warmup",
+              "lr", "seed", "variant", "state", "attempts", "step", "val_loss", "note");
+  for (const v1::Trial& t : *trials) {
+    std::string val = t.result().has_final_val_loss() ? absl::StrFormat("%.4f", t.result().final_val_loss())
+                      : t.has_last_val_loss()          ? absl::StrFormat("(%.4f)", t.last_val_loss())
+                                                       : "";
+    std::string note = !t.result().error().empty() ? t.result().error().substr(0, 60)
+                       : t.result().has_diverged_step() ? absl::StrCat("diverged at step ", t.result().diverged_step())
+                                                        : "";
+    std::printf("%-8ld %-5d %-6s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-10s %s\n", static_cast<long>(t.id()), t.index(),
+                t.config().placement().c_str(), t.config().warmup_steps(), cl::FormatLr(t.config().lr()).c_str(),
+                t.config().seed(), t.variant().substr(0, 20).c_str(), TrialStateName(t.state()), t.attempts(),
+                t.last_step(), val.c_str(), note.c_str());
+  }
+  return 0;
+}
+
+int Trial(cl::SweepClient& client, int64_t id) {
+  auto t = client.GetTrial(id);
+  if (!t.ok()) return Fail(t.status());
+  const v1::Trial& trial = t->trial();
+  std::printf("trial %ld of sweep %ld: %s, placement %s, warmup %d, lr %s, seed %d%s\n", static_cast<long>(trial.id()),
+              static_cast<long>(trial.sweep_id()), TrialStateName(trial.state()), trial.config().placement().c_str(),
+              trial.config().warmup_steps(), cl::FormatLr(trial.config().lr()).c_str(), trial.config().seed(),
+              trial.variant().empty() ? "" : (", " + trial.variant()).c_str());
+  std::printf("%-7s %-10s %-11s %-11s %-10s %-10s\n", "step", "lr", "train_loss", "val_loss", "grad_norm", "tokens/s");
+  auto opt = [](bool has, double v, const char* fmt) { return has ? absl::StrFormat(fmt, v) : std::string(); };
+  for (const v1::MetricPoint& m : t->metrics()) {
+    std::printf("%-7d %-10s %-11s %-11s %-10s %-10s\n", m.step(), opt(m.has_lr(), m.lr(), "%.3e").c_str(),
+                opt(m.has_train_loss(), m.train_loss(), "%.4f").c_str(), opt(m.has_val_loss(), m.val_loss(), "%.4f").c_str(),
+                opt(m.has_grad_norm(), m.grad_norm(), "%.4f").c_str(),
+                opt(m.has_tokens_per_s(), m.tokens_per_s(), "%.0f").c_str());
+  }
+  for (const v1::LayerGradNorms& g : t->layer_grad_norms()) {
+    std::printf("\nFFN gradient norms at step %d:", g.step());
+    for (const v1::LayerGradNorm& n : g.norms()) std::printf(" L%d.%s=%.4f", n.layer(), n.matrix().c_str(), n.norm());
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  normsweep::CliArgs args;
+  std::string error;
+  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run"}, &args, &error)) {
+    return Usage(error);
+  }
+  if (args.Has("help") || args.positional.empty()) {
+    std::fputs(kUsage, args.positional.empty() && !args.Has("help") ? stderr : stdout);
+    return args.Has("help") ? 0 : 2;
+  }
+  std::string address = args.Get("scheduler");
+  if (address.empty()) {
+    const char* env = std::getenv("NORMSWEEP_SCHEDULER");
+    address = env != nullptr && *env != '\0' ? env : "localhost:50051";
+  }
+  cl::SweepClient client(address);
+  const std::string& command = args.positional[0];
+  if (command == "submit") return Submit(client, args);
+  if (command == "list") return List(client, args);
+  int64_t id = 0;
+  if (command == "watch" || command == "show" || command == "cancel" || command == "results" || command == "trial") {
+    if (!ParseId(args.positional, &id, &error)) return Usage(command + ": " + error);
+  } else {
+    return Usage("unknown command '" + command + "'");
+  }
+  if (command == "watch") return Watch(client, id);
+  if (command == "show") return Show(client, id);
+  if (command == "trial") return Trial(client, id);
+  if (command == "results") return PrintResults(client, id, args.Get("format", "table"));
+  auto sweep = client.CancelSweep(id);
+  if (!sweep.ok()) return Fail(sweep.status());
+  std::printf("sweep %ld %s\n", static_cast<long>(id), StateName(sweep->state()));
+  return 0;
+}

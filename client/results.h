@@ -1,0 +1,39 @@
+// The results of a sweep as users read them: one cell per (placement,
+// variant, warm-up, peak lr), final validation loss over seeds, and how many
+// seeds diverged or failed. Rendered as a table (one warm-up x lr grid per
+// placement), CSV (one row per cell) or JSON.
+#ifndef NORMSWEEP_CLIENT_RESULTS_H_
+#define NORMSWEEP_CLIENT_RESULTS_H_
+
+#include <string>
+#include <vector>
+
+#include "normsweep/v1/sweep.pb.h"
+
+namespace normsweep::client {
+
+struct ResultCell {
+  std::string placement;  // "post" / "pre"
+  std::string variant;    // extra-axis values, "" when none
+  int warmup_steps = 0;
+  double peak_lr = 0;
+  int trials = 0, succeeded = 0, diverged = 0, failed = 0, cancelled = 0, unfinished = 0;
+  int seeds_with_loss = 0;           // succeeded trials with a final validation loss
+  double mean_final_val_loss = 0;    // over those
+  double std_final_val_loss = 0;     // sample std; 0 with one seed
+  double best_final_val_loss = 0;
+};
+
+// Cells sorted by placement, variant, warm-up, lr.
+std::vector<ResultCell> SummariseTrials(const std::vector<v1::Trial>& trials);
+
+std::string RenderResultsTable(const v1::Sweep& sweep, const std::vector<ResultCell>& cells);
+std::string RenderResultsCsv(const std::vector<ResultCell>& cells);
+std::string RenderResultsJson(const v1::Sweep& sweep, const std::vector<ResultCell>& cells);
+
+// "1e-03" style for learning rates.
+std::string FormatLr(double lr);
+
+}  // namespace normsweep::client
+
+#endif  // NORMSWEEP_CLIENT_RESULTS_H_

@@ -1,0 +1,146 @@
+#include "client/sweep_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace normsweep::client {
+namespace {
+constexpr int kRetries = 3;
+}  // namespace
+
+SweepClient::SweepClient(std::string address, absl::Duration deadline)
+    : address_(std::move(address)), deadline_(deadline) {
+  stub_ = v1::SweepService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<grpc::ClientContext> SweepClient::Context() const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  return ctx;
+}
+
+absl::Status SweepClient::ToStatus(const grpc::Status& s) const {
+  if (s.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(s.error_code());
+  if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
+    return absl::Status(code, absl::StrCat("cannot reach the scheduler at ", address_,
+                                           " (is normsweep-scheduler running? set --scheduler or "
+                                           "NORMSWEEP_SCHEDULER): ",
+                                           s.error_message()));
+  }
+  return absl::Status(code, s.error_message());
+}
+
+absl::StatusOr<v1::SubmitSweepResponse> SweepClient::Submit(const v1::SweepSpec& spec, const std::string& request_id,
+                                                            bool validate_only) {
+  v1::SubmitSweepRequest req;
+  req.set_request_id(request_id);
+  *req.mutable_spec() = spec;
+  req.set_validate_only(validate_only);
+  grpc::Status status;
+  v1::SubmitSweepResponse resp;
+  for (int attempt = 0; attempt < kRetries; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(300 << attempt));
+    auto ctx = Context();
+    status = stub_->SubmitSweep(ctx.get(), req, &resp);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+  }
+  if (!status.ok()) return ToStatus(status);
+  return resp;
+}
+
+absl::StatusOr<v1::Sweep> SweepClient::GetSweep(int64_t sweep_id) {
+  v1::GetSweepRequest req;
+  req.set_sweep_id(sweep_id);
+  v1::GetSweepResponse resp;
+  auto ctx = Context();
+  grpc::Status s = stub_->GetSweep(ctx.get(), req, &resp);
+  if (!s.ok()) return ToStatus(s);
+  return resp.sweep();
+}
+
+absl::StatusOr<std::vector<v1::Sweep>> SweepClient::ListSweeps(v1::SweepState state) {
+  std::vector<v1::Sweep> out;
+  v1::ListSweepsRequest req;
+  req.set_state(state);
+  do {
+    v1::ListSweepsResponse resp;
+    auto ctx = Context();
+    grpc::Status s = stub_->ListSweeps(ctx.get(), req, &resp);
+    if (!s.ok()) return ToStatus(s);
+    out.insert(out.end(), resp.sweeps().begin(), resp.sweeps().end());
+    req.set_page_token(resp.next_page_token());
+  } while (!req.page_token().empty());
+  return out;
+}
+
+absl::StatusOr<v1::Sweep> SweepClient::CancelSweep(int64_t sweep_id) {
+  v1::CancelSweepRequest req;
+  req.set_sweep_id(sweep_id);
+  v1::CancelSweepResponse resp;
+  auto ctx = Context();
+  grpc::Status s = stub_->CancelSweep(ctx.get(), req, &resp);
+  if (!s.ok()) return ToStatus(s);
+  return resp.sweep();
+}
+
+absl::StatusOr<std::vector<v1::Trial>> SweepClient::ListTrials(int64_t sweep_id) {
+  std::vector<v1::Trial> out;
+  v1::ListTrialsRequest req;
+  req.set_sweep_id(sweep_id);
+  do {
+    v1::ListTrialsResponse resp;
+    auto ctx = Context();
+    grpc::Status s = stub_->ListTrials(ctx.get(), req, &resp);
+    if (!s.ok()) return ToStatus(s);
+    out.insert(out.end(), resp.trials().begin(), resp.trials().end());
+    req.set_page_token(resp.next_page_token());
+  } while (!req.page_token().empty());
+  return out;
+}
+
+absl::StatusOr<v1::GetTrialResponse> SweepClient::GetTrial(int64_t trial_id) {
+  v1::GetTrialRequest req;
+  req.set_trial_id(trial_id);
+  v1::GetTrialResponse resp;
+  auto ctx = Context();
+  grpc::Status s = stub_->GetTrial(ctx.get(), req, &resp);
+  if (!s.ok()) return ToStatus(s);
+  return resp;
+}
+
+absl::Status SweepClient::Watch(int64_t sweep_id,
+                                const std::function<void(const v1::WatchSweepEvent&)>& on_event) {
+  v1::WatchSweepRequest req;
+  req.set_sweep_id(sweep_id);
+  int failures = 0;
+  while (true) {
+    grpc::ClientContext ctx;  // no deadline: a sweep may run for days
+    std::unique_ptr<grpc::ClientReader<v1::WatchSweepEvent>> reader = stub_->WatchSweep(&ctx, req);
+    v1::WatchSweepEvent event;
+    bool got_any = false;
+    while (reader->Read(&event)) {
+      got_any = true;
+      failures = 0;
+      on_event(event);
+    }
+    grpc::Status s = reader->Finish();
+    if (s.ok()) return absl::OkStatus();
+    // Reconnect after a scheduler restart; give up when it stays away.
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || (!got_any && ++failures > 5)) return ToStatus(s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500 * std::min(failures + 1, 6)));
+  }
+}
+
+std::string NewRequestId() {
+  std::random_device rd;
+  return absl::StrFormat("cli-%08x%08x%08x", rd(), rd(), rd());
+}
+
+}  // namespace normsweep::client

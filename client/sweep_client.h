@@ -1,0 +1,52 @@
+// The CLI's connection to SweepService: one channel, a deadline on every
+// unary call, and errors that say what the user can do about them.
+// Not thread-safe; the CLI uses it from its main thread.
+#ifndef NORMSWEEP_CLIENT_SWEEP_CLIENT_H_
+#define NORMSWEEP_CLIENT_SWEEP_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "normsweep/v1/sweep_service.grpc.pb.h"
+
+namespace normsweep::client {
+
+class SweepClient {
+ public:
+  explicit SweepClient(std::string address, absl::Duration deadline = absl::Seconds(15));
+
+  // Retries UNAVAILABLE a few times with the same request_id, which the
+  // scheduler deduplicates, so a retried submit never creates two sweeps.
+  absl::StatusOr<v1::SubmitSweepResponse> Submit(const v1::SweepSpec& spec, const std::string& request_id,
+                                                 bool validate_only);
+  absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id);
+  absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(v1::SweepState state);
+  absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id);
+  absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id);  // every page
+  absl::StatusOr<v1::GetTrialResponse> GetTrial(int64_t trial_id);
+  // Streams WatchSweep events to on_event until the sweep ends. A broken
+  // stream is reopened (the first event of a new stream carries every trial).
+  absl::Status Watch(int64_t sweep_id, const std::function<void(const v1::WatchSweepEvent&)>& on_event);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  absl::Status ToStatus(const grpc::Status& status) const;
+  std::unique_ptr<grpc::ClientContext> Context() const;
+
+  std::string address_;
+  absl::Duration deadline_;
+  std::unique_ptr<v1::SweepService::Stub> stub_;
+};
+
+// A fresh idempotency key for SubmitSweep.
+std::string NewRequestId();
+
+}  // namespace normsweep::client
+
+#endif  // NORMSWEEP_CLIENT_SWEEP_CLIENT_H_

@@ -1,0 +1,107 @@
+#include "client/sweep_file.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "client/json_text.h"
+
+namespace normsweep::client {
+namespace {
+
+bool IsBareJsonScalar(const std::string& s) {
+  static const std::regex number(R"(-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+  return s == "true" || s == "false" || s == "null" || std::regex_match(s, number);
+}
+
+void Emit(const YAML::Node& node, std::string* out) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      *out += "null";
+      return;
+    case YAML::NodeType::Scalar: {
+      const std::string& s = node.Scalar();
+      // Tag "!" marks a quoted scalar: always a string.
+      if (node.Tag() != "!" && IsBareJsonScalar(s)) {
+        *out += s;
+      } else {
+        *out += JsonQuote(s);
+      }
+      return;
+    }
+    case YAML::NodeType::Sequence: {
+      *out += "[";
+      bool first = true;
+      for (const YAML::Node& item : node) {
+        if (!first) *out += ",";
+        first = false;
+        Emit(item, out);
+      }
+      *out += "]";
+      return;
+    }
+    case YAML::NodeType::Map: {
+      *out += "{";
+      bool first = true;
+      for (const auto& kv : node) {
+        if (!first) *out += ",";
+        first = false;
+        *out += JsonQuote(kv.first.as<std::string>());
+        *out += ":";
+        Emit(kv.second, out);
+      }
+      *out += "}";
+      return;
+    }
+    case YAML::NodeType::Undefined:
+      *out += "null";
+      return;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> YamlToJson(const std::string& text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
+  }
+  if (!root.IsMap()) return absl::InvalidArgumentError("the sweep must be a mapping of field names to values");
+  std::string json;
+  try {
+    Emit(root, &json);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ": ", e.msg));
+  }
+  return json;
+}
+
+absl::StatusOr<v1::SweepSpec> SweepSpecFromYaml(const std::string& text) {
+  absl::StatusOr<std::string> json = YamlToJson(text);
+  if (!json.ok()) return json.status();
+  v1::SweepSpec spec;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status = google::protobuf::util::JsonStringToMessage(*json, &spec, options);
+  if (!status.ok()) return absl::InvalidArgumentError(std::string(status.message()));
+  return spec;
+}
+
+absl::StatusOr<v1::SweepSpec> LoadSweepSpec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read the file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  absl::StatusOr<v1::SweepSpec> spec = SweepSpecFromYaml(ss.str());
+  if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", spec.status().message()));
+  return spec;
+}
+
+}  // namespace normsweep::client

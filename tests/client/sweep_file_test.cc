@@ -1,0 +1,102 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "client/sweep_file.h"
+#include "trainer/train_config_proto.h"
+
+namespace normsweep::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(SweepFileTest, ParsesYamlIntoTheSchema) {
+  auto spec = SweepSpecFromYaml(R"(
+name: my sweep   # a comment
+placements: [post, pre]
+warmup_steps: [0, 100]
+peak_lrs: [5e-4, 1e-3, 0.003]
+seeds: [0, 1]
+base:
+  layers: 12
+  d_model: 64
+  lr_unused_here: 1
+)");
+  ASSERT_FALSE(spec.ok());  // unknown field in base
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("lr_unused_here"));
+
+  spec = SweepSpecFromYaml(R"(
+name: my sweep
+placements: [post, pre]
+warmup_steps: [0, 100]
+peak_lrs: [5e-4, 1e-3, 0.003]
+seeds: [0, 1]
+base: {layers: 12, d_model: 64, optimizer: adam, beta2: 0.98, data_file: "corpus.txt"}
+extra_axes:
+  - field: layers
+    values: ["6", "12"]
+max_attempts: 2
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "my sweep");
+  ASSERT_EQ(spec->peak_lrs_size(), 3);
+  EXPECT_DOUBLE_EQ(spec->peak_lrs(0), 5e-4);
+  EXPECT_DOUBLE_EQ(spec->peak_lrs(2), 0.003);
+  EXPECT_EQ(spec->base().layers(), 12);
+  EXPECT_EQ(spec->base().optimizer(), "adam");
+  EXPECT_DOUBLE_EQ(spec->base().beta2(), 0.98);
+  EXPECT_EQ(spec->extra_axes(0).values(1), "12");
+  EXPECT_EQ(spec->max_attempts(), 2);
+}
+
+TEST(SweepFileTest, JsonIsYamlToo) {
+  auto spec = SweepSpecFromYaml(R"({"name": "j", "placements": ["pre"], "peak_lrs": [0.001], "base": {"steps": 10}})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->base().steps(), 10);
+}
+
+TEST(SweepFileTest, QuotedNumbersStayStrings) {
+  auto json = YamlToJson("name: \"2024\"\nseeds: [1]\n");
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(*json, R"({"name":"2024","seeds":[1]})");
+}
+
+TEST(SweepFileTest, MalformedYamlNamesTheLine) {
+  auto spec = SweepSpecFromYaml("name: x\nplacements: [post, pre\nseeds: [0]\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("line"));
+  EXPECT_FALSE(SweepSpecFromYaml("- just\n- a list\n").ok());
+  EXPECT_FALSE(SweepSpecFromYaml("name: x\npeak_lrs: fast\n").ok());
+}
+
+TEST(SweepFileTest, MissingFileNamesThePath) {
+  auto spec = LoadSweepSpec("/nonexistent/sweep.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("/nonexistent/sweep.yaml"));
+}
+
+// Every shipped example parses, and its base config is a valid trainer config.
+TEST(SweepFileTest, ShippedExamplesAreValid) {
+  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(src) + "/deploy/sweeps")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++n;
+    auto spec = LoadSweepSpec(entry.path().string());
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_FALSE(spec->name().empty());
+    v1::TrainConfig c = spec->base();
+    c.set_placement(spec->placements(0));
+    c.set_lr(spec->peak_lrs(0));
+    EXPECT_TRUE(trainer::ValidateTrainConfig(c).ok()) << entry.path() << ": " << trainer::ValidateTrainConfig(c);
+  }
+  EXPECT_GE(n, 2);
+}
+
+}  // namespace
+}  // namespace normsweep::client
