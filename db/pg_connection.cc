@@ -120,12 +120,33 @@ absl::StatusOr<PgResult> PgConnection::Exec(std::string_view sql, const PgParams
   PGresult* raw = PQexecParams(conn_.get(), query.c_str(), static_cast<int>(values.size()),
                                /*paramTypes=*/nullptr, values.data(), /*paramLengths=*/nullptr,
                                /*paramFormats=*/nullptr, /*resultFormat=*/0);
+  return Check(raw);
+}
+
+absl::StatusOr<PgResult> PgConnection::Check(PGresult* raw) {
   PgResult result(raw);  // owns raw (PQclear on every path)
   ExecStatusType status = raw != nullptr ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
     return StatusFromResult(conn_.get(), raw);
   }
   return result;
+}
+
+absl::StatusOr<PgResult> PgConnection::ExecPrepared(const std::string& name, std::string_view sql,
+                                                    const PgParams& params) {
+  const int n = static_cast<int>(params.values().size());
+  if (!prepared_.contains(name)) {
+    std::string query(sql);
+    absl::StatusOr<PgResult> prepared =
+        Check(PQprepare(conn_.get(), name.c_str(), query.c_str(), n, /*paramTypes=*/nullptr));
+    if (!prepared.ok()) return prepared.status();
+    prepared_.insert(name);
+  }
+  std::vector<const char*> values;
+  values.reserve(n);
+  for (const auto& v : params.values()) values.push_back(v.has_value() ? v->c_str() : nullptr);
+  return Check(PQexecPrepared(conn_.get(), name.c_str(), n, values.data(), /*paramLengths=*/nullptr,
+                              /*paramFormats=*/nullptr, /*resultFormat=*/0));
 }
 
 std::string PgConnection::Describe() const {

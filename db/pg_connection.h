@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,6 +112,11 @@ class PgConnection {
   // DEADLINE_EXCEEDED, unique violation ALREADY_EXISTS, serialization or
   // deadlock ABORTED, anything else INTERNAL.
   absl::StatusOr<PgResult> Exec(std::string_view sql, const PgParams& params = PgParams());
+  // The same for a hot statement, prepared once per connection under `name`
+  // (PQprepare + PQexecPrepared: parameterised the same way, but parsed and
+  // planned once instead of on every call). name must identify sql.
+  absl::StatusOr<PgResult> ExecPrepared(const std::string& name, std::string_view sql,
+                                        const PgParams& params = PgParams());
 
   bool broken() const { return PQstatus(conn_.get()) != CONNECTION_OK; }
   // Not inside a transaction.
@@ -120,7 +126,10 @@ class PgConnection {
 
  private:
   explicit PgConnection(PGconn* conn) : conn_(conn) {}
+  absl::StatusOr<PgResult> Check(PGresult* raw);
+
   std::unique_ptr<PGconn, PgConnDeleter> conn_;
+  std::set<std::string> prepared_;
 };
 
 // A fixed-size pool of connections, created on demand. A broken connection

@@ -1,5 +1,6 @@
 #include "db/postgres_store.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -54,35 +55,36 @@ std::string SpecToJson(const v1::SweepSpec& spec) {
   return json;
 }
 
-absl::StatusOr<v1::Trial> ParseTrial(const PgResult& r, int row) {
+// The trial columns (kTrialColumns) start at column c0 of the result.
+absl::StatusOr<v1::Trial> ParseTrial(const PgResult& r, int row, int c0 = 0) {
   v1::Trial t;
-  t.set_id(r.GetInt64(row, 0));
-  t.set_sweep_id(r.GetInt64(row, 1));
-  t.set_index(static_cast<int32_t>(r.GetInt64(row, 2)));
-  absl::StatusOr<v1::TrainConfig> config = trainer::TrainConfigFromJson(r.GetString(row, 3));
+  t.set_id(r.GetInt64(row, c0 + 0));
+  t.set_sweep_id(r.GetInt64(row, c0 + 1));
+  t.set_index(static_cast<int32_t>(r.GetInt64(row, c0 + 2)));
+  absl::StatusOr<v1::TrainConfig> config = trainer::TrainConfigFromJson(r.GetString(row, c0 + 3));
   if (!config.ok()) {
     return absl::DataLossError(absl::StrCat("trial ", t.id(), ": stored config: ", config.status().message()));
   }
   *t.mutable_config() = *std::move(config);
-  t.set_variant(r.GetString(row, 4));
-  t.set_state(TrialStateFromName(r.GetString(row, 5)));
-  t.set_attempts(static_cast<int32_t>(r.GetInt64(row, 6)));
-  t.set_worker_id(r.GetInt64(row, 7));
-  NS_SET_TIME(r, row, 8, t, lease_expires_at);
-  t.set_last_step(static_cast<int32_t>(r.GetInt64(row, 9)));
-  if (auto v = r.GetOptionalDouble(row, 10)) t.set_last_train_loss(*v);
-  if (auto v = r.GetOptionalDouble(row, 11)) t.set_last_val_loss(*v);
+  t.set_variant(r.GetString(row, c0 + 4));
+  t.set_state(TrialStateFromName(r.GetString(row, c0 + 5)));
+  t.set_attempts(static_cast<int32_t>(r.GetInt64(row, c0 + 6)));
+  t.set_worker_id(r.GetInt64(row, c0 + 7));
+  NS_SET_TIME(r, row, c0 + 8, t, lease_expires_at);
+  t.set_last_step(static_cast<int32_t>(r.GetInt64(row, c0 + 9)));
+  if (auto v = r.GetOptionalDouble(row, c0 + 10)) t.set_last_train_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, c0 + 11)) t.set_last_val_loss(*v);
   v1::TrialResult* res = t.mutable_result();
-  if (auto v = r.GetOptionalDouble(row, 12)) res->set_final_val_loss(*v);
-  if (auto v = r.GetOptionalDouble(row, 13)) res->set_best_val_loss(*v);
-  if (auto v = r.GetOptionalDouble(row, 14)) res->set_final_train_loss(*v);
-  if (auto v = r.GetOptionalDouble(row, 15)) res->set_final_val_accuracy(*v);
-  if (!r.IsNull(row, 16)) res->set_diverged_step(static_cast<int32_t>(r.GetInt64(row, 16)));
-  if (auto v = r.GetOptionalDouble(row, 17)) res->set_tokens_per_s(*v);
-  res->set_error(r.GetString(row, 18));
-  NS_SET_TIME(r, row, 19, t, created_at);
-  NS_SET_TIME(r, row, 20, t, started_at);
-  NS_SET_TIME(r, row, 21, t, finished_at);
+  if (auto v = r.GetOptionalDouble(row, c0 + 12)) res->set_final_val_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, c0 + 13)) res->set_best_val_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, c0 + 14)) res->set_final_train_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, c0 + 15)) res->set_final_val_accuracy(*v);
+  if (!r.IsNull(row, c0 + 16)) res->set_diverged_step(static_cast<int32_t>(r.GetInt64(row, c0 + 16)));
+  if (auto v = r.GetOptionalDouble(row, c0 + 17)) res->set_tokens_per_s(*v);
+  res->set_error(r.GetString(row, c0 + 18));
+  NS_SET_TIME(r, row, c0 + 19, t, created_at);
+  NS_SET_TIME(r, row, c0 + 20, t, started_at);
+  NS_SET_TIME(r, row, c0 + 21, t, finished_at);
   return t;
 }
 
@@ -166,7 +168,7 @@ absl::Status LeaseNotHeld(const v1::Trial& t) {
 // Marks sweeps COMPLETED whose trials are all final (sweep_id 0: all).
 absl::Status CompleteSweeps(PgConnection& conn, int64_t sweep_id, absl::Time now) {
   return conn
-      .Exec("UPDATE sweeps s SET state = 'COMPLETED', finished_at = " NS_TS(2)
+      .ExecPrepared("ns_complete_sweeps", "UPDATE sweeps s SET state = 'COMPLETED', finished_at = " NS_TS(2)
             " WHERE ($1::bigint = 0 OR s.id = $1) AND s.state = 'RUNNING' AND NOT EXISTS ("
             "SELECT 1 FROM trials t WHERE t.sweep_id = s.id AND t.state IN ('PENDING', 'RUNNING'))",
             PgParams().Add(sweep_id).AddMicros(now))
@@ -403,6 +405,75 @@ absl::StatusOr<int64_t> PostgresStore::RegisterWorker(const v1::RegisterWorkerRe
 absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseTrial(int64_t worker_id,
                                                                    absl::Time now,
                                                                    absl::Duration lease) {
+  LeaseItem item{worker_id, now, lease};
+  lease_runner_.Run(&item);
+  if (item.slow_path) return LeaseSlowPath(worker_id, now, lease);
+  return item.result;
+}
+
+void PostgresStore::LeaseGroup(std::vector<LeaseItem*>& group) {
+  // One statement (its own transaction): touch the workers, take the first
+  // unlocked PENDING trials in queue order and lease the k-th to the k-th
+  // known worker, except trials of sweeps with max_concurrent_trials, whose
+  // worker takes the slow path.
+  static const std::string kSql = absl::StrCat(
+      "WITH wk AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY"
+      "  AS wk(worker_id, now_us, expires_us, pos)),"
+      // A worker with several free slots may appear more than once.
+      " touched AS (UPDATE workers SET last_heartbeat_at = 'epoch'::timestamptz + m.now_us * interval '1 microsecond'"
+      "  FROM (SELECT worker_id, max(now_us) AS now_us FROM wk GROUP BY worker_id) AS m"
+      "  WHERE workers.id = m.worker_id RETURNING workers.id),"
+      " w AS (SELECT wk.* FROM wk JOIN touched ON touched.id = wk.worker_id),"
+      " wn AS (SELECT w.*, row_number() OVER (ORDER BY w.pos) AS k FROM w),"
+      " c AS (SELECT t.id, t.priority, s.max_concurrent_trials AS lim FROM trials t JOIN sweeps s ON s.id = t.sweep_id"
+      "  WHERE t.state = 'PENDING' AND s.state = 'RUNNING'"
+      "  ORDER BY t.priority DESC, t.id LIMIT (SELECT count(*) FROM w) FOR UPDATE OF t SKIP LOCKED),"
+      " cn AS (SELECT c.*, row_number() OVER (ORDER BY c.priority DESC, c.id) AS k FROM c),"
+      " pick AS (SELECT cn.id, cn.lim, wn.worker_id, wn.now_us, wn.expires_us, wn.pos FROM cn JOIN wn ON wn.k = cn.k),"
+      " u AS (UPDATE trials t SET state = 'RUNNING', attempts = t.attempts + 1, worker_id = pick.worker_id,"
+      "  lease_expires_at = 'epoch'::timestamptz + pick.expires_us * interval '1 microsecond',"
+      "  started_at = COALESCE(t.started_at, 'epoch'::timestamptz + pick.now_us * interval '1 microsecond'),"
+      "  last_step = 0, last_train_loss = NULL, last_val_loss = NULL, update_seq = nextval('trial_update_seq')"
+      "  FROM pick WHERE t.id = pick.id AND pick.lim = 0 RETURNING pick.pos AS leased_pos, ", kTrialColumns, "),"
+      // A retry starts its history afresh.
+      " dm AS (DELETE FROM trial_metrics m USING u WHERE m.trial_id = u.id AND u.attempts > 1),"
+      " dg AS (DELETE FROM layer_grad_norms g USING u WHERE g.trial_id = u.id AND u.attempts > 1)"
+      " SELECT wk.pos, w.worker_id IS NOT NULL, pick.lim, u.* FROM wk"
+      " LEFT JOIN w ON w.pos = wk.pos LEFT JOIN pick ON pick.pos = wk.pos LEFT JOIN u ON u.leased_pos = wk.pos"
+      " ORDER BY wk.pos");
+  PgArray workers, nows, expires;
+  for (const LeaseItem* item : group) {
+    workers.Add(item->worker_id);
+    nows.Add(absl::ToUnixMicros(item->now));
+    expires.Add(absl::ToUnixMicros(item->now + item->lease));
+  }
+  PgParams p;
+  p.Add(workers.Finish()).Add(nows.Finish()).Add(expires.Finish());
+  absl::Status status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
+    ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_lease_group", kSql, p));
+    if (r.rows() != static_cast<int>(group.size())) return absl::InternalError("lease: unexpected row count");
+    for (int i = 0; i < r.rows(); ++i) {
+      LeaseItem* item = group[r.GetInt64(i, 0) - 1];
+      if (!r.GetBool(i, 1)) {
+        item->result = NoWorker(item->worker_id);
+      } else if (!r.IsNull(i, 4)) {
+        ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, i, 4));
+        item->result = std::optional<v1::Trial>(std::move(t));
+      } else if (!r.IsNull(i, 2) && r.GetInt64(i, 2) > 0) {
+        item->slow_path = true;
+      } else {
+        item->result = std::optional<v1::Trial>();  // nothing pending (or all locked by other leasers)
+      }
+    }
+    return true;
+  }).status();
+  if (!status.ok()) {
+    for (LeaseItem* item : group) item->result = status;
+  }
+}
+
+absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseSlowPath(int64_t worker_id, absl::Time now,
+                                                                      absl::Duration lease) {
   std::optional<v1::Trial> leased;
   absl::Status status = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
     leased.reset();
@@ -462,12 +533,13 @@ absl::StatusOr<HeartbeatResult> PostgresStore::Heartbeat(int64_t worker_id,
     attempts.Add(static_cast<int64_t>(l.attempt()));
   }
   return WithConnection<HeartbeatResult>(pool_, [&](PgConnection& conn) -> absl::StatusOr<HeartbeatResult> {
-    ASSIGN_OR_RETURN(PgResult w, conn.Exec("UPDATE workers SET last_heartbeat_at = " NS_TS(2) " WHERE id = $1",
-                                           PgParams().Add(worker_id).AddMicros(now)));
+    ASSIGN_OR_RETURN(PgResult w, conn.ExecPrepared("ns_touch_worker",
+                                                   "UPDATE workers SET last_heartbeat_at = " NS_TS(2) " WHERE id = $1",
+                                                   PgParams().Add(worker_id).AddMicros(now)));
     if (w.affected() == 0) return NoWorker(worker_id);
     HeartbeatResult result;
     if (leases.empty()) return result;
-    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+    ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_renew_leases",
         "UPDATE trials t SET lease_expires_at = " NS_TS(2)
         " FROM unnest($3::bigint[], $4::int[]) AS l(id, attempt), sweeps s"
         " WHERE t.id = l.id AND t.attempts = l.attempt AND t.worker_id = $1 AND t.state = 'RUNNING'"
@@ -487,52 +559,93 @@ absl::StatusOr<HeartbeatResult> PostgresStore::Heartbeat(int64_t worker_id,
   });
 }
 
+PostgresStore::PostgresStore(const PostgresStoreOptions& options, std::string description)
+    : pool_(options.connect, options.pool_size),
+      description_(std::move(description)),
+      progress_runner_(
+          options.progress_writers, options.progress_group_size,
+          [this](std::vector<ProgressItem*>& group) { WriteProgressGroup(group); },
+          [](const ProgressItem& item) { return item.request->trial_id(); }),
+      lease_runner_(
+          options.lease_takers, options.lease_group_size,
+          [this](std::vector<LeaseItem*>& group) { LeaseGroup(group); },
+          [](const LeaseItem&) { return int64_t{0}; }) {}
+
 absl::StatusOr<ProgressResult> PostgresStore::ReportProgress(const v1::ReportProgressRequest& req,
                                                              absl::Time now) {
-  std::vector<v1::MetricPoint> points = MergeByStep(req);
-  PgArray step, lr, train, val, acc, gnorm, tps;
-  int32_t max_step = 0, train_step = -1, val_step = -1;
-  double train_loss = 0, val_loss = 0;
-  for (const v1::MetricPoint& p : points) {
-    step.Add(static_cast<int64_t>(p.step()));
-    lr.AddOptional(p.has_lr(), p.lr());
-    train.AddOptional(p.has_train_loss(), p.train_loss());
-    val.AddOptional(p.has_val_loss(), p.val_loss());
-    acc.AddOptional(p.has_val_accuracy(), p.val_accuracy());
-    gnorm.AddOptional(p.has_grad_norm(), p.grad_norm());
-    tps.AddOptional(p.has_tokens_per_s(), p.tokens_per_s());
-    max_step = std::max(max_step, p.step());
-    if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
-    if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
-  }
-  PgArray g_step, g_layer, g_matrix, g_norm;
-  for (const v1::LayerGradNorms& g : req.layer_grad_norms()) {
-    for (const v1::LayerGradNorm& n : g.norms()) {
-      g_step.Add(static_cast<int64_t>(g.step()));
-      g_layer.Add(static_cast<int64_t>(n.layer()));
-      g_matrix.AddString(n.matrix());
-      g_norm.Add(n.norm());
+  ProgressItem item{&req};
+  progress_runner_.Run(&item);
+  return item.result;
+}
+
+void PostgresStore::WriteProgressGroup(std::vector<ProgressItem*>& group) {
+  // Trial id order, so that concurrent statements lock rows in one order.
+  std::sort(group.begin(), group.end(), [](const ProgressItem* a, const ProgressItem* b) {
+    return a->request->trial_id() < b->request->trial_id();
+  });
+  PgArray r_i, r_trial, r_worker, r_attempt, r_max, r_tstep, r_tloss, r_vstep, r_vloss;
+  PgArray m_i, step, lr, train, val, acc, gnorm, tps;
+  PgArray g_i, g_step, g_layer, g_matrix, g_norm;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const v1::ReportProgressRequest& req = *group[i]->request;
+    const int64_t idx = static_cast<int64_t>(i);
+    int32_t max_step = 0, train_step = -1, val_step = -1;
+    double train_loss = 0, val_loss = 0;
+    for (const v1::MetricPoint& p : MergeByStep(req)) {
+      m_i.Add(idx);
+      step.Add(static_cast<int64_t>(p.step()));
+      lr.AddOptional(p.has_lr(), p.lr());
+      train.AddOptional(p.has_train_loss(), p.train_loss());
+      val.AddOptional(p.has_val_loss(), p.val_loss());
+      acc.AddOptional(p.has_val_accuracy(), p.val_accuracy());
+      gnorm.AddOptional(p.has_grad_norm(), p.grad_norm());
+      tps.AddOptional(p.has_tokens_per_s(), p.tokens_per_s());
+      max_step = std::max(max_step, p.step());
+      if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
+      if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
     }
+    for (const v1::LayerGradNorms& g : req.layer_grad_norms()) {
+      for (const v1::LayerGradNorm& n : g.norms()) {
+        g_i.Add(idx);
+        g_step.Add(static_cast<int64_t>(g.step()));
+        g_layer.Add(static_cast<int64_t>(n.layer()));
+        g_matrix.AddString(n.matrix());
+        g_norm.Add(n.norm());
+      }
+    }
+    r_i.Add(idx);
+    r_trial.Add(req.trial_id());
+    r_worker.Add(req.worker_id());
+    r_attempt.Add(static_cast<int64_t>(req.attempt()));
+    r_max.Add(static_cast<int64_t>(max_step));
+    r_tstep.Add(static_cast<int64_t>(train_step));
+    r_tloss.Add(train_loss);
+    r_vstep.Add(static_cast<int64_t>(val_step));
+    r_vloss.Add(val_loss);
   }
   PgParams p;
-  p.Add(req.trial_id()).Add(req.worker_id()).Add(static_cast<int64_t>(req.attempt()))
-      .Add(static_cast<int64_t>(max_step)).Add(static_cast<int64_t>(train_step)).Add(train_loss)
-      .Add(static_cast<int64_t>(val_step)).Add(val_loss)
-      .Add(step.Finish()).Add(lr.Finish()).Add(train.Finish()).Add(val.Finish()).Add(acc.Finish())
-      .Add(gnorm.Finish()).Add(tps.Finish())
-      .Add(g_step.Finish()).Add(g_layer.Finish()).Add(g_matrix.Finish()).Add(g_norm.Finish());
-  // One statement: the lease check, the trial's progress and both inserts
+  for (PgArray* a : {&r_i, &r_trial, &r_worker, &r_attempt, &r_max, &r_tstep, &r_tloss, &r_vstep, &r_vloss,
+                     &m_i, &step, &lr, &train, &val, &acc, &gnorm, &tps, &g_i, &g_step, &g_layer, &g_matrix, &g_norm}) {
+    p.Add(a->Finish());
+  }
+  // One statement: the lease checks, the trials' progress and both inserts
   // commit together or not at all.
   static const std::string kSql = absl::StrCat(
-      "WITH t AS (UPDATE trials SET last_step = GREATEST(last_step, $4::int),"
-      " last_train_loss = CASE WHEN $5::int >= last_step THEN $6::float8 ELSE last_train_loss END,"
-      " last_val_loss = CASE WHEN $7::int >= last_step THEN $8::float8 ELSE last_val_loss END,"
+      "WITH r AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::int[], $6::int[],"
+      " $7::float8[], $8::int[], $9::float8[])"
+      " AS r(i, trial_id, worker_id, attempt, max_step, train_step, train_loss, val_step, val_loss)),"
+      " t AS (UPDATE trials tr SET last_step = GREATEST(tr.last_step, r.max_step),"
+      " last_train_loss = CASE WHEN r.train_step >= tr.last_step THEN r.train_loss ELSE tr.last_train_loss END,"
+      " last_val_loss = CASE WHEN r.val_step >= tr.last_step THEN r.val_loss ELSE tr.last_val_loss END,"
       " update_seq = nextval('trial_update_seq')"
-      " WHERE id = $1 AND worker_id = $2 AND attempts = $3 AND state = 'RUNNING' RETURNING id, sweep_id),"
+      " FROM r WHERE tr.id = r.trial_id AND tr.worker_id = r.worker_id AND tr.attempts = r.attempt"
+      " AND tr.state = 'RUNNING' RETURNING r.i, tr.id, tr.sweep_id),"
       " m AS (INSERT INTO trial_metrics AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
-      " grad_norm, tokens_per_s) SELECT t.id, u.* FROM t,"
-      " unnest($9::int[], $10::float8[], $11::float8[], $12::float8[], $13::float8[], $14::float8[],"
-      " $15::float8[]) AS u ON CONFLICT (trial_id, step) DO UPDATE SET"
+      " grad_norm, tokens_per_s) SELECT t.id, u.step, u.lr, u.train_loss, u.val_loss, u.val_accuracy,"
+      " u.grad_norm, u.tokens_per_s FROM unnest($10::int[], $11::int[], $12::float8[], $13::float8[],"
+      " $14::float8[], $15::float8[], $16::float8[], $17::float8[])"
+      " AS u(i, step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s) JOIN t ON t.i = u.i"
+      " ON CONFLICT (trial_id, step) DO UPDATE SET"
       " lr = COALESCE(tm.lr, EXCLUDED.lr), train_loss = COALESCE(tm.train_loss, EXCLUDED.train_loss),"
       " val_loss = COALESCE(tm.val_loss, EXCLUDED.val_loss),"
       " val_accuracy = COALESCE(tm.val_accuracy, EXCLUDED.val_accuracy),"
@@ -545,17 +658,38 @@ absl::StatusOr<ProgressResult> PostgresStore::ReportProgress(const v1::ReportPro
       " OR (tm.val_accuracy IS NULL AND EXCLUDED.val_accuracy IS NOT NULL)"
       " OR (tm.grad_norm IS NULL AND EXCLUDED.grad_norm IS NOT NULL)"
       " OR (tm.tokens_per_s IS NULL AND EXCLUDED.tokens_per_s IS NOT NULL)),"
-      " g AS (INSERT INTO layer_grad_norms (trial_id, step, layer, matrix, norm) SELECT t.id, g.* FROM t,"
-      " unnest($16::int[], $17::int[], $18::text[], $19::float8[]) AS g ON CONFLICT DO NOTHING)"
-      " SELECT t.id, s.state = 'CANCELLED' FROM t JOIN sweeps s ON s.id = t.sweep_id");
-  return WithConnection<ProgressResult>(pool_, [&](PgConnection& conn) -> absl::StatusOr<ProgressResult> {
-    ASSIGN_OR_RETURN(PgResult r, conn.Exec(kSql, p));
-    if (r.rows() == 0) {
-      ASSIGN_OR_RETURN(v1::Trial t, LoadTrial(conn, req.trial_id()));
-      return LeaseNotHeld(t);
-    }
-    return ProgressResult{r.GetBool(0, 1)};
-  });
+      " g AS (INSERT INTO layer_grad_norms (trial_id, step, layer, matrix, norm)"
+      " SELECT t.id, g.step, g.layer, g.matrix, g.norm FROM unnest($18::int[], $19::int[], $20::int[],"
+      " $21::text[], $22::float8[]) AS g(i, step, layer, matrix, norm) JOIN t ON t.i = g.i ON CONFLICT DO NOTHING)"
+      " SELECT t.i, s.state = 'CANCELLED' FROM t JOIN sweeps s ON s.id = t.sweep_id");
+  absl::StatusOr<std::vector<std::pair<int64_t, bool>>> written;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    written = WithConnection<std::vector<std::pair<int64_t, bool>>>(
+        pool_, [&](PgConnection& conn) -> absl::StatusOr<std::vector<std::pair<int64_t, bool>>> {
+          ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_report_progress", kSql, p));
+          std::vector<std::pair<int64_t, bool>> out;
+          for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.GetInt64(i, 0), r.GetBool(i, 1));
+          return out;
+        });
+    // A deadlock with another statement (e.g. a heartbeat renewing the same
+    // worker's trials) aborts this one; the whole group is safe to re-run.
+    if (written.ok() || written.status().code() != absl::StatusCode::kAborted) break;
+  }
+  if (!written.ok()) {
+    for (ProgressItem* item : group) item->result = written.status();
+    return;
+  }
+  std::vector<bool> stored(group.size(), false);
+  for (const auto& [i, cancelled] : *written) {
+    stored[i] = true;
+    group[i]->result = ProgressResult{cancelled};
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (stored[i]) continue;
+    // Not written: an unknown trial or a lease this worker no longer holds.
+    absl::StatusOr<v1::Trial> t = GetTrial(group[i]->request->trial_id());
+    group[i]->result = t.ok() ? LeaseNotHeld(*t) : t.status();
+  }
 }
 
 absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialRequest& req, absl::Time now) {
@@ -571,13 +705,14 @@ absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialReques
   if (res.has_tokens_per_s()) p.Add(res.tokens_per_s()); else p.AddNull();
   p.Add(res.error()).AddMicros(now);
   return WithConnection<v1::Trial>(pool_, [&](PgConnection& conn) -> absl::StatusOr<v1::Trial> {
-    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
-        absl::StrCat("UPDATE trials t SET state = $4, final_val_loss = $5, best_val_loss = $6,"
+    static const std::string kSql = absl::StrCat(
+        "UPDATE trials t SET state = $4, final_val_loss = $5, best_val_loss = $6,"
                      " final_train_loss = $7, final_val_accuracy = $8, diverged_step = $9,"
                      " tokens_per_s = $10, error = $11, lease_expires_at = NULL, finished_at = ", NS_TS(12),
                      ", update_seq = nextval('trial_update_seq')"
                      " WHERE t.id = $1 AND t.worker_id = $2 AND t.attempts = $3 AND t.state = 'RUNNING'"
-                     " RETURNING ", kTrialColumns), p));
+                     " RETURNING ", kTrialColumns);
+    ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_finish_trial", kSql, p));
     if (r.rows() == 0) {
       ASSIGN_OR_RETURN(v1::Trial t, LoadTrial(conn, req.trial_id()));
       if (IsFinal(t.state()) && t.worker_id() == req.worker_id() && t.attempts() == req.attempt() &&

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "db/group_runner.h"
 #include "db/pg_connection.h"
 #include "db/store.h"
 
@@ -16,6 +17,13 @@ namespace normsweep::db {
 struct PostgresStoreOptions {
   PgConnectOptions connect;
   int pool_size = 8;
+  // ReportProgress calls arriving together are written in one statement
+  // (up to this many), by at most progress_writers statements at once.
+  int progress_group_size = 128;
+  int progress_writers = 2;
+  // LeaseTrial calls arriving together take their trials in one statement.
+  int lease_group_size = 64;
+  int lease_takers = 1;
 };
 
 class PostgresStore : public Store {
@@ -56,11 +64,31 @@ class PostgresStore : public Store {
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
 
  private:
-  PostgresStore(const PostgresStoreOptions& options, std::string description)
-      : pool_(options.connect, options.pool_size), description_(std::move(description)) {}
+  struct ProgressItem {
+    const v1::ReportProgressRequest* request;
+    absl::StatusOr<ProgressResult> result = absl::UnknownError("not run");
+  };
+
+  PostgresStore(const PostgresStoreOptions& options, std::string description);
+  // Writes a group of ReportProgress requests (distinct trials) in one statement.
+  void WriteProgressGroup(std::vector<ProgressItem*>& group);
+
+  struct LeaseItem {
+    int64_t worker_id;
+    absl::Time now;
+    absl::Duration lease;
+    bool slow_path = false;  // the next trial belongs to a sweep with a limit
+    absl::StatusOr<std::optional<v1::Trial>> result = absl::UnknownError("not run");
+  };
+  // Leases one trial each for a group of callers, in one statement.
+  void LeaseGroup(std::vector<LeaseItem*>& group);
+  // One caller, one transaction: sweeps with max_concurrent_trials.
+  absl::StatusOr<std::optional<v1::Trial>> LeaseSlowPath(int64_t worker_id, absl::Time now, absl::Duration lease);
 
   PgPool pool_;
   const std::string description_;
+  GroupRunner<ProgressItem> progress_runner_;
+  GroupRunner<LeaseItem> lease_runner_;
 };
 
 }  // namespace normsweep::db

@@ -3,7 +3,11 @@
 #include "db/store.h"
 
 #include <cmath>
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "db/memory_store.h"
@@ -496,6 +500,73 @@ TEST_P(StoreTest, StatsCountTrialsSweepsAndWorkers) {
   EXPECT_EQ(stats->sweeps_running, 1);
   EXPECT_EQ(stats->sweeps_cancelled, 1);
   EXPECT_EQ(stats->live_workers, 1);
+}
+
+TEST_P(StoreTest, ConcurrentLeasesHandOutEveryTrialOnce) {
+  Create("many", 300);
+  // Eight callers on four workers: a worker with two free slots leases twice at once.
+  std::vector<int64_t> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(Worker(absl::StrCat("w", i)));
+  std::mutex mu;
+  std::vector<int64_t> leased;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < 8; ++c) {
+    threads.emplace_back([&, c] {
+      while (true) {
+        auto t = store_->LeaseTrial(workers[c % 4], kT0, kLease);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!t.ok()) {
+          errors.push_back(std::string(t.status().message()));
+          return;
+        }
+        if (!t->has_value()) return;
+        EXPECT_EQ((*t)->worker_id(), workers[c % 4]);
+        leased.push_back((*t)->id());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_THAT(errors, IsEmpty());
+  std::set<int64_t> unique(leased.begin(), leased.end());
+  EXPECT_EQ(leased.size(), 300u);
+  EXPECT_EQ(unique.size(), 300u);
+}
+
+TEST_P(StoreTest, ConcurrentProgressReportsAreAllStoredOnce) {
+  Create("progress", 12);
+  int64_t w = Worker();
+  std::vector<v1::Trial> trials;
+  for (int i = 0; i < 12; ++i) trials.push_back(Lease(w));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  // Two senders per trial, each sending every batch (so each batch arrives twice).
+  for (int s = 0; s < 24; ++s) {
+    threads.emplace_back([&, s] {
+      const v1::Trial& t = trials[s % 12];
+      for (int b = 0; b < 5; ++b) {
+        v1::ReportProgressRequest req;
+        req.set_worker_id(w);
+        req.set_trial_id(t.id());
+        req.set_attempt(t.attempts());
+        for (int k = 1; k <= 10; ++k) {
+          v1::MetricPoint* p = req.add_points();
+          p->set_step(b * 10 + k);
+          p->set_train_loss(1.0 / (b * 10 + k));
+        }
+        if (!store_->ReportProgress(req, kT0).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (const v1::Trial& t : trials) {
+    auto h = store_->GetTrialHistory(t.id());
+    ASSERT_TRUE(h.ok());
+    ASSERT_EQ(h->metrics.size(), 50u);
+    EXPECT_DOUBLE_EQ(h->metrics[49].train_loss(), 1.0 / 50);
+    EXPECT_EQ(store_->GetTrial(t.id())->last_step(), 50);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(Kind::kMemory, Kind::kPostgres),

@@ -1,0 +1,276 @@
+// Scheduler load generator (a benchmark program, not a test).
+//
+// N simulated workers (default 64), each on its own gRPC channel, run trial
+// lifecycles against normsweep-scheduler: LeaseTrial, 10 ReportProgress
+// batches of 10 steps, FinishTrial. By default it starts a throwaway
+// PostgreSQL and an in-process scheduler on a loopback port; --scheduler
+// points it at a running one instead (whose database must be reachable for
+// the final row count only when started here).
+//
+// Prints trial lifecycles/s, metric points stored/s and the lease latency
+// (client-observed round trip) p50/p99/max.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/clock.h"
+#include "db/memory_store.h"
+#include "db/pg_connection.h"
+#include "db/postgres_store.h"
+#include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "normsweep/v1/worker_service.grpc.pb.h"
+#include "scheduler/scheduler_server.h"
+#include "tests/common/postgres_instance.h"
+
+ABSL_FLAG(int, workers, 64, "Simulated workers (one gRPC channel and thread each)");
+ABSL_FLAG(int, trials, 10000, "Trials to run (one sweep per 10,000)");
+ABSL_FLAG(int, batches, 10, "ReportProgress batches per trial");
+ABSL_FLAG(int, steps_per_batch, 10, "Metric points per batch");
+ABSL_FLAG(std::string, scheduler, "", "host:port of a running scheduler (default: start one here)");
+ABSL_FLAG(bool, durable, false, "Throwaway PostgreSQL with fsync and synchronous_commit on");
+ABSL_FLAG(bool, pg_stats, false, "Print the costliest statements (pg_stat_statements) at the end");
+ABSL_FLAG(bool, memory_store, false, "Use the in-memory store (measures gRPC and scheduler overhead only)");
+ABSL_FLAG(int, db_pool_size, 16, "Database connections of the in-process scheduler");
+
+namespace normsweep {
+namespace {
+
+struct WorkerResult {
+  std::vector<double> lease_ms;
+  int lifecycles = 0;
+  int64_t points = 0;
+  std::string error;
+};
+
+void RunWorker(const std::string& target, int index, int batches, int steps_per_batch, WorkerResult* out) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, like a real worker
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::WorkerService::NewStub(channel);
+  v1::RegisterWorkerRequest reg;
+  reg.set_name(absl::StrCat("load-", index));
+  reg.add_devices("cpu");
+  v1::RegisterWorkerResponse worker;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status st = stub->RegisterWorker(&ctx, reg, &worker);
+    if (!st.ok()) {
+      out->error = "RegisterWorker: " + st.error_message();
+      return;
+    }
+  }
+  while (true) {
+    v1::LeaseTrialRequest lease;
+    lease.set_worker_id(worker.worker_id());
+    v1::LeaseTrialResponse leased;
+    grpc::ClientContext ctx;
+    const absl::Time t0 = absl::Now();
+    grpc::Status st = stub->LeaseTrial(&ctx, lease, &leased);
+    out->lease_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+    if (!st.ok()) {
+      out->error = "LeaseTrial: " + st.error_message();
+      return;
+    }
+    if (!leased.leased()) return;
+    const v1::Trial& trial = leased.trial();
+    int step = 0;
+    for (int b = 0; b < batches; ++b) {
+      v1::ReportProgressRequest progress;
+      progress.set_worker_id(worker.worker_id());
+      progress.set_trial_id(trial.id());
+      progress.set_attempt(trial.attempts());
+      for (int s = 0; s < steps_per_batch; ++s) {
+        ++step;
+        v1::MetricPoint* p = progress.add_points();
+        p->set_step(step);
+        p->set_lr(1e-3 * std::min(1.0, step / 50.0));
+        p->set_train_loss(5.5 / (1 + 0.01 * step));
+        p->set_grad_norm(1.0 + 0.001 * step);
+        p->set_tokens_per_s(25000);
+      }
+      v1::ReportProgressResponse resp;
+      grpc::ClientContext pctx;
+      st = stub->ReportProgress(&pctx, progress, &resp);
+      if (!st.ok()) {
+        out->error = "ReportProgress: " + st.error_message();
+        return;
+      }
+      out->points += steps_per_batch;
+    }
+    v1::FinishTrialRequest finish;
+    finish.set_worker_id(worker.worker_id());
+    finish.set_trial_id(trial.id());
+    finish.set_attempt(trial.attempts());
+    finish.set_outcome(v1::TRIAL_SUCCEEDED);
+    finish.mutable_result()->set_final_val_loss(2.0);
+    finish.mutable_result()->set_final_train_loss(1.9);
+    finish.mutable_result()->set_tokens_per_s(25000);
+    v1::FinishTrialResponse fresp;
+    grpc::ClientContext fctx;
+    st = stub->FinishTrial(&fctx, finish, &fresp);
+    if (!st.ok()) {
+      out->error = "FinishTrial: " + st.error_message();
+      return;
+    }
+    ++out->lifecycles;
+  }
+}
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  size_t k = static_cast<size_t>(p * (v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k];
+}
+
+int Main() {
+  const int workers = absl::GetFlag(FLAGS_workers);
+  const int trials = absl::GetFlag(FLAGS_trials);
+  const int batches = absl::GetFlag(FLAGS_batches);
+  const int steps = absl::GetFlag(FLAGS_steps_per_batch);
+  std::string target = absl::GetFlag(FLAGS_scheduler);
+
+  std::unique_ptr<testing::PostgresInstance> pg;
+  std::unique_ptr<db::Store> store;
+  std::unique_ptr<scheduler::SchedulerServer> server;
+  std::string conninfo;
+  if (target.empty() && absl::GetFlag(FLAGS_memory_store)) {
+    store = std::make_unique<db::MemoryStore>();
+  } else if (target.empty()) {
+    testing::PostgresInstanceOptions pg_options;
+    pg_options.fast_unsafe = !absl::GetFlag(FLAGS_durable);
+    pg_options.extra_settings = {"max_connections=200", "shared_buffers=256MB"};
+    if (absl::GetFlag(FLAGS_pg_stats)) {
+      pg_options.extra_settings.push_back("shared_preload_libraries=pg_stat_statements");
+      pg_options.extra_settings.push_back("pg_stat_statements.track_planning=on");
+    }
+    auto started = testing::PostgresInstance::Start(pg_options);
+    if (!started.ok()) {
+      std::fprintf(stderr, "PostgreSQL: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    pg = *std::move(started);
+    auto db = pg->CreateDatabase("load");
+    if (!db.ok()) return 1;
+    conninfo = *db;
+    db::PostgresStoreOptions options;
+    options.connect.conninfo = conninfo;
+    options.pool_size = absl::GetFlag(FLAGS_db_pool_size);
+    auto opened = db::PostgresStore::Open(options);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "store: %s\n", opened.status().ToString().c_str());
+      return 1;
+    }
+    store = *std::move(opened);
+  }
+  if (target.empty()) {
+    scheduler::SchedulerServerOptions server_options;
+    server_options.grpc_address = "127.0.0.1:0";
+    server_options.metrics_address = "";
+    auto s = scheduler::SchedulerServer::Start(*store, RealClock::Get(), server_options);
+    if (!s.ok()) {
+      std::fprintf(stderr, "scheduler: %s\n", s.status().ToString().c_str());
+      return 1;
+    }
+    server = *std::move(s);
+    target = absl::StrCat("127.0.0.1:", server->grpc_port());
+  }
+
+  // Sweeps of up to 10,000 trials: 2 placements x 5 warm-ups x seeds.
+  auto sweeps = v1::SweepService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  for (int done = 0, n = 0; done < trials; ++n) {
+    const int size = std::min(10000, trials - done) / 10 * 10;
+    if (size == 0) break;
+    v1::SubmitSweepRequest req;
+    v1::SweepSpec* spec = req.mutable_spec();
+    spec->set_name(absl::StrCat("load-", n));
+    spec->add_placements("post");
+    spec->add_placements("pre");
+    for (int w : {0, 1000, 2000, 4000, 8000}) spec->add_warmup_steps(w);
+    spec->add_peak_lrs(5e-4);
+    for (int s = 0; s < size / 10; ++s) spec->add_seeds(s);
+    v1::SubmitSweepResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status st = sweeps->SubmitSweep(&ctx, req, &resp);
+    if (!st.ok()) {
+      std::fprintf(stderr, "SubmitSweep: %s\n", st.error_message().c_str());
+      return 1;
+    }
+    done += size;
+  }
+
+  std::vector<WorkerResult> results(workers);
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < workers; ++i) {
+    threads.emplace_back(RunWorker, target, i, batches, steps, &results[i]);
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+
+  int lifecycles = 0;
+  int64_t points = 0;
+  std::vector<double> lease_ms;
+  for (const auto& r : results) {
+    if (!r.error.empty()) std::fprintf(stderr, "worker error: %s\n", r.error.c_str());
+    lifecycles += r.lifecycles;
+    points += r.points;
+    lease_ms.insert(lease_ms.end(), r.lease_ms.begin(), r.lease_ms.end());
+  }
+  int64_t stored = -1;
+  if (!conninfo.empty()) {
+    db::PgConnectOptions options;
+    options.conninfo = conninfo;
+    auto conn = db::PgConnection::Connect(options);
+    if (conn.ok()) {
+      auto r = (*conn)->Exec("SELECT count(*) FROM trial_metrics");
+      if (r.ok()) stored = r->GetInt64(0, 0);
+      if (absl::GetFlag(FLAGS_pg_stats)) {
+        auto ext = (*conn)->Exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+        if (!ext.ok()) std::fprintf(stderr, "pg_stat_statements: %s\n", ext.status().ToString().c_str());
+        auto top = (*conn)->Exec(
+            "SELECT calls, round((total_exec_time + total_plan_time)::numeric, 0),"
+            " round(((total_exec_time + total_plan_time) / greatest(calls, 1))::numeric, 3), left(query, 90)"
+            " FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 10");
+        if (!top.ok()) std::fprintf(stderr, "pg_stat_statements: %s\n", top.status().ToString().c_str());
+        if (top.ok()) {
+          for (int i = 0; i < top->rows(); ++i) {
+            std::printf("  pg: %8s calls %8s ms total %8s ms/call  %s\n", top->GetString(i, 0).c_str(),
+                        top->GetString(i, 1).c_str(), top->GetString(i, 2).c_str(), top->GetString(i, 3).c_str());
+          }
+        }
+      }
+    }
+  }
+  std::vector<double> sorted = lease_ms;
+  const double p50 = Percentile(sorted, 0.50), p99 = Percentile(sorted, 0.99);
+  const double max = sorted.empty() ? 0 : *std::max_element(sorted.begin(), sorted.end());
+  std::printf("scheduler load: %d workers, %d trials x %d batches x %d steps, PostgreSQL %s\n", workers, lifecycles,
+              batches, steps, absl::GetFlag(FLAGS_durable) ? "durable (fsync on)" : "fsync off");
+  std::printf("  wall time            %.2f s\n", seconds);
+  std::printf("  trial lifecycles/s   %.0f   (target >= 1000)\n", lifecycles / seconds);
+  std::printf("  metric points/s      %.0f   (target >= 50000)%s\n", points / seconds,
+              stored >= 0 ? absl::StrCat("; rows stored: ", stored, " of ", points).c_str() : "");
+  std::printf("  RPCs/s               %.0f\n", (lifecycles * (batches + 2.0) + lease_ms.size() - lifecycles) / seconds);
+  std::printf("  lease latency        p50 %.2f ms, p99 %.2f ms, max %.2f ms   (target p99 < 20 ms)\n", p50, p99, max);
+  if (server) server->Shutdown();
+  return lifecycles > 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace normsweep
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return normsweep::Main();
+}

@@ -1,0 +1,5 @@
+# The scheduler load generator (included from tests/CMakeLists.txt): a
+# program that prints figures, not a test (CONVENTIONS.md #12).
+add_executable(normsweep-scheduler-load ${CMAKE_CURRENT_LIST_DIR}/scheduler_load.cc)
+target_link_libraries(normsweep-scheduler-load PRIVATE normsweep_scheduler normsweep_postgres_store
+  normsweep_test_postgres absl::flags absl::flags_parse)
