@@ -171,8 +171,12 @@ void TrialProcess::Poll(absl::Duration timeout, std::vector<std::string>* lines)
   // Once exited, only drain what is already there.
   const int ms = exited_ ? 0 : static_cast<int>(absl::ToInt64Milliseconds(timeout));
   if (n == 0) {
-    if (!exited_ && ms > 0) absl::SleepFor(absl::Milliseconds(std::min(ms, 100)));
-    TryReap();
+    // Both pipes closed: the child is exiting; wait for it in short steps.
+    const absl::Time until = absl::Now() + absl::Milliseconds(ms);
+    while (!exited_ && absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(1));
+      TryReap();
+    }
     return;
   }
   int r = poll(fds, n, exited_ ? 0 : ms);

@@ -219,13 +219,11 @@ void Worker::RunSlot(int slot) {
       metrics_.TrialEnded(lease->trial.id(), v1::TRIAL_CANCELLED);
       continue;
     }
-    if (idle_since.has_value()) metrics_.SlotIdle(absl::Now() - *idle_since);
-    next = RunTrial(slot, lease);
-    idle_since = absl::Now();
+    next = RunTrial(slot, lease, &idle_since);
   }
 }
 
-Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease) {
+Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional<absl::Time>* idle_since) {
   const SlotSpec& spec = options_.slots[slot];
   const v1::Trial& trial = lease->trial;
   const std::string dir = absl::StrCat(options_.work_dir, "/trial-", trial.id(), "-", trial.attempts());
@@ -257,6 +255,8 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease) {
     return nullptr;
   }
   TrialProcess& proc = **started;
+  // The slot's gap: from the previous trainer's exit to this one's start.
+  if (idle_since->has_value()) metrics_.SlotIdle(absl::Now() - **idle_since);
   metrics_.TrialStarted(trial, slot, spec.device);
   Log(absl::StrCat(LeaseName(trial), " started on ", spec.device, " slot ", slot, " (pid ", proc.pid(), ", ",
                    config.placement(), " warmup=", config.warmup_steps(), " lr=", config.lr(), " seed=",
@@ -334,6 +334,7 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease) {
     }
   }
 
+  *idle_since = absl::Now();
   v1::TrialState outcome = v1::TRIAL_FAILED;
   v1::TrialResult result;
   switch (stop) {

@@ -91,8 +91,10 @@ class Worker {
   // CANCELLED when drained before registering.
   absl::StatusOr<absl::Duration> Register();
   void RunSlot(int slot);
-  // Runs one trial to its end; returns the lease prefetched meanwhile, if any.
-  LeasePtr RunTrial(int slot, const LeasePtr& lease);
+  // Runs one trial to its end; returns the lease prefetched meanwhile, if
+  // any. *idle_since: when the slot's previous trainer ended (in), when
+  // this one did (out), for the slot-idle histogram.
+  LeasePtr RunTrial(int slot, const LeasePtr& lease, std::optional<absl::Time>* idle_since);
   // LeaseTrial; nullptr when there is nothing to lease or the call failed.
   LeasePtr LeaseOne();
   void QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result);
