@@ -41,7 +41,7 @@ constexpr char kUsage[] = R"(normsweep: submit and follow LayerNorm warm-up/lear
 Usage:
   normsweep submit FILE.yaml|FILE.json [--name NAME] [--set FIELD=VALUE ...] [--watch]
                    [--dry-run] [--request-id ID]
-  normsweep submit --name NAME --placements post,pre --warmup-steps 0,100,500 \
+  normsweep submit --name NAME --placements post,pre [--warmup-steps 0,100,500 (default 0)] \
                    --lrs 5e-4,1e-3,3e-3 [--seeds 0,1,2 (default 0)] [--set FIELD=VALUE ...]
                    [--max-attempts N] [--priority N] [--max-concurrent N] [--watch]
   normsweep watch ID          live progress until the sweep ends, then its results
@@ -143,6 +143,7 @@ absl::StatusOr<v1::SweepSpec> SpecFromFlags(const normsweep::CliArgs& args) {
     if (args.Has(flag)) add(field, JsonList(args.Get(flag)));
   }
   if (!args.Has("seeds")) add("seeds", "[0]");
+  if (!args.Has("warmup-steps")) add("warmup_steps", "[0]");
   const std::map<std::string, std::string> ints = {
       {"max-attempts", "max_attempts"}, {"priority", "priority"}, {"max-concurrent", "max_concurrent_trials"}};
   for (const auto& [flag, field] : ints) {
