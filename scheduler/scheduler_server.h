@@ -29,6 +29,8 @@ struct SchedulerServerOptions {
   std::string grpc_address = "0.0.0.0:50051";    // port 0: pick a free one
   std::string metrics_address = "0.0.0.0:9464";  // empty: no /metrics
   absl::Duration maintenance_interval = absl::Seconds(5);
+  int min_pollers = 2;    // gRPC sync server threads waiting for calls
+  int max_pollers = 128;
   SchedulerOptions scheduler;
 };
 

@@ -13,15 +13,21 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "db/memory_store.h"
@@ -126,6 +132,39 @@ void RunWorker(const std::string& target, int index, int batches, int steps_per_
   }
 }
 
+// CPU seconds (user + system) a process has used so far, from /proc.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(in, line);
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> f = absl::StrSplit(line.substr(close + 2), ' ');
+  if (f.size() < 13) return 0;  // fields after the name: state(0) ... utime(11) stime(12)
+  return (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
+}
+
+// The PostgreSQL server's processes: the postmaster and its children.
+double PostgresCpuSeconds(const std::string& data_dir) {
+  std::ifstream pidfile(data_dir + "/postmaster.pid");
+  pid_t postmaster = 0;
+  pidfile >> postmaster;
+  if (postmaster <= 0) return 0;
+  double total = ProcessCpuSeconds(postmaster);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    pid_t pid = std::atoi(entry.path().filename().c_str());
+    if (pid <= 0) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string line;
+    std::getline(in, line);
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<std::string> f = absl::StrSplit(line.substr(close + 2), ' ');
+    if (f.size() > 1 && std::atoi(f[1].c_str()) == postmaster) total += ProcessCpuSeconds(pid);
+  }
+  return total;
+}
+
 double Percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   size_t k = static_cast<size_t>(p * (v.size() - 1));
@@ -211,12 +250,18 @@ int Main() {
 
   std::vector<WorkerResult> results(workers);
   std::vector<std::thread> threads;
+  const double pg_cpu0 = pg ? PostgresCpuSeconds(pg->dir() + "/data") : 0;
+  const double self_cpu0 = ProcessCpuSeconds(getpid());
   const absl::Time start = absl::Now();
   for (int i = 0; i < workers; ++i) {
     threads.emplace_back(RunWorker, target, i, batches, steps, &results[i]);
   }
   for (auto& t : threads) t.join();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const double pg_cpu = pg ? PostgresCpuSeconds(pg->dir() + "/data") - pg_cpu0 : 0;
+  const double self_cpu = ProcessCpuSeconds(getpid()) - self_cpu0;
+  double load[1] = {0};
+  getloadavg(load, 1);
 
   int lifecycles = 0;
   int64_t points = 0;
@@ -263,6 +308,10 @@ int Main() {
               stored >= 0 ? absl::StrCat("; rows stored: ", stored, " of ", points).c_str() : "");
   std::printf("  RPCs/s               %.0f\n", (lifecycles * (batches + 2.0) + lease_ms.size() - lifecycles) / seconds);
   std::printf("  lease latency        p50 %.2f ms, p99 %.2f ms, max %.2f ms   (target p99 < 20 ms)\n", p50, p99, max);
+  std::printf("  CPU per lifecycle    %.0f us in this process (scheduler + simulated workers), %.0f us in PostgreSQL\n",
+              1e6 * self_cpu / std::max(1, lifecycles), 1e6 * pg_cpu / std::max(1, lifecycles));
+  std::printf("  machine              %ld cores, load average %.1f at the end (other work on the box inflates latency)\n",
+              sysconf(_SC_NPROCESSORS_ONLN), load[0]);
   if (server) server->Shutdown();
   return lifecycles > 0 ? 0 : 1;
 }
@@ -272,5 +321,7 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  // Debian's Abseil checks every Mutex for lock-order cycles; measurable on hot paths.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return normsweep::Main();
 }
