@@ -1,6 +1,7 @@
 #include "db/postgres_store.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -165,13 +166,15 @@ absl::Status LeaseNotHeld(const v1::Trial& t) {
                                                     t.attempts(), ")"));
 }
 
-// Marks sweeps COMPLETED whose trials are all final (sweep_id 0: all).
-absl::Status CompleteSweeps(PgConnection& conn, int64_t sweep_id, absl::Time now) {
+// Marks sweeps COMPLETED whose trials are all final (sweep_ids empty: all).
+absl::Status CompleteSweeps(PgConnection& conn, const std::vector<int64_t>& sweep_ids, absl::Time now) {
+  PgArray ids;
+  for (int64_t id : sweep_ids) ids.Add(id);
   return conn
       .ExecPrepared("ns_complete_sweeps", "UPDATE sweeps s SET state = 'COMPLETED', finished_at = " NS_TS(2)
-            " WHERE ($1::bigint = 0 OR s.id = $1) AND s.state = 'RUNNING' AND NOT EXISTS ("
-            "SELECT 1 FROM trials t WHERE t.sweep_id = s.id AND t.state IN ('PENDING', 'RUNNING'))",
-            PgParams().Add(sweep_id).AddMicros(now))
+            " WHERE (cardinality($1::bigint[]) = 0 OR s.id = ANY($1::bigint[])) AND s.state = 'RUNNING'"
+            " AND NOT EXISTS (SELECT 1 FROM trials t WHERE t.sweep_id = s.id AND t.state IN ('PENDING', 'RUNNING'))",
+            PgParams().Add(sweep_ids.empty() ? std::string("{}") : ids.Finish()).AddMicros(now))
       .status();
 }
 
@@ -273,7 +276,7 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
         PgParams().Add(sweep_id).Add(static_cast<int64_t>(spec.priority())).AddMicros(now)
             .Add(idx.Finish()).Add(placement.Finish()).Add(warmup.Finish()).Add(lr.Finish())
             .Add(seed.Finish()).Add(variant.Finish()).Add(config.Finish())).status());
-    if (trials.empty()) RETURN_IF_ERROR(CompleteSweeps(conn, sweep_id, now));
+    if (trials.empty()) RETURN_IF_ERROR(CompleteSweeps(conn, {sweep_id}, now));
     return absl::OkStatus();
   });
   RETURN_IF_ERROR(status);
@@ -569,7 +572,11 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options, std::string de
       lease_runner_(
           options.lease_takers, options.lease_group_size,
           [this](std::vector<LeaseItem*>& group) { LeaseGroup(group); },
-          [](const LeaseItem&) { return int64_t{0}; }) {}
+          [](const LeaseItem&) { return int64_t{0}; }),
+      finish_runner_(
+          options.finish_writers, options.finish_group_size,
+          [this](std::vector<FinishItem*>& group) { FinishGroup(group); },
+          [](const FinishItem& item) { return item.request->trial_id(); }) {}
 
 absl::StatusOr<ProgressResult> PostgresStore::ReportProgress(const v1::ReportProgressRequest& req,
                                                              absl::Time now) {
@@ -693,40 +700,89 @@ void PostgresStore::WriteProgressGroup(std::vector<ProgressItem*>& group) {
 }
 
 absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialRequest& req, absl::Time now) {
-  const v1::TrialResult& res = req.result();
-  PgParams p;
-  p.Add(req.trial_id()).Add(req.worker_id()).Add(static_cast<int64_t>(req.attempt()))
-      .Add(TrialStateName(req.outcome()));
-  if (res.has_final_val_loss()) p.Add(res.final_val_loss()); else p.AddNull();
-  if (res.has_best_val_loss()) p.Add(res.best_val_loss()); else p.AddNull();
-  if (res.has_final_train_loss()) p.Add(res.final_train_loss()); else p.AddNull();
-  if (res.has_final_val_accuracy()) p.Add(res.final_val_accuracy()); else p.AddNull();
-  if (res.has_diverged_step()) p.Add(static_cast<int64_t>(res.diverged_step())); else p.AddNull();
-  if (res.has_tokens_per_s()) p.Add(res.tokens_per_s()); else p.AddNull();
-  p.Add(res.error()).AddMicros(now);
-  return WithConnection<v1::Trial>(pool_, [&](PgConnection& conn) -> absl::StatusOr<v1::Trial> {
-    static const std::string kSql = absl::StrCat(
-        "UPDATE trials t SET state = $4, final_val_loss = $5, best_val_loss = $6,"
-                     " final_train_loss = $7, final_val_accuracy = $8, diverged_step = $9,"
-                     " tokens_per_s = $10, error = $11, lease_expires_at = NULL, finished_at = ", NS_TS(12),
-                     ", update_seq = nextval('trial_update_seq')"
-                     " WHERE t.id = $1 AND t.worker_id = $2 AND t.attempts = $3 AND t.state = 'RUNNING'"
-                     " RETURNING ", kTrialColumns);
-    ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_finish_trial", kSql, p));
-    if (r.rows() == 0) {
-      ASSIGN_OR_RETURN(v1::Trial t, LoadTrial(conn, req.trial_id()));
-      if (IsFinal(t.state()) && t.worker_id() == req.worker_id() && t.attempts() == req.attempt() &&
-          t.state() == req.outcome()) {
-        return t;  // a re-sent FinishTrial
-      }
-      return LeaseNotHeld(t);
-    }
-    ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, 0));
-    // After the commit above, so that of two last trials finishing at once
-    // the later check sees both final.
-    RETURN_IF_ERROR(CompleteSweeps(conn, t.sweep_id(), now));
-    return t;
+  FinishItem item{&req, now};
+  finish_runner_.Run(&item);
+  return item.result;
+}
+
+void PostgresStore::FinishGroup(std::vector<FinishItem*>& group) {
+  std::sort(group.begin(), group.end(), [](const FinishItem* a, const FinishItem* b) {
+    return a->request->trial_id() < b->request->trial_id();
   });
+  PgArray idx, trial, worker, attempt, outcome, fvl, bvl, ftl, fva, ds, tps, err, now;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const v1::FinishTrialRequest& req = *group[i]->request;
+    const v1::TrialResult& res = req.result();
+    idx.Add(static_cast<int64_t>(i));
+    trial.Add(req.trial_id());
+    worker.Add(req.worker_id());
+    attempt.Add(static_cast<int64_t>(req.attempt()));
+    outcome.AddString(TrialStateName(req.outcome()));
+    fvl.AddOptional(res.has_final_val_loss(), res.final_val_loss());
+    bvl.AddOptional(res.has_best_val_loss(), res.best_val_loss());
+    ftl.AddOptional(res.has_final_train_loss(), res.final_train_loss());
+    fva.AddOptional(res.has_final_val_accuracy(), res.final_val_accuracy());
+    ds.AddOptional(res.has_diverged_step(), static_cast<int64_t>(res.diverged_step()));
+    tps.AddOptional(res.has_tokens_per_s(), res.tokens_per_s());
+    err.AddString(res.error());
+    now.Add(absl::ToUnixMicros(group[i]->now));
+  }
+  PgParams p;
+  for (PgArray* a : {&idx, &trial, &worker, &attempt, &outcome, &fvl, &bvl, &ftl, &fva, &ds, &tps, &err, &now}) {
+    p.Add(a->Finish());
+  }
+  static const std::string kSql = absl::StrCat(
+      "WITH f AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::text[],"
+      " $6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::int[], $11::float8[], $12::text[], $13::bigint[])"
+      " AS f(i, trial_id, worker_id, attempt, outcome, fvl, bvl, ftl, fva, ds, tps, err, now_us))"
+      " UPDATE trials t SET state = f.outcome, final_val_loss = f.fvl, best_val_loss = f.bvl,"
+      " final_train_loss = f.ftl, final_val_accuracy = f.fva, diverged_step = f.ds, tokens_per_s = f.tps,"
+      " error = f.err, lease_expires_at = NULL,"
+      " finished_at = 'epoch'::timestamptz + f.now_us * interval '1 microsecond',"
+      " update_seq = nextval('trial_update_seq')"
+      " FROM f WHERE t.id = f.trial_id AND t.worker_id = f.worker_id AND t.attempts = f.attempt"
+      " AND t.state = 'RUNNING' RETURNING f.i, ", kTrialColumns);
+  std::vector<bool> written(group.size(), false);
+  std::vector<int64_t> sweeps;
+  absl::Status status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
+    ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_finish_trials", kSql, p));
+    for (int row = 0; row < r.rows(); ++row) {
+      const int64_t i = r.GetInt64(row, 0);
+      ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, row, 1));
+      written[i] = true;
+      sweeps.push_back(t.sweep_id());
+      group[i]->result = std::move(t);
+    }
+    return true;
+  }).status();
+  if (!status.ok()) {
+    for (FinishItem* item : group) item->result = status;
+    return;
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (written[i]) continue;
+    const v1::FinishTrialRequest& req = *group[i]->request;
+    absl::StatusOr<v1::Trial> t = GetTrial(req.trial_id());
+    if (t.ok() && IsFinal(t->state()) && t->worker_id() == req.worker_id() && t->attempts() == req.attempt() &&
+        t->state() == req.outcome()) {
+      group[i]->result = std::move(t);  // a re-sent FinishTrial
+    } else {
+      group[i]->result = t.ok() ? LeaseNotHeld(*t) : t.status();
+    }
+  }
+  if (sweeps.empty()) return;
+  // After the commit above, so that of two last trials finishing at once
+  // the later check sees both final.
+  std::sort(sweeps.begin(), sweeps.end());
+  sweeps.erase(std::unique(sweeps.begin(), sweeps.end()), sweeps.end());
+  absl::Status completed = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
+    RETURN_IF_ERROR(CompleteSweeps(conn, sweeps, group.front()->now));
+    return true;
+  }).status();
+  if (!completed.ok()) {
+    // The trials are final; maintenance completes the sweep on its next pass.
+    std::fprintf(stderr, "normsweep: completing sweeps failed: %s\n", completed.ToString().c_str());
+  }
 }
 
 absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
@@ -756,7 +812,7 @@ absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
         default: break;
       }
     }
-    RETURN_IF_ERROR(CompleteSweeps(conn, 0, now));
+    RETURN_IF_ERROR(CompleteSweeps(conn, {}, now));
     return result;
   });
 }

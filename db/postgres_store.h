@@ -24,6 +24,9 @@ struct PostgresStoreOptions {
   // LeaseTrial calls arriving together take their trials in one statement.
   int lease_group_size = 64;
   int lease_takers = 1;
+  // FinishTrial calls arriving together are written in one statement.
+  int finish_group_size = 64;
+  int finish_writers = 1;
 };
 
 class PostgresStore : public Store {
@@ -82,6 +85,14 @@ class PostgresStore : public Store {
   };
   // Leases one trial each for a group of callers, in one statement.
   void LeaseGroup(std::vector<LeaseItem*>& group);
+  struct FinishItem {
+    const v1::FinishTrialRequest* request;
+    absl::Time now;
+    absl::StatusOr<v1::Trial> result = absl::UnknownError("not run");
+  };
+  // Finishes a group of trials (distinct) in one statement.
+  void FinishGroup(std::vector<FinishItem*>& group);
+
   // One caller, one transaction: sweeps with max_concurrent_trials.
   absl::StatusOr<std::optional<v1::Trial>> LeaseSlowPath(int64_t worker_id, absl::Time now, absl::Duration lease);
 
@@ -89,6 +100,7 @@ class PostgresStore : public Store {
   const std::string description_;
   GroupRunner<ProgressItem> progress_runner_;
   GroupRunner<LeaseItem> lease_runner_;
+  GroupRunner<FinishItem> finish_runner_;
 };
 
 }  // namespace normsweep::db
