@@ -2,6 +2,7 @@
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include "common/grpc_status.h"
 
@@ -22,9 +23,22 @@ bool IsRetryable(const absl::Status& status) {
   }
 }
 
+namespace {
+
+// gRPC's default reconnect back-off grows to 2 minutes; a worker that lost
+// its scheduler for a moment should be back within a couple of seconds.
+std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
 GrpcSchedulerClient::GrpcSchedulerClient(const std::string& target, absl::Duration deadline)
-    : stub_(v1::WorkerService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))),
-      deadline_(deadline) {}
+    : stub_(v1::WorkerService::NewStub(Channel(target))), deadline_(deadline) {}
 
 namespace {
 

@@ -173,6 +173,16 @@ Worker::LeasePtr Worker::LeaseOne() {
   request.set_worker_id(worker_id_);
   absl::StatusOr<v1::LeaseTrialResponse> r = client_.LeaseTrial(request);
   NoteRpc(r.status(), "LeaseTrial");
+  if (absl::IsNotFound(r.status())) {
+    // The scheduler does not know this worker (its database was replaced):
+    // register again; the old id's leases are gone anyway.
+    absl::MutexLock lock(&register_mu_);
+    if (worker_id_ == request.worker_id()) {  // not yet done by another slot
+      Log(absl::StrCat("scheduler does not know worker ", request.worker_id(), ": registering again"));
+      (void)Register();
+    }
+    return nullptr;
+  }
   if (!r.ok() || !r->leased()) return nullptr;
   auto lease = std::make_shared<Lease>();
   lease->trial = r->trial();
@@ -271,6 +281,8 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
   const int steps = config.steps();
   const int prefetch_step = std::max(1, static_cast<int>(steps * options_.prefetch_at));
   bool prefetch_tried = false;
+  absl::Time final_at = absl::InfiniteFuture();
+  bool lingering_killed = false;
   int bad_lines = 0;
   LeasePtr next;
   std::vector<std::string> lines;
@@ -296,7 +308,21 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
         lease->progress.Add(*event, now);
       }
     }
-    if (stop == Stop::kNone) {
+    if (final_event.has_value() && stop == Stop::kNone) {
+      // The run is over (its outcome stands); only a lost lease still
+      // matters. A process that lingers after its final event is killed.
+      {
+        absl::MutexLock lock(&mu_);
+        if (lease->lost) stop = Stop::kLost;
+      }
+      if (final_at == absl::InfiniteFuture()) final_at = now;
+      if (!lingering_killed && !proc.exited() && now - final_at > options_.kill_after) {
+        Log(absl::StrCat(LeaseName(trial), ": still running ", absl::FormatDuration(options_.kill_after),
+                         " after its final event; SIGKILL"));
+        proc.Signal(SIGKILL);
+        lingering_killed = true;
+      }
+    } else if (stop == Stop::kNone) {
       {
         absl::MutexLock lock(&mu_);
         if (lease->lost) {

@@ -117,6 +117,7 @@ class Worker {
   WorkerMetrics& metrics_;
   const WorkerOptions options_;
   std::atomic<int64_t> worker_id_{0};
+  absl::Mutex register_mu_;  // one re-registration at a time
 
   mutable absl::Mutex mu_;
   std::map<int64_t, LeasePtr> leases_ ABSL_GUARDED_BY(mu_);  // by trial id: every lease held

@@ -10,6 +10,8 @@
 //   hang         after crash_at steps: silent until signalled (SIGTERM
 //                still ends it with a final CANCELLED event)
 //   ignore_term  like ok, but ignores SIGTERM (only SIGKILL stops it)
+//   linger       like ok, then stays alive after its final event, ignoring
+//                SIGTERM
 // pidfile=PATH writes the process id there first.
 #include <signal.h>
 #include <unistd.h>
@@ -145,5 +147,9 @@ int main(int argc, char** argv) {
   f.set_mean_tokens_per_s(1234.5);
   if (mode == "diverge") f.set_diverged_step(steps);
   Emit(normsweep::trainer::TrainEventToJson(f));
+  if (mode == "linger") {
+    std::signal(SIGTERM, SIG_IGN);
+    sleep(100);
+  }
   return 0;
 }

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <set>
 
@@ -46,23 +48,28 @@ int FreePort() {
 
 class WorkerIntegrationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartScheduler(/*port=*/0, /*lease_seconds=*/2); }
+
+  void StartScheduler(int port, int lease_seconds) {
     const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
     ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
     bin_ = bin;
     auto pg = testing::SharedPostgres();
     ASSERT_TRUE(pg.ok()) << pg.status();
     const std::string db = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    auto conninfo = (*pg)->CreateDatabase(absl::AsciiStrToLower(db));
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+    if (conninfo_.empty()) {
+      auto conninfo = (*pg)->CreateDatabase(absl::AsciiStrToLower(db));
+      ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+      conninfo_ = *conninfo;
+    }
     dir_ = absl::StrCat((*pg)->dir(), "/", db);
     ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
-    const std::string port_file = dir_ + "/scheduler.ports";
+    const std::string port_file = absl::StrCat(dir_, "/scheduler", ++scheduler_starts_, ".ports");
     auto s = testing::Subprocess::Start(
-        {bin_ + "/scheduler/normsweep-scheduler", "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
-         "--port_file=" + port_file, "--lease_seconds=2", "--heartbeat_interval_ms=300",
-         "--maintenance_interval_ms=200", "--db_pool_size=4"},
-        {{"NORMSWEEP_DATABASE_URL", *conninfo}}, dir_ + "/scheduler.log");
+        {bin_ + "/scheduler/normsweep-scheduler", "--host=127.0.0.1", absl::StrCat("--port=", port),
+         "--metrics_port=-1", "--port_file=" + port_file, absl::StrCat("--lease_seconds=", lease_seconds),
+         "--heartbeat_interval_ms=300", "--maintenance_interval_ms=200"},
+        {{"NORMSWEEP_DATABASE_URL", conninfo_}}, dir_ + "/scheduler.log");
     ASSERT_TRUE(s.ok()) << s.status();
     scheduler_.emplace(*std::move(s));
     auto text = testing::WaitForFile(port_file, 30);
@@ -72,6 +79,20 @@ class WorkerIntegrationTest : public ::testing::Test {
     ASSERT_TRUE(absl::SimpleAtoi(parts[0], &grpc_port_));
     sweeps_ = v1::SweepService::NewStub(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    if (!HasFailure() && std::getenv("NORMSWEEP_TEST_SHOW_LOGS") == nullptr) return;
+    // The logs live in the throwaway PostgreSQL's directory: show them now.
+    for (const char* name : {"w1", "w2", "w3", "scheduler"}) {
+      std::ifstream in(absl::StrCat(dir_, "/", name, ".log"));
+      if (!in) continue;
+      std::stringstream text;
+      text << in.rdbuf();
+      std::string s = text.str();
+      if (s.size() > 6000) s = "..." + s.substr(s.size() - 6000);
+      std::printf("---- %s.log ----\n%s\n", name, s.c_str());
+    }
   }
 
   testing::Subprocess StartWorker(const std::string& name, int metrics_port, const std::string& grace) {
@@ -145,6 +166,8 @@ class WorkerIntegrationTest : public ::testing::Test {
 
   std::string bin_;
   std::string dir_;
+  std::string conninfo_;
+  int scheduler_starts_ = 0;
   int grpc_port_ = 0;
   std::optional<testing::Subprocess> scheduler_;
   std::unique_ptr<v1::SweepService::Stub> sweeps_;
@@ -243,6 +266,54 @@ TEST_F(WorkerIntegrationTest, SigtermHandsBackTrialsPastTheGracePeriod) {
   cancel.set_sweep_id(sweep.id());
   v1::CancelSweepResponse cancelled;
   EXPECT_TRUE(sweeps_->CancelSweep(&ctx, cancel, &cancelled).ok());
+}
+
+TEST_F(WorkerIntegrationTest, SchedulerRestartLosesNoProgress) {
+  // A scheduler on a fixed port, with leases long enough to outlive its
+  // restart.
+  scheduler_->Stop(SIGTERM);
+  const int port = FreePort();
+  StartScheduler(port, 20);
+  testing::Subprocess worker = StartWorker("w3", 0, "5");
+  constexpr int kSteps = 1000;  // a few seconds: the scheduler goes down mid-training
+  v1::SweepSpec spec = TinySpec("restart", kSteps);
+  spec.clear_warmup_steps();
+  spec.add_warmup_steps(0);  // post and pre: two trials, one per slot
+  const v1::Sweep sweep = Submit(spec);
+  ASSERT_EQ(sweep.trial_count(), 2);
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  bool running = false;
+  while (absl::Now() < deadline && !running) {
+    running = true;
+    for (const v1::Trial& t : ListTrials(sweep.id())) {
+      running &= t.state() == v1::TRIAL_RUNNING && t.last_step() >= 5 && t.last_step() < kSteps / 2;
+    }
+    if (!running) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(running);
+  EXPECT_EQ(scheduler_->Stop(SIGKILL), 128 + SIGKILL);
+  absl::SleepFor(absl::Seconds(1));  // the trials keep training; progress is buffered
+  StartScheduler(port, 20);
+
+  deadline = absl::Now() + absl::Seconds(60);
+  v1::Sweep now;
+  while (absl::Now() < deadline) {
+    now = GetSweep(sweep.id());
+    if (now.state() == v1::SWEEP_COMPLETED) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(now.state(), v1::SWEEP_COMPLETED) << now.ShortDebugString();
+  for (const v1::Trial& t : ListTrials(sweep.id())) {
+    EXPECT_EQ(t.state(), v1::TRIAL_SUCCEEDED) << t.result().error();
+    EXPECT_EQ(t.attempts(), 1);
+    std::set<int> steps;
+    const v1::GetTrialResponse full = GetTrial(t.id());
+    for (const v1::MetricPoint& p : full.metrics()) {
+      if (p.has_train_loss()) steps.insert(p.step());
+    }
+    EXPECT_EQ(steps.size(), static_cast<size_t>(kSteps)) << "trial " << t.id();
+  }
+  EXPECT_EQ(worker.Stop(SIGTERM), 0);
 }
 
 }  // namespace

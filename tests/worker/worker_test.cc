@@ -250,6 +250,16 @@ TEST_F(WorkerTest, TrialPastItsTimeLimitIsKilledEvenIfItIgnoresSigterm) {
   Stop();
 }
 
+TEST_F(WorkerTest, ProcessLingeringAfterItsFinalEventIsKilledAndTheOutcomeStands) {
+  const std::string pidfile = dir_ + "/linger.pid";
+  const int64_t a = fake_.AddTrial(Config("mode=linger,pidfile=" + pidfile, 5));
+  Start();
+  ASSERT_TRUE(WaitFinished(a, absl::Seconds(5)));
+  EXPECT_EQ(fake_.Get(a).finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
+  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  Stop();
+}
+
 TEST_F(WorkerTest, CancelFromHeartbeatStopsTheProcessAndFinishesCancelled) {
   const std::string pidfile = dir_ + "/cancel.pid";
   const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
