@@ -45,6 +45,22 @@ int Subprocess::Stop(int sig) {
   return 128 + WTERMSIG(status);
 }
 
+int Subprocess::Wait(double timeout_s) {
+  if (pid_ <= 0) return -1;
+  const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      Stop(SIGKILL);
+      return -1;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  pid_ = -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}
+
 Subprocess::~Subprocess() {
   if (pid_ > 0) Stop(SIGKILL);
 }

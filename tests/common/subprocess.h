@@ -26,6 +26,9 @@ class Subprocess {
   pid_t pid() const { return pid_; }
   // Sends sig and waits; returns the exit code (128 + signal when killed).
   int Stop(int sig);
+  // Waits up to timeout_s for the process to exit by itself; returns its exit
+  // code, or -1 after killing it when the time ran out.
+  int Wait(double timeout_s);
 
  private:
   explicit Subprocess(pid_t pid) : pid_(pid) {}

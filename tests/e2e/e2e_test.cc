@@ -1,0 +1,297 @@
+// The whole stack end to end, as a user runs it: a throwaway PostgreSQL, a
+// real normsweep-scheduler, normsweep-worker processes running the real
+// normsweep-train, and the normsweep CLI. Tiny models keep it quick.
+#include <dirent.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "tests/common/postgres_instance.h"
+#include "tests/common/scheduler_process.h"
+#include "tests/common/subprocess.h"
+
+namespace normsweep {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A sweep file over placements x warm-ups x lrs, one seed, a tiny model
+// unless `model` says otherwise.
+std::string SweepYaml(const std::string& name, int steps, const std::string& warmups, const std::string& lrs,
+                      const std::string& placements = "post, pre",
+                      const std::string& model = "layers: 1, d_model: 16, heads: 2, seq_len: 16, batch_size: 4") {
+  return absl::StrCat("name: ", name, "\nplacements: [", placements, "]\nwarmup_steps: [", warmups,
+                      "]\npeak_lrs: [", lrs, "]\nseeds: [0]\nbase: {", model, ", steps: ", steps,
+                      ", eval_every: 10, eval_batches: 2}\n");
+}
+
+// normsweep-train processes whose command line mentions `needle`.
+int CountTrainers(const std::string& needle) {
+  int n = 0;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return -1;
+  while (dirent* e = readdir(proc)) {
+    int pid;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    const std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (absl::EndsWith(argv0, "normsweep-train") && absl::StrContains(cmdline, needle)) ++n;
+  }
+  closedir(proc);
+  return n;
+}
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
+    ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
+    bin_ = bin;
+    auto pg = testing::SharedPostgres();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    const std::string name = absl::AsciiStrToLower(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    auto conninfo = (*pg)->CreateDatabase("e2e_" + name);
+    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+    dir_ = absl::StrCat((*pg)->dir(), "/e2e_", name);
+    ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
+    auto s = testing::StartScheduler(bin_, *conninfo, dir_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    scheduler_.emplace(*std::move(s));
+    sweeps_ = v1::SweepService::NewStub(
+        grpc::CreateChannel(scheduler_->address(), grpc::InsecureChannelCredentials()));
+  }
+
+  testing::Subprocess StartWorker(const std::string& name, int slots) {
+    auto w = testing::Subprocess::Start(
+        {bin_ + "/worker/normsweep-worker", "--scheduler", scheduler_->address(), "--name", name, "--cpu-slots",
+         std::to_string(slots), "--threads-per-slot", "1", "--trainer", bin_ + "/trainer/normsweep-train",
+         "--work-dir", dir_ + "/" + name, "--metrics-port", "0", "--grace-period-s", "2"},
+        {}, dir_ + "/" + name + ".log");
+    EXPECT_TRUE(w.ok()) << w.status();
+    return *std::move(w);
+  }
+
+  // Runs the normsweep CLI against this test's scheduler.
+  CommandResult Cli(std::vector<std::string> args, double timeout_s = 120, bool with_scheduler = true) {
+    static int n = 0;
+    const std::string log = absl::StrCat(dir_, "/cli-", n++, ".out");
+    std::vector<std::string> argv = {bin_ + "/client/normsweep"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::map<std::string, std::string> env;
+    if (with_scheduler) env["NORMSWEEP_SCHEDULER"] = scheduler_->address();
+    auto p = testing::Subprocess::Start(argv, env, log);
+    EXPECT_TRUE(p.ok());
+    CommandResult r;
+    r.exit_code = p->Wait(timeout_s);
+    r.output = ReadFile(log);
+    return r;
+  }
+
+  int64_t SubmitFile(const std::string& yaml) {
+    const std::string path = absl::StrCat(dir_, "/sweep-", ++files_, ".yaml");
+    std::ofstream(path) << yaml;
+    CommandResult r = Cli({"submit", path});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    int64_t id = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(r.output), &id)) << r.output;
+    return id;
+  }
+
+  v1::Sweep GetSweep(int64_t id) {
+    grpc::ClientContext ctx;
+    v1::GetSweepRequest req;
+    req.set_sweep_id(id);
+    v1::GetSweepResponse resp;
+    EXPECT_TRUE(sweeps_->GetSweep(&ctx, req, &resp).ok());
+    return resp.sweep();
+  }
+
+  std::vector<v1::Trial> ListTrials(int64_t sweep_id) {
+    grpc::ClientContext ctx;
+    v1::ListTrialsRequest req;
+    req.set_sweep_id(sweep_id);
+    v1::ListTrialsResponse resp;
+    EXPECT_TRUE(sweeps_->ListTrials(&ctx, req, &resp).ok());
+    return {resp.trials().begin(), resp.trials().end()};
+  }
+
+  v1::GetTrialResponse GetTrial(int64_t id) {
+    grpc::ClientContext ctx;
+    v1::GetTrialRequest req;
+    req.set_trial_id(id);
+    v1::GetTrialResponse resp;
+    EXPECT_TRUE(sweeps_->GetTrial(&ctx, req, &resp).ok());
+    return resp;
+  }
+
+  // Waits until pred(sweep) or the timeout.
+  template <typename Pred>
+  bool WaitFor(int64_t id, Pred pred, double timeout_s) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
+    while (absl::Now() < deadline) {
+      if (pred(GetSweep(id))) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return false;
+  }
+
+  // Every step 1..steps appears exactly once in the trial's metric history.
+  void ExpectOneMetricRowPerStep(int64_t trial_id, int steps) {
+    v1::GetTrialResponse t = GetTrial(trial_id);
+    std::vector<int> seen;
+    for (const v1::MetricPoint& m : t.metrics()) {
+      seen.push_back(m.step());
+      EXPECT_TRUE(m.has_train_loss()) << "trial " << trial_id << " step " << m.step();
+    }
+    std::vector<int> want(static_cast<size_t>(steps));
+    for (int i = 0; i < steps; ++i) want[static_cast<size_t>(i)] = i + 1;
+    EXPECT_EQ(seen, want) << "trial " << trial_id;
+    ASSERT_EQ(t.layer_grad_norms_size(), 1) << "trial " << trial_id;
+    EXPECT_EQ(t.layer_grad_norms(0).step(), 0);
+    EXPECT_GE(t.layer_grad_norms(0).norms_size(), 2);
+  }
+
+  std::string bin_, dir_;
+  int files_ = 0;
+  std::optional<testing::SchedulerProcess> scheduler_;
+  std::unique_ptr<v1::SweepService::Stub> sweeps_;
+};
+
+TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
+  testing::Subprocess w1 = StartWorker("w1", 1), w2 = StartWorker("w2", 1);
+  const int64_t id = SubmitFile(SweepYaml("e2e", 30, "0, 10", "1e-3, 3e-3"));
+  CommandResult watch = Cli({"watch", std::to_string(id)}, 300);
+  ASSERT_EQ(watch.exit_code, 0) << watch.output;
+  EXPECT_THAT(watch.output, HasSubstr("8/8 done"));
+  EXPECT_THAT(watch.output, HasSubstr("Post-LN"));
+
+  const std::vector<v1::Trial> trials = ListTrials(id);
+  ASSERT_EQ(trials.size(), 8u);
+  std::set<std::tuple<std::string, int, double>> points;
+  std::set<int64_t> workers;
+  for (const v1::Trial& t : trials) {
+    EXPECT_EQ(t.state(), v1::TRIAL_SUCCEEDED) << t.ShortDebugString();
+    EXPECT_TRUE(t.result().has_final_val_loss());
+    EXPECT_EQ(t.attempts(), 1);
+    points.insert({t.config().placement(), t.config().warmup_steps(), t.config().lr()});
+    workers.insert(t.worker_id());
+    ExpectOneMetricRowPerStep(t.id(), 30);
+  }
+  EXPECT_EQ(points.size(), 8u);   // one trial (one result) per grid point
+  EXPECT_EQ(workers.size(), 2u);  // both workers ran trials
+
+  CommandResult csv = Cli({"results", std::to_string(id), "--format", "csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.output;
+  std::vector<std::string> lines = absl::StrSplit(csv.output, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 9u) << csv.output;  // header + 8 cells
+  EXPECT_THAT(csv.output, HasSubstr("post,\"\",10,0.003,1,1,0,0,0,0,"));
+  CommandResult show = Cli({"show", std::to_string(id)});
+  EXPECT_EQ(show.exit_code, 0);
+  EXPECT_THAT(show.output, HasSubstr("8 succeeded"));
+  CommandResult list = Cli({"list"});
+  EXPECT_THAT(list.output, HasSubstr("completed"));
+}
+
+TEST_F(EndToEndTest, KilledWorkersTrialIsReleasedAndFinishesElsewhere) {
+  testing::Subprocess doomed = StartWorker("doomed", 1);
+  // One trial of a few seconds.
+  constexpr int kSteps = 1500;
+  const int64_t id = SubmitFile(
+      SweepYaml("killed", kSteps, "0", "1e-3", "pre", "layers: 2, d_model: 32, heads: 2, seq_len: 32, batch_size: 8"));
+  // Let it run a while, then kill the worker outright.
+  ASSERT_TRUE(WaitFor(id, [&](const v1::Sweep&) {
+    std::vector<v1::Trial> t = ListTrials(id);
+    return !t.empty() && t[0].last_step() >= 50;
+  }, 60));
+  doomed.Stop(SIGKILL);
+  testing::Subprocess rescuer = StartWorker("rescuer", 1);
+  ASSERT_TRUE(WaitFor(id, [](const v1::Sweep& s) { return s.state() == v1::SWEEP_COMPLETED; }, 180))
+      << GetSweep(id).ShortDebugString();
+  const std::vector<v1::Trial> trials = ListTrials(id);
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_EQ(trials[0].state(), v1::TRIAL_SUCCEEDED);
+  EXPECT_EQ(trials[0].attempts(), 2);
+  // The second attempt re-sent steps the first had stored: still one row each.
+  ExpectOneMetricRowPerStep(trials[0].id(), kSteps);
+  EXPECT_EQ(CountTrainers(dir_ + "/doomed"), 0) << "the killed worker's trainer must not outlive it";
+}
+
+TEST_F(EndToEndTest, CancelDuringARunStopsEveryTrial) {
+  testing::Subprocess w1 = StartWorker("c1", 1), w2 = StartWorker("c2", 1);
+  const int64_t id = SubmitFile(SweepYaml("cancel", 100000, "0, 10", "1e-3, 3e-3"));
+  ASSERT_TRUE(WaitFor(id, [](const v1::Sweep& s) { return s.counts().running() >= 2; }, 60));
+  const absl::Time started = absl::Now() + absl::Seconds(30);
+  while (CountTrainers(dir_) == 0 && absl::Now() < started) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_GT(CountTrainers(dir_), 0) << "the trainers of this test are visible in /proc";
+  CommandResult cancel = Cli({"cancel", std::to_string(id)});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.output;
+  ASSERT_TRUE(WaitFor(id, [](const v1::Sweep& s) {
+    return s.counts().pending() == 0 && s.counts().running() == 0;
+  }, 60)) << GetSweep(id).ShortDebugString();
+  for (const v1::Trial& t : ListTrials(id)) {
+    EXPECT_TRUE(t.state() == v1::TRIAL_CANCELLED || t.state() == v1::TRIAL_SUCCEEDED) << t.ShortDebugString();
+  }
+  EXPECT_EQ(GetSweep(id).state(), v1::SWEEP_CANCELLED);
+  // No trainer left behind.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (CountTrainers(dir_) > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(CountTrainers(dir_), 0);
+}
+
+TEST_F(EndToEndTest, CliErrorsAreClearAndNonZero) {
+  const std::string dead = absl::StrCat("127.0.0.1:", testing::FreePort());
+  CommandResult down = Cli({"list", "--scheduler", dead}, 60, false);
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_THAT(down.output, HasSubstr("cannot reach the scheduler at " + dead));
+
+  const std::string bad = dir_ + "/bad.yaml";
+  std::ofstream(bad) << "name: broken\nplacements: [post, pre\n";
+  CommandResult malformed = Cli({"submit", bad});
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_THAT(malformed.output, HasSubstr("bad.yaml: line"));
+
+  const std::string invalid = dir_ + "/invalid.yaml";
+  std::ofstream(invalid) << SweepYaml("invalid", 10, "0", "-1");
+  CommandResult rejected = Cli({"submit", invalid});
+  EXPECT_EQ(rejected.exit_code, 2);
+  EXPECT_THAT(rejected.output, HasSubstr("peak_lrs"));
+
+  CommandResult unknown = Cli({"show", "987654"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.output, HasSubstr("987654"));
+  // Nothing was stored by the rejected submissions.
+  CommandResult list = Cli({"list"});
+  EXPECT_THAT(list.output, ::testing::Not(HasSubstr("invalid")));
+}
+
+}  // namespace
+}  // namespace normsweep
