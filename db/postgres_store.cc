@@ -437,7 +437,8 @@ void PostgresStore::LeaseGroup(std::vector<LeaseItem*>& group) {
       "  lease_expires_at = 'epoch'::timestamptz + pick.expires_us * interval '1 microsecond',"
       "  started_at = COALESCE(t.started_at, 'epoch'::timestamptz + pick.now_us * interval '1 microsecond'),"
       "  last_step = 0, last_train_loss = NULL, last_val_loss = NULL, update_seq = nextval('trial_update_seq')"
-      "  FROM pick WHERE t.id = pick.id AND pick.lim = 0 RETURNING pick.pos AS leased_pos, ", kTrialColumns, "),"
+      "  FROM pick WHERE t.id = pick.id AND pick.lim = 0 AND t.state = 'PENDING'"
+      "  RETURNING pick.pos AS leased_pos, ", kTrialColumns, "),"
       // A retry starts its history afresh.
       " dm AS (DELETE FROM trial_metrics m USING u WHERE m.trial_id = u.id AND u.attempts > 1),"
       " dg AS (DELETE FROM layer_grad_norms g USING u WHERE g.trial_id = u.id AND u.attempts > 1)"
@@ -530,8 +531,12 @@ absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseSlowPath(int64_t wo
 absl::StatusOr<HeartbeatResult> PostgresStore::Heartbeat(int64_t worker_id,
                                                          const std::vector<v1::TrialLease>& leases,
                                                          absl::Time now, absl::Duration lease) {
+  // Trial id order, as progress groups lock rows (fewer lock-order deadlocks).
+  std::vector<v1::TrialLease> sorted = leases;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const v1::TrialLease& a, const v1::TrialLease& b) { return a.trial_id() < b.trial_id(); });
   PgArray ids, attempts;
-  for (const v1::TrialLease& l : leases) {
+  for (const v1::TrialLease& l : sorted) {
     ids.Add(l.trial_id());
     attempts.Add(static_cast<int64_t>(l.attempt()));
   }

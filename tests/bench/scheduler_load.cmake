@@ -2,4 +2,4 @@
 # program that prints figures, not a test (CONVENTIONS.md #12).
 add_executable(normsweep-scheduler-load ${CMAKE_CURRENT_LIST_DIR}/scheduler_load.cc)
 target_link_libraries(normsweep-scheduler-load PRIVATE normsweep_scheduler normsweep_postgres_store
-  normsweep_test_postgres absl::flags absl::flags_parse)
+  normsweep_test_postgres normsweep_test_subprocess absl::flags absl::flags_parse)
