@@ -1,6 +1,6 @@
 #include "worker/slots.h"
 
-#include <filesystem>
+#include <cstdio>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -42,14 +42,20 @@ absl::StatusOr<std::vector<SlotSpec>> ResolveSlots(const std::string& gpus, int 
   return slots;
 }
 
-int DetectGpus() {
+int DetectGpus(const std::string& trainer_path) {
+  // Ask the trainer: it lists only the GPUs it can use (a build without
+  // CUDA lists none, and CUDA_VISIBLE_DEVICES applies).
+  std::string quoted = "'";
+  for (char c : trainer_path) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  std::FILE* p = popen((quoted + " --list-devices 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return 0;
   int n = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
-    const std::string name = entry.path().filename().string();
-    int index = 0;
-    if (absl::StartsWith(name, "nvidia") && absl::SimpleAtoi(name.substr(6), &index)) ++n;
+  char line[256];
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    if (absl::StartsWith(line, "cuda:")) ++n;
   }
+  pclose(p);
   return n;
 }
 

@@ -20,8 +20,9 @@ namespace normsweep::worker {
 absl::StatusOr<std::vector<SlotSpec>> ResolveSlots(const std::string& gpus, int cpu_slots, int threads_per_slot,
                                                    int detected_gpus, int cores);
 
-// GPUs visible on this machine (/dev/nvidiaN device files).
-int DetectGpus();
+// GPUs the trainer can use (`normsweep-train --list-devices`, "cuda:N"
+// lines); 0 when it lists none or cannot be run.
+int DetectGpus(const std::string& trainer_path);
 
 }  // namespace normsweep::worker
 

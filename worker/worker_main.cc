@@ -108,16 +108,19 @@ int main(int argc, char** argv) {
   WorkerOptions options;
   options.hostname = Hostname();
   options.name = absl::GetFlag(FLAGS_name).empty() ? options.hostname : absl::GetFlag(FLAGS_name);
-  const unsigned cores = std::thread::hardware_concurrency();
-  auto slots = normsweep::worker::ResolveSlots(absl::GetFlag(FLAGS_gpus), absl::GetFlag(FLAGS_cpu_slots),
-                                               absl::GetFlag(FLAGS_threads_per_slot),
-                                               normsweep::worker::DetectGpus(), cores == 0 ? 1 : cores);
-  if (!slots.ok()) return Fail(std::string(slots.status().message()));
-  options.slots = *slots;
   options.trainer_path = absl::GetFlag(FLAGS_trainer).empty() ? DefaultTrainer() : absl::GetFlag(FLAGS_trainer);
   if (access(options.trainer_path.c_str(), X_OK) != 0) {
     return Fail(absl::StrCat("--trainer: cannot execute '", options.trainer_path, "'"));
   }
+  const std::string gpus = absl::GetFlag(FLAGS_gpus);
+  const bool want_gpus = gpus == "all" || (gpus.empty() && absl::GetFlag(FLAGS_cpu_slots) == 0);
+  const int detected = want_gpus ? normsweep::worker::DetectGpus(options.trainer_path) : 0;
+  const unsigned cores = std::thread::hardware_concurrency();
+  auto slots = normsweep::worker::ResolveSlots(gpus, absl::GetFlag(FLAGS_cpu_slots),
+                                               absl::GetFlag(FLAGS_threads_per_slot), detected,
+                                               cores == 0 ? 1 : static_cast<int>(cores));
+  if (!slots.ok()) return Fail(std::string(slots.status().message()));
+  options.slots = *slots;
   options.work_dir = absl::GetFlag(FLAGS_work_dir);
   if (options.work_dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");

@@ -268,6 +268,50 @@ TEST_F(WorkerIntegrationTest, SigtermHandsBackTrialsPastTheGracePeriod) {
   EXPECT_TRUE(sweeps_->CancelSweep(&ctx, cancel, &cancelled).ok());
 }
 
+// Gone, or a zombie nobody reaped yet (init in a container may not).
+bool ProcessGone(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat) return true;
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+// The trainer dies with its worker: PR_SET_PDEATHSIG (even when it is silent),
+// and SIGPIPE on its next event once nobody reads its stdout.
+TEST_F(WorkerIntegrationTest, SigkilledWorkerLeavesNoTrainerBehind) {
+  std::optional<testing::Subprocess> worker(StartWorker("w4", 0, "5"));
+  v1::SweepSpec spec = TinySpec("killed", 1000000);
+  spec.clear_warmup_steps();
+  spec.add_warmup_steps(0);
+  spec.clear_placements();
+  spec.add_placements("post");
+  const v1::Sweep sweep = Submit(spec);
+  pid_t trainer = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline && trainer == 0) {
+    std::ifstream in(dir_ + "/w4.log");
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t at = line.find("(pid ");
+      if (at != std::string::npos) (void)absl::SimpleAtoi(line.substr(at + 5, line.find(',', at) - at - 5), &trainer);
+    }
+    if (trainer == 0) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_GT(trainer, 0);
+  ASSERT_FALSE(ProcessGone(trainer));
+  EXPECT_EQ(worker->Stop(SIGKILL), 128 + SIGKILL);
+  const absl::Time gone_deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < gone_deadline && !ProcessGone(trainer)) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_TRUE(ProcessGone(trainer)) << "normsweep-train " << trainer << " outlived its worker";
+  grpc::ClientContext ctx;
+  v1::CancelSweepRequest cancel;
+  cancel.set_sweep_id(sweep.id());
+  v1::CancelSweepResponse cancelled;
+  EXPECT_TRUE(sweeps_->CancelSweep(&ctx, cancel, &cancelled).ok());
+}
+
 TEST_F(WorkerIntegrationTest, SchedulerRestartLosesNoProgress) {
   // A scheduler on a fixed port, with leases long enough to outlive its
   // restart.
