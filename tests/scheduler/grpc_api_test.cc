@@ -473,5 +473,41 @@ TEST_F(GrpcApiTest, HealthCheckSaysServing) {
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
+TEST_F(GrpcApiTest, ReflectionListsTheServices) {
+  // grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo with
+  // {list_services: ""} (field 7: bytes 3a 00), as grpcurl sends it.
+  grpc::GenericStub stub(channel_);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  void* tag = nullptr;
+  bool ok = false;
+  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::Slice request_slice(std::string("\x3a\x00", 2));
+  grpc::ByteBuffer request(&request_slice, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  EXPECT_THAT(bytes, HasSubstr("normsweep.v1.SweepService"));
+  EXPECT_THAT(bytes, HasSubstr("normsweep.v1.WorkerService"));
+  EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
+  call->WritesDone(reinterpret_cast<void*>(4));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
 }  // namespace
 }  // namespace normsweep::scheduler
