@@ -533,6 +533,25 @@ TEST_P(StoreTest, ConcurrentLeasesHandOutEveryTrialOnce) {
   EXPECT_EQ(unique.size(), 300u);
 }
 
+TEST_P(StoreTest, ConcurrentLeasesRespectMaxConcurrentTrials) {
+  v1::Sweep limited = Create("limited", 50, /*priority=*/1, 3, /*max_concurrent=*/3);
+  std::vector<int64_t> workers;
+  for (int i = 0; i < 12; ++i) workers.push_back(Worker(absl::StrCat("w", i)));
+  std::atomic<int> leased{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 12; ++i) {
+    threads.emplace_back([&, i] {
+      auto t = store_->LeaseTrial(workers[i], kT0, kLease);
+      if (!t.ok()) ++errors;
+      else if (t->has_value()) ++leased;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(leased.load(), 3);
+  EXPECT_EQ(store_->GetSweep(limited.id())->counts().running(), 3);
+}
+
 TEST_P(StoreTest, ConcurrentProgressReportsAreAllStoredOnce) {
   Create("progress", 12);
   int64_t w = Worker();
