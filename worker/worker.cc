@@ -132,7 +132,10 @@ absl::Status Worker::Run() {
   for (const SlotSpec& s : options_.slots) metrics_.AddDevice(s.device);
 
   absl::StatusOr<absl::Duration> heartbeat_interval = Register();
-  if (absl::IsCancelled(heartbeat_interval.status())) return absl::OkStatus();
+  if (absl::IsCancelled(heartbeat_interval.status())) {
+    Log("drained before registering, exiting");
+    return absl::OkStatus();
+  }
   if (!heartbeat_interval.ok()) return heartbeat_interval.status();
 
   std::thread heartbeat([this, interval = *heartbeat_interval] { HeartbeatLoop(interval); });
@@ -279,7 +282,7 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
   std::optional<v1::TrainEvent> final_event;
   int last_step = 0;
   const int steps = config.steps();
-  const int prefetch_step = std::max(1, static_cast<int>(steps * options_.prefetch_at));
+  const absl::Time started_at = clock_.Now();
   bool prefetch_tried = false;
   absl::Time final_at = absl::InfiniteFuture();
   bool lingering_killed = false;
@@ -354,7 +357,9 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
       watchdog.OnTerminate(now);  // no-op: the first SIGTERM time stays
     }
     // Lease the slot's next trial while this one finishes.
-    if (!prefetch_tried && stop == Stop::kNone && (final_event.has_value() || last_step >= prefetch_step)) {
+    if (!prefetch_tried && stop == Stop::kNone &&
+        (final_event.has_value() ||
+         (last_step > 0 && (now - started_at) / last_step * (steps - last_step) <= options_.prefetch_lead))) {
       prefetch_tried = true;
       next = LeaseOne();
     }

@@ -121,6 +121,10 @@ int main(int argc, char** argv) {
                                                cores == 0 ? 1 : static_cast<int>(cores));
   if (!slots.ok()) return Fail(std::string(slots.status().message()));
   options.slots = *slots;
+  if (gpus == "all" && detected == 0) {
+    std::fprintf(stderr, "normsweep-worker: --gpus all: %s lists no GPU; running %zu CPU slot(s)\n",
+                 options.trainer_path.c_str(), options.slots.size());
+  }
   options.work_dir = absl::GetFlag(FLAGS_work_dir);
   if (options.work_dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");

@@ -43,9 +43,11 @@ struct WorkerOptions {
   // Nothing to lease: poll again after poll_min, doubling up to poll_max.
   absl::Duration poll_min = absl::Milliseconds(200);
   absl::Duration poll_max = absl::Seconds(2);
-  // Lease the slot's next trial once the running one has done this share
-  // of its steps, so the slot does not wait for a LeaseTrial round trip.
-  double prefetch_at = 0.9;
+  // Lease the slot's next trial once the running one is expected to end
+  // within this long (from its step rate), so the slot does not wait for a
+  // LeaseTrial round trip; not earlier, so that a lease is not held idle
+  // while another worker's slot could run it.
+  absl::Duration prefetch_lead = absl::Seconds(3);
   // 0 = use the interval RegisterWorker returns.
   absl::Duration heartbeat_interval = absl::ZeroDuration();
   // After the slots stop, pending FinishTrial/progress get this long.

@@ -1,6 +1,7 @@
 #include "tests/worker/fake_scheduler_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace normsweep::worker::testing {
 
@@ -116,6 +117,7 @@ absl::StatusOr<v1::LeaseTrialResponse> FakeSchedulerClient::LeaseTrial(const v1:
   r.trial.set_state(v1::TRIAL_RUNNING);
   r.trial.set_worker_id(request.worker_id());
   r.held = true;
+  r.leased_at = absl::Now();
   ++leases_granted_;
   response.set_leased(true);
   *response.mutable_trial() = r.trial;
@@ -169,6 +171,7 @@ absl::StatusOr<v1::FinishTrialResponse> FakeSchedulerClient::FinishTrial(const v
   if (!held.ok()) return held;
   TrialRecord& r = trials_[request.trial_id()];
   r.held = false;
+  if (r.finishes.empty()) r.finished_at = absl::Now();
   r.trial.set_state(request.outcome());
   r.finishes.push_back(request);
   v1::FinishTrialResponse response;

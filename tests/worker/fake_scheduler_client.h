@@ -31,6 +31,8 @@ class FakeSchedulerClient : public SchedulerClient {
     int progress_calls = 0;                     // accepted
     std::vector<v1::FinishTrialRequest> finishes;  // accepted
     int refused_calls = 0;                      // FAILED_PRECONDITION
+    absl::Time leased_at = absl::InfinitePast();   // latest lease
+    absl::Time finished_at = absl::InfinitePast(); // first accepted FinishTrial
   };
 
   // A PENDING trial; returns its id.

@@ -12,7 +12,8 @@
 //   ignore_term  like ok, but ignores SIGTERM (only SIGKILL stops it)
 //   linger       like ok, then stays alive after its final event, ignoring
 //                SIGTERM
-// pidfile=PATH writes the process id there first.
+// pidfile=PATH writes the process id there first; end_ms=N waits N ms after
+// the last step before the final event (a long final evaluation).
 #include <signal.h>
 #include <unistd.h>
 
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (!g_stop) usleep(num("end_ms", 0) * 1000);
   v1::TrainEvent f;
   f.set_type("final");
   f.set_step(std::min(step, steps));

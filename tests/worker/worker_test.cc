@@ -17,7 +17,9 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -370,7 +372,9 @@ TEST_F(WorkerTest, DrainPastGracePeriodHandsTrialsBack) {
 TEST_F(WorkerTest, KeepsEverySlotBusyAndPrefetchesTheNextLease) {
   options_.slots = {{"cpu", 1}, {"cpu", 1}};
   std::vector<int64_t> ids;
-  for (int i = 0; i < 6; ++i) ids.push_back(fake_.AddTrial(Config("mode=ok,step_ms=5", 40)));
+  // Each ends with a 400 ms final evaluation: the next lease must come
+  // before it, not after the process has exited.
+  for (int i = 0; i < 6; ++i) ids.push_back(fake_.AddTrial(Config("mode=ok,step_ms=5,end_ms=400", 40)));
   Start();
   for (int64_t id : ids) ASSERT_TRUE(WaitFinished(id));
   const std::string text = Metrics();
@@ -378,9 +382,29 @@ TEST_F(WorkerTest, KeepsEverySlotBusyAndPrefetchesTheNextLease) {
   for (int64_t id : ids) EXPECT_EQ(fake_.Get(id).finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
   EXPECT_THAT(text, HasSubstr("normsweep_worker_trials_finished_total{outcome=\"SUCCEEDED\"} 6"));
   EXPECT_THAT(text, HasSubstr("normsweep_worker_slot_idle_seconds_count 4"));
-  // The next trial was leased before the previous one ended, so the gap is
-  // just process start-up: well under the 50 ms bucket.
-  EXPECT_THAT(text, HasSubstr("normsweep_worker_slot_idle_seconds_bucket{le=\"0.05\"} 4"));
+  // Trials 3..6 were prefetched while 1..4 were still in their final
+  // evaluation (two slots: trial k+2 follows trial k on its slot, give or take).
+  for (int k = 2; k < 6; ++k) {
+    const absl::Time leased = fake_.Get(ids[k]).leased_at;
+    const absl::Time earliest_finish =
+        std::min(fake_.Get(ids[k - 2]).finished_at, fake_.Get(ids[k - 1]).finished_at);
+    EXPECT_LT(leased, earliest_finish - absl::Milliseconds(200)) << "trial " << ids[k] << " leased late";
+  }
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, "normsweep_worker_slot_idle_seconds_sum")) std::printf("%s\n", std::string(line).c_str());
+  }
+}
+
+TEST_F(WorkerTest, DoesNotHoldANextLeaseLongBeforeTheTrialEnds) {
+  options_.prefetch_lead = absl::Seconds(1);
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 100000));  // ~1000 s to go
+  fake_.AddTrial(Config("mode=ok", 5));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 20; }, absl::Seconds(10)));
+  EXPECT_EQ(fake_.leases_granted(), 1) << "leased the next trial while this one has ~1000 s to go";
+  fake_.CancelTrial(a);
+  ASSERT_TRUE(WaitFinished(a));
+  Stop();
 }
 
 TEST_F(WorkerTest, RegistersOnceTheSchedulerIsUp) {
