@@ -43,6 +43,7 @@ ABSL_FLAG(double, trial_timeout_s, 0, "Kill a trial running longer than this and
 ABSL_FLAG(double, stall_timeout_s, 600, "Kill a trial that prints no event for this long (0: no limit)");
 ABSL_FLAG(double, grace_period_s, 30, "On SIGTERM, let running trials finish for this long, then hand them back");
 ABSL_FLAG(double, kill_after_s, 3, "SIGKILL a trial this long after its SIGTERM");
+ABSL_FLAG(double, prefetch_lead_s, 3, "Lease a slot's next trial when its running one should end within this long");
 ABSL_FLAG(bool, keep_trial_dirs, false, "Keep the work dir of every trial (FAILED ones are always kept)");
 
 namespace {
@@ -89,7 +90,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "normsweep-worker --scheduler host:port [--name NAME] [--cpu-slots N | --gpus all|none|0,2]\n"
       "  [--threads-per-slot N] [--trainer PATH] [--work-dir DIR] [--metrics-port P]\n"
-      "  [--trial-timeout-s S] [--stall-timeout-s S] [--grace-period-s S]");
+      "  [--trial-timeout-s S] [--stall-timeout-s S] [--grace-period-s S]\n"
+      "SIGTERM/SIGINT drain: no new leases; running trials get --grace-period-s to finish, then are\n"
+      "stopped and handed back (not reported: the scheduler re-queues them when their lease expires).");
   // absl spells flags with underscores; accept the dashed names too.
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i < args.size(); ++i) {
@@ -133,13 +136,15 @@ int main(int argc, char** argv) {
   for (const auto& [flag, value] : {std::pair{"--trial-timeout-s", absl::GetFlag(FLAGS_trial_timeout_s)},
                                     std::pair{"--stall-timeout-s", absl::GetFlag(FLAGS_stall_timeout_s)},
                                     std::pair{"--grace-period-s", absl::GetFlag(FLAGS_grace_period_s)},
-                                    std::pair{"--kill-after-s", absl::GetFlag(FLAGS_kill_after_s)}}) {
+                                    std::pair{"--kill-after-s", absl::GetFlag(FLAGS_kill_after_s)},
+                                    std::pair{"--prefetch-lead-s", absl::GetFlag(FLAGS_prefetch_lead_s)}}) {
     if (!(value >= 0)) return Fail(absl::StrCat(flag, ": must be >= 0"));
   }
   options.trial_timeout = absl::Seconds(absl::GetFlag(FLAGS_trial_timeout_s));
   options.stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stall_timeout_s));
   options.grace_period = absl::Seconds(absl::GetFlag(FLAGS_grace_period_s));
   options.kill_after = absl::Seconds(absl::GetFlag(FLAGS_kill_after_s));
+  options.prefetch_lead = absl::Seconds(absl::GetFlag(FLAGS_prefetch_lead_s));
   options.keep_trial_dirs = absl::GetFlag(FLAGS_keep_trial_dirs);
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
   if (metrics_port < 0 || metrics_port > 65535) return Fail("--metrics-port: must be in [0, 65535]");
