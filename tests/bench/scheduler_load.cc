@@ -51,6 +51,9 @@ ABSL_FLAG(bool, durable, false, "Throwaway PostgreSQL with fsync and synchronous
 ABSL_FLAG(bool, pg_stats, false, "Print the costliest statements (pg_stat_statements) at the end");
 ABSL_FLAG(std::string, scheduler_binary, "",
           "Run this normsweep-scheduler as a separate process (default: in this process)");
+ABSL_FLAG(double, rate, 0,
+          "Start at most this many lifecycles per second in total (0: as fast as the workers go); "
+          "below saturation, lease latency is service time rather than queueing");
 ABSL_FLAG(bool, memory_store, false, "Use the in-memory store (measures gRPC and scheduler overhead only)");
 ABSL_FLAG(int, db_pool_size, 16, "Database connections of the in-process scheduler");
 
@@ -66,7 +69,25 @@ struct WorkerResult {
   std::string error;
 };
 
-void RunWorker(const std::string& target, int index, int batches, int steps_per_batch, WorkerResult* out) {
+// Paces lifecycle starts across all workers: the n-th start is not before
+// start + n / rate.
+class Pacer {
+ public:
+  Pacer(double rate, absl::Time start) : rate_(rate), start_(start) {}
+  void Wait() {
+    if (rate_ <= 0) return;
+    const int64_t n = next_.fetch_add(1);
+    absl::SleepFor(start_ + absl::Seconds(n / rate_) - absl::Now());
+  }
+
+ private:
+  const double rate_;
+  const absl::Time start_;
+  std::atomic<int64_t> next_{0};
+};
+
+void RunWorker(const std::string& target, int index, int batches, int steps_per_batch, Pacer* pacer,
+               WorkerResult* out) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, like a real worker
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
@@ -84,6 +105,7 @@ void RunWorker(const std::string& target, int index, int batches, int steps_per_
     }
   }
   while (true) {
+    pacer->Wait();
     v1::LeaseTrialRequest lease;
     lease.set_worker_id(worker.worker_id());
     v1::LeaseTrialResponse leased;
@@ -280,8 +302,9 @@ int Main() {
   const double self_cpu0 = ProcessCpuSeconds(getpid());
   const double child_cpu0 = child ? ProcessCpuSeconds(child->pid()) : 0;
   start = absl::Now();
+  Pacer pacer(absl::GetFlag(FLAGS_rate), start);
   for (int i = 0; i < workers; ++i) {
-    threads.emplace_back(RunWorker, target, i, batches, steps, &results[i]);
+    threads.emplace_back(RunWorker, target, i, batches, steps, &pacer, &results[i]);
   }
   for (auto& t : threads) t.join();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
@@ -338,8 +361,10 @@ int Main() {
   std::vector<double> sorted = lease_ms;
   const double p50 = Percentile(sorted, 0.50), p99 = Percentile(sorted, 0.99);
   const double max = sorted.empty() ? 0 : *std::max_element(sorted.begin(), sorted.end());
-  std::printf("scheduler load: %d workers, %d trials x %d batches x %d steps, PostgreSQL %s\n", workers, lifecycles,
-              batches, steps, absl::GetFlag(FLAGS_durable) ? "durable (fsync on)" : "fsync off");
+  std::printf("scheduler load: %d workers, %d trials x %d batches x %d steps, PostgreSQL %s, %s\n", workers,
+              lifecycles, batches, steps, absl::GetFlag(FLAGS_durable) ? "durable (fsync on)" : "fsync off",
+              absl::GetFlag(FLAGS_rate) > 0 ? absl::StrCat("paced at ", absl::GetFlag(FLAGS_rate), " lifecycles/s").c_str()
+                                            : "unpaced (saturation)");
   std::printf("  wall time            %.2f s\n", seconds);
   std::printf("  trial lifecycles/s   %.0f   (target >= 1000)\n", lifecycles / seconds);
   std::printf("  metric points/s      %.0f   (target >= 50000)%s\n", points / seconds,
