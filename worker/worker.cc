@@ -442,7 +442,15 @@ void Worker::EraseLease(int64_t trial_id, const Lease* lease) {
 
 void Worker::NoteRpc(const absl::Status& status, const char* what) {
   if (status.ok()) {
-    if (scheduler_unreachable_.exchange(false)) Log("scheduler reachable again");
+    if (scheduler_unreachable_.exchange(false)) {
+      Log("scheduler reachable again");
+      // Everything waiting out a back-off goes now.
+      absl::MutexLock lock(&mu_);
+      for (auto& [id, l] : leases_) {
+        l->retry_at = absl::InfinitePast();
+        l->backoff = absl::ZeroDuration();
+      }
+    }
   } else if (IsRetryable(status)) {
     if (!scheduler_unreachable_.exchange(true)) {
       Log(absl::StrCat("scheduler unreachable (", what, ": ", status.ToString(),

@@ -107,6 +107,8 @@ class Worker {
   // One lease's pending work (progress, then FinishTrial): runs on the
   // reporter thread without mu_ held while calling the scheduler.
   void Report(const LeasePtr& lease);
+  // Logs when the scheduler becomes unreachable or reachable again (then
+  // ends every back-off). Called without mu_ held.
   void NoteRpc(const absl::Status& status, const char* what);
 
   void HeartbeatLoop(absl::Duration interval);

@@ -39,7 +39,7 @@ struct WorkerOptions {
   int max_batch_points = 2000;
   // Re-send back-off while the scheduler is unreachable.
   absl::Duration retry_min = absl::Milliseconds(250);
-  absl::Duration retry_max = absl::Seconds(5);
+  absl::Duration retry_max = absl::Seconds(2);
   // Nothing to lease: poll again after poll_min, doubling up to poll_max.
   absl::Duration poll_min = absl::Milliseconds(200);
   absl::Duration poll_max = absl::Seconds(2);
