@@ -54,6 +54,8 @@ ABSL_FLAG(std::string, scheduler_binary, "",
 ABSL_FLAG(double, rate, 0,
           "Start at most this many lifecycles per second in total (0: as fast as the workers go); "
           "below saturation, lease latency is service time rather than queueing");
+ABSL_FLAG(std::vector<std::string>, pg_settings, {},
+          "Extra settings for the throwaway PostgreSQL, e.g. autovacuum=off,wal_level=minimal");
 ABSL_FLAG(bool, memory_store, false, "Use the in-memory store (measures gRPC and scheduler overhead only)");
 ABSL_FLAG(int, db_pool_size, 16, "Database connections of the in-process scheduler");
 
@@ -221,6 +223,7 @@ int Main() {
     testing::PostgresInstanceOptions pg_options;
     pg_options.fast_unsafe = !absl::GetFlag(FLAGS_durable);
     pg_options.extra_settings = {"max_connections=200", "shared_buffers=256MB"};
+    for (const std::string& setting : absl::GetFlag(FLAGS_pg_settings)) pg_options.extra_settings.push_back(setting);
     if (absl::GetFlag(FLAGS_pg_stats)) {
       pg_options.extra_settings.push_back("shared_preload_libraries=pg_stat_statements");
       pg_options.extra_settings.push_back("pg_stat_statements.track_planning=on");
