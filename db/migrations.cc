@@ -125,11 +125,19 @@ std::vector<std::string> SplitSqlStatements(std::string_view sql) {
 }
 
 absl::StatusOr<int> ApplyMigrations(PgConnection& conn, const std::vector<Migration>& migrations) {
+  // A migration (an index on a large table) or waiting for another
+  // scheduler's migrations may take longer than the statement timeout.
+  ASSIGN_OR_RETURN(PgResult timeout, conn.Exec("SELECT current_setting('statement_timeout')"));
+  const std::string previous_timeout = timeout.GetString(0, 0);
+  RETURN_IF_ERROR(conn.Exec("SELECT set_config('statement_timeout', '0', false)").status());
   RETURN_IF_ERROR(conn.Exec("SELECT pg_advisory_lock($1)", PgParams().Add(kMigrationLockKey)).status());
   absl::StatusOr<int> result = ApplyLocked(conn, migrations);
   absl::Status unlock =
       conn.Exec("SELECT pg_advisory_unlock($1)", PgParams().Add(kMigrationLockKey)).status();
+  absl::Status restore =
+      conn.Exec("SELECT set_config('statement_timeout', $1, false)", PgParams().Add(previous_timeout)).status();
   if (result.ok() && !unlock.ok()) return unlock;
+  if (result.ok() && !restore.ok()) return restore;
   return result;
 }
 

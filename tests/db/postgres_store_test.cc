@@ -47,7 +47,19 @@ TEST(SplitSqlStatementsTest, SplitsOutsideQuotesAndComments) {
 
 TEST(MigrationsTest, AppliedOnceInOrderAndRecorded) {
   const std::string conninfo = NewDatabase("migrations");
-  auto conn = Connect(conninfo);
+  PgConnectOptions options;
+  options.conninfo = conninfo;
+  options.statement_timeout = absl::Milliseconds(1500);
+  auto connected = PgConnection::Connect(options);
+  ASSERT_TRUE(connected.ok());
+  std::unique_ptr<PgConnection> conn = *std::move(connected);
+  // A slow migration is not cut off by the statement timeout...
+  std::vector<Migration> slow = {{1, "0001_slow", "SELECT pg_sleep(2); CREATE TABLE slow_done (x int);"}};
+  ASSERT_TRUE(ApplyMigrations(*conn, slow).ok());
+  // ...which applies again afterwards.
+  EXPECT_EQ(conn->Exec("SELECT pg_sleep(2)").status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(conn->Exec("DROP TABLE slow_done").ok());
+  ASSERT_TRUE(conn->Exec("DELETE FROM schema_migrations").ok());
   auto first = ApplyMigrations(*conn, EmbeddedMigrations());
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(*first, static_cast<int>(EmbeddedMigrations().size()));
