@@ -344,6 +344,11 @@ TEST_P(StoreTest, ProgressIsIdempotentPerStepAndMergesEvalPoints) {
       n->set_norm(0.5 + layer);
     }
   }
+  *g->add_norms() = g->norms(0);  // the same norm twice in one batch
+  v1::MetricPoint* again = req.add_points();  // step 1 twice in one batch: merged, first value wins
+  again->set_step(1);
+  again->set_train_loss(77);
+  again->set_tokens_per_s(5000);
   ASSERT_TRUE(store_->ReportProgress(req, kT0).ok());
   ASSERT_TRUE(store_->ReportProgress(req, kT0).ok());  // re-sent: no duplicates
   v1::ReportProgressRequest eval = req;                // the evaluation of step 2, later
@@ -360,6 +365,7 @@ TEST_P(StoreTest, ProgressIsIdempotentPerStepAndMergesEvalPoints) {
   ASSERT_EQ(h->metrics.size(), 3u);
   EXPECT_EQ(h->metrics[0].step(), 1);
   EXPECT_DOUBLE_EQ(h->metrics[0].train_loss(), 4.0);
+  EXPECT_DOUBLE_EQ(h->metrics[0].tokens_per_s(), 5000);
   EXPECT_FALSE(h->metrics[0].has_val_loss());
   EXPECT_DOUBLE_EQ(h->metrics[1].train_loss(), 3.0);
   EXPECT_DOUBLE_EQ(h->metrics[1].val_loss(), 3.25);
