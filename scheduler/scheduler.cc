@@ -1,5 +1,6 @@
 #include "scheduler/scheduler.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 
@@ -137,7 +138,11 @@ absl::Status Scheduler::WatchSweep(const v1::WatchSweepRequest& request,
   // Change numbers are taken inside transactions, so a smaller one can commit
   // after a larger one was seen. Each poll therefore re-reads from the
   // highest number seen at least kSlack ago and skips what was already sent.
-  constexpr absl::Duration kSlack = absl::Seconds(30);
+  // Only CreateSweep, CancelSweep and limited-sweep leases take several
+  // statements; everything else commits right after numbering.
+  constexpr absl::Duration kSlack = absl::Seconds(3);
+  // Changes wake the stream early, but it polls at most this often.
+  const absl::Duration min_gap = std::min(absl::Milliseconds(100), options_.watch_poll_interval);
   std::deque<std::pair<absl::Time, int64_t>> seen_at;  // (when, highest number seen)
   std::map<int64_t, int64_t> sent;                      // trial id -> number sent
   int64_t floor = 0, highest = 0;
@@ -169,9 +174,10 @@ absl::Status Scheduler::WatchSweep(const v1::WatchSweepRequest& request,
     first = false;
     if (SweepDone(sweep)) return absl::OkStatus();
     // Sleep until this replica changes something or the poll interval ends.
+    absl::SleepFor(min_gap);
     absl::MutexLock lock(&watch_mu_);
     auto changed_here = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(watch_mu_) { return changes_ != seen_changes; };
-    watch_mu_.AwaitWithTimeout(absl::Condition(&changed_here), options_.watch_poll_interval);
+    watch_mu_.AwaitWithTimeout(absl::Condition(&changed_here), options_.watch_poll_interval - min_gap);
     seen_changes = changes_;
   }
 }
