@@ -38,6 +38,16 @@ void FakeSchedulerClient::SetHeartbeatIntervalMs(int ms) {
   heartbeat_ms_ = ms;
 }
 
+void FakeSchedulerClient::ForgetWorker() {
+  absl::MutexLock lock(&mu_);
+  worker_known_ = false;
+}
+
+int FakeSchedulerClient::registrations() {
+  absl::MutexLock lock(&mu_);
+  return registrations_;
+}
+
 FakeSchedulerClient::TrialRecord FakeSchedulerClient::Get(int64_t id) {
   absl::MutexLock lock(&mu_);
   return trials_[id];
@@ -95,7 +105,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> FakeSchedulerClient::RegisterWorker(c
     return absl::UnavailableError("fake scheduler down");
   }
   v1::RegisterWorkerResponse r;
-  worker_id_ = 42;
+  worker_id_ = 42 + registrations_++;
+  worker_known_ = true;
   r.set_worker_id(worker_id_);
   r.set_lease_seconds(60);
   r.set_heartbeat_interval_ms(heartbeat_ms_);
@@ -107,6 +118,9 @@ absl::StatusOr<v1::LeaseTrialResponse> FakeSchedulerClient::LeaseTrial(const v1:
   if (unavailable_) {
     ++unavailable_calls_;
     return absl::UnavailableError("fake scheduler down");
+  }
+  if (!worker_known_ || request.worker_id() != worker_id_) {
+    return absl::NotFoundError(absl::StrCat("worker_id ", request.worker_id(), " not found"));
   }
   v1::LeaseTrialResponse response;
   if (pending_.empty()) return response;

@@ -45,6 +45,10 @@ class FakeSchedulerClient : public SchedulerClient {
   // The lease expired behind the worker's back.
   void LoseLease(int64_t id);
   void SetHeartbeatIntervalMs(int ms);
+  // The scheduler's database was replaced: the current worker id is
+  // unknown (NOT_FOUND) until the worker registers again.
+  void ForgetWorker();
+  int registrations();
 
   TrialRecord Get(int64_t id);
   int unavailable_calls();
@@ -70,7 +74,9 @@ class FakeSchedulerClient : public SchedulerClient {
   absl::Status CheckLease(int64_t worker, int64_t trial, int32_t attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  int64_t worker_id_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t worker_id_ ABSL_GUARDED_BY(mu_) = 0;     // the latest registration's id (42, 43, ...)
+  bool worker_known_ ABSL_GUARDED_BY(mu_) = false;
+  int registrations_ ABSL_GUARDED_BY(mu_) = 0;
   int heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 100;
   bool unavailable_ ABSL_GUARDED_BY(mu_) = false;
   int unavailable_calls_ ABSL_GUARDED_BY(mu_) = 0;

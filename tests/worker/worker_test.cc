@@ -407,6 +407,19 @@ TEST_F(WorkerTest, DoesNotHoldANextLeaseLongBeforeTheTrialEnds) {
   Stop();
 }
 
+TEST_F(WorkerTest, RegistersAgainWhenTheSchedulerForgetsIt) {
+  const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
+  Start();
+  ASSERT_TRUE(WaitFinished(a));
+  EXPECT_EQ(fake_.Get(a).finishes[0].worker_id(), 42);
+  fake_.ForgetWorker();
+  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
+  ASSERT_TRUE(WaitFinished(b));
+  Stop();
+  EXPECT_EQ(fake_.registrations(), 2);
+  EXPECT_EQ(fake_.Get(b).finishes[0].worker_id(), 43);
+}
+
 TEST_F(WorkerTest, RegistersOnceTheSchedulerIsUp) {
   fake_.SetUnavailable(true);
   const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
