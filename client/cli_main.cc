@@ -25,7 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "client/json_text.h"
+#include "common/json_quote.h"
 #include "client/results.h"
 #include "client/sweep_client.h"
 #include "client/sweep_file.h"
@@ -113,7 +113,7 @@ std::string JsonValue(const std::string& v) {
   if (v == "true" || v == "false" || (absl::SimpleAtod(v, &d) && v.find_first_of("xXnN") == std::string::npos)) {
     return v;
   }
-  return cl::JsonQuote(v);
+  return normsweep::JsonQuote(v);
 }
 
 std::string JsonList(const std::string& csv) {
@@ -133,10 +133,10 @@ absl::StatusOr<v1::SweepSpec> SpecFromFlags(const normsweep::CliArgs& args) {
   std::string json = "{";
   auto add = [&](const std::string& key, const std::string& value) {
     if (json.size() > 1) json += ",";
-    json += cl::JsonQuote(key) + ":" + value;
+    json += normsweep::JsonQuote(key) + ":" + value;
   };
   if (!args.Has("name")) return absl::InvalidArgumentError("--name is required when no sweep file is given");
-  add("name", cl::JsonQuote(args.Get("name")));
+  add("name", normsweep::JsonQuote(args.Get("name")));
   const std::map<std::string, std::string> lists = {
       {"placements", "placements"}, {"warmup-steps", "warmup_steps"}, {"lrs", "peak_lrs"}, {"seeds", "seeds"}};
   for (const auto& [flag, field] : lists) {
@@ -156,7 +156,7 @@ absl::StatusOr<v1::SweepSpec> SpecFromFlags(const normsweep::CliArgs& args) {
       return absl::InvalidArgumentError("--set " + set + ": expected FIELD=VALUE");
     }
     if (base.size() > 1) base += ",";
-    base += cl::JsonQuote(set.substr(0, eq)) + ":" + JsonValue(set.substr(eq + 1));
+    base += normsweep::JsonQuote(set.substr(0, eq)) + ":" + JsonValue(set.substr(eq + 1));
   }
   add("base", base + "}");
   return cl::SweepSpecFromYaml(json + "}");

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/json_text.h"
+#include "common/json_quote.h"
 
 namespace normsweep::client {
 namespace {

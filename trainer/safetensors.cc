@@ -1,5 +1,7 @@
 #include "trainer/safetensors.h"
 
+#include "common/json_quote.h"
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -10,6 +12,8 @@
 
 namespace normsweep::trainer {
 namespace {
+
+using ::normsweep::JsonQuote;
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
@@ -191,28 +195,6 @@ StatusOr<uint64_t> ToUnsigned(const JsonValue& v, const std::string& what) {
   return static_cast<uint64_t>(std::stoull(v.text));
 }
 
-std::string JsonEscape(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 size_t SafeTensor::elements() const {
@@ -227,7 +209,7 @@ Status WriteSafeTensors(const std::string& path, const std::map<std::string, std
   header << "{\"__metadata__\":{";
   bool first = true;
   for (const auto& [k, v] : metadata) {
-    header << (first ? "" : ",") << JsonEscape(k) << ":" << JsonEscape(v);
+    header << (first ? "" : ",") << JsonQuote(k) << ":" << JsonQuote(v);
     first = false;
   }
   header << "}";
@@ -235,7 +217,7 @@ Status WriteSafeTensors(const std::string& path, const std::map<std::string, std
   for (const TensorToWrite& t : tensors) {
     uint64_t n = 1;
     for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-    header << "," << JsonEscape(t.name) << ":{\"dtype\":\"" << (t.floats ? "F32" : "I32") << "\",\"shape\":[";
+    header << "," << JsonQuote(t.name) << ":{\"dtype\":\"" << (t.floats ? "F32" : "I32") << "\",\"shape\":[";
     for (size_t i = 0; i < t.shape.size(); ++i) header << (i ? "," : "") << t.shape[i];
     header << "],\"data_offsets\":[" << offset << "," << offset + 4 * n << "]}";
     offset += 4 * n;

@@ -2,8 +2,6 @@
 // real normsweep-scheduler, normsweep-worker processes running the real
 // normsweep-train, and the normsweep CLI. Tiny models keep it quick.
 #include <dirent.h>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,7 +19,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "client/sweep_client.h"
 #include "tests/common/postgres_instance.h"
 #include "tests/common/scheduler_process.h"
 #include "tests/common/subprocess.h"
@@ -86,8 +84,7 @@ class EndToEndTest : public ::testing::Test {
     auto s = testing::StartScheduler(bin_, *conninfo, dir_);
     ASSERT_TRUE(s.ok()) << s.status();
     scheduler_.emplace(*std::move(s));
-    sweeps_ = v1::SweepService::NewStub(
-        grpc::CreateChannel(scheduler_->address(), grpc::InsecureChannelCredentials()));
+    client_ = std::make_unique<client::SweepClient>(scheduler_->address());
   }
 
   testing::Subprocess StartWorker(const std::string& name, int slots) {
@@ -126,31 +123,23 @@ class EndToEndTest : public ::testing::Test {
     return id;
   }
 
+  // Reads go through the CLI's own SweepService client.
   v1::Sweep GetSweep(int64_t id) {
-    grpc::ClientContext ctx;
-    v1::GetSweepRequest req;
-    req.set_sweep_id(id);
-    v1::GetSweepResponse resp;
-    EXPECT_TRUE(sweeps_->GetSweep(&ctx, req, &resp).ok());
-    return resp.sweep();
+    auto s = client_->GetSweep(id);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : v1::Sweep();
   }
 
   std::vector<v1::Trial> ListTrials(int64_t sweep_id) {
-    grpc::ClientContext ctx;
-    v1::ListTrialsRequest req;
-    req.set_sweep_id(sweep_id);
-    v1::ListTrialsResponse resp;
-    EXPECT_TRUE(sweeps_->ListTrials(&ctx, req, &resp).ok());
-    return {resp.trials().begin(), resp.trials().end()};
+    auto t = client_->ListTrials(sweep_id);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *t : std::vector<v1::Trial>();
   }
 
   v1::GetTrialResponse GetTrial(int64_t id) {
-    grpc::ClientContext ctx;
-    v1::GetTrialRequest req;
-    req.set_trial_id(id);
-    v1::GetTrialResponse resp;
-    EXPECT_TRUE(sweeps_->GetTrial(&ctx, req, &resp).ok());
-    return resp;
+    auto t = client_->GetTrial(id);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? *t : v1::GetTrialResponse();
   }
 
   // Waits until pred(sweep) or the timeout.
@@ -183,7 +172,7 @@ class EndToEndTest : public ::testing::Test {
   std::string bin_, dir_;
   int files_ = 0;
   std::optional<testing::SchedulerProcess> scheduler_;
-  std::unique_ptr<v1::SweepService::Stub> sweeps_;
+  std::unique_ptr<client::SweepClient> client_;
 };
 
 TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {

@@ -39,6 +39,21 @@ inline float ExpApprox(float x) {
   return p * std::bit_cast<float>((n + 127) << 23);
 }
 
+// out[0, n) = softmax(in[0, n)) given max_in = max(in); returns the sum of
+// exp(in - max_in), whose log is the log-partition less max_in.
+inline float SoftmaxRow(float* out, const float* in, int n, float max_in) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < n; ++j) {
+    out[j] = ExpApprox(in[j] - max_in);
+    sum += out[j];
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int j = 0; j < n; ++j) out[j] *= inv;
+  return sum;
+}
+
 // Splits [0, n) into the calling thread's static chunk.
 inline void ThreadRange(size_t n, size_t* begin, size_t* end) {
   const size_t threads = static_cast<size_t>(omp_get_num_threads());
@@ -269,15 +284,7 @@ void AttentionForward(float* out, float* att, const float* qkv, int B, int T, in
         DotWithColumns(scores.data(), base + t * row + h * hd, kt.data(), hd, n, Tp, scale);
         float maxv = scores[0];
         for (int s = 1; s < n; ++s) maxv = std::max(maxv, scores[s]);
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int s = 0; s < n; ++s) {
-          a[s] = ExpApprox(scores[s] - maxv);
-          sum += a[s];
-        }
-        const float inv = 1.0f / sum;
-#pragma omp simd
-        for (int s = 0; s < n; ++s) a[s] *= inv;
+        SoftmaxRow(a, scores.data(), n, maxv);
         for (int s = n; s < T; ++s) a[s] = 0.0f;
         WeightedRowSum(out + (static_cast<size_t>(b) * T + t) * C + h * hd, a, base + 2 * C + h * hd, row, n, hd);
       }
@@ -382,15 +389,7 @@ CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, const float
         argmax = j;
       }
     }
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < V; ++j) {
-      p[j] = ExpApprox(z[j] - maxv);
-      sum += p[j];
-    }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int j = 0; j < V; ++j) p[j] *= inv;
+    const float sum = SoftmaxRow(p, z, V, maxv);
     const int32_t target = targets[n];
     if (target >= 0) {
       row_loss[n] = std::log(sum) + maxv - z[target];
