@@ -17,8 +17,8 @@ absl::StatusOr<SchedulerProcess> StartScheduler(const std::string& bin_dir, cons
   ::unlink(port_file.c_str());
   std::vector<std::string> argv = {bin_dir + "/scheduler/normsweep-scheduler", "--host=127.0.0.1", "--port=0",
                                    "--metrics_port=-1", "--port_file=" + port_file, "--lease_seconds=2",
-                                   "--heartbeat_interval_ms=300", "--maintenance_interval_ms=200",
-                                   "--db_pool_size=4"};
+                                   "--heartbeat_interval_ms=300", "--maintenance_interval_ms=200"
+                                   };
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   absl::StatusOr<Subprocess> process =
       Subprocess::Start(argv, {{"NORMSWEEP_DATABASE_URL", conninfo}}, dir + "/scheduler.log");
