@@ -422,10 +422,13 @@ void PostgresStore::LeaseGroup(std::vector<LeaseItem*>& group) {
   static const std::string kSql = absl::StrCat(
       "WITH wk AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY"
       "  AS wk(worker_id, now_us, expires_us, pos)),"
-      // A worker with several free slots may appear more than once.
-      " touched AS (UPDATE workers SET last_heartbeat_at = 'epoch'::timestamptz + m.now_us * interval '1 microsecond'"
-      "  FROM (SELECT worker_id, max(now_us) AS now_us FROM wk GROUP BY worker_id) AS m"
-      "  WHERE workers.id = m.worker_id RETURNING workers.id),"
+      // A worker with several free slots may appear more than once. Worker
+      // rows are locked in id order, so two groups cannot deadlock.
+      " m AS (SELECT worker_id, max(now_us) AS now_us FROM wk GROUP BY worker_id),"
+      " locked AS (SELECT workers.id, m.now_us FROM workers JOIN m ON workers.id = m.worker_id"
+      "  ORDER BY workers.id FOR UPDATE OF workers),"
+      " touched AS (UPDATE workers SET last_heartbeat_at = 'epoch'::timestamptz + locked.now_us * interval '1 microsecond'"
+      "  FROM locked WHERE workers.id = locked.id RETURNING workers.id),"
       " w AS (SELECT wk.* FROM wk JOIN touched ON touched.id = wk.worker_id),"
       " wn AS (SELECT w.*, row_number() OVER (ORDER BY w.pos) AS k FROM w),"
       " c AS (SELECT t.id, t.priority, s.max_concurrent_trials AS lim FROM trials t JOIN sweeps s ON s.id = t.sweep_id"
@@ -453,24 +456,29 @@ void PostgresStore::LeaseGroup(std::vector<LeaseItem*>& group) {
   }
   PgParams p;
   p.Add(workers.Finish()).Add(nows.Finish()).Add(expires.Finish());
-  absl::Status status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
-    ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_lease_group", kSql, p));
-    if (r.rows() != static_cast<int>(group.size())) return absl::InternalError("lease: unexpected row count");
-    for (int i = 0; i < r.rows(); ++i) {
-      LeaseItem* item = group[r.GetInt64(i, 0) - 1];
-      if (!r.GetBool(i, 1)) {
-        item->result = NoWorker(item->worker_id);
-      } else if (!r.IsNull(i, 4)) {
-        ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, i, 4));
-        item->result = std::optional<v1::Trial>(std::move(t));
-      } else if (!r.IsNull(i, 2) && r.GetInt64(i, 2) > 0) {
-        item->slow_path = true;
-      } else {
-        item->result = std::optional<v1::Trial>();  // nothing pending (or all locked by other leasers)
+  absl::Status status;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
+      ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_lease_group", kSql, p));
+      if (r.rows() != static_cast<int>(group.size())) return absl::InternalError("lease: unexpected row count");
+      for (int i = 0; i < r.rows(); ++i) {
+        LeaseItem* item = group[r.GetInt64(i, 0) - 1];
+        if (!r.GetBool(i, 1)) {
+          item->result = NoWorker(item->worker_id);
+        } else if (!r.IsNull(i, 4)) {
+          ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, i, 4));
+          item->result = std::optional<v1::Trial>(std::move(t));
+        } else if (!r.IsNull(i, 2) && r.GetInt64(i, 2) > 0) {
+          item->slow_path = true;
+        } else {
+          item->result = std::optional<v1::Trial>();  // nothing pending (or all locked by other leasers)
+        }
       }
-    }
-    return true;
-  }).status();
+      return true;
+    }).status();
+    // A deadlock aborts the statement as a whole; it is safe to run again.
+    if (status.code() != absl::StatusCode::kAborted) break;
+  }
   if (!status.ok()) {
     for (LeaseItem* item : group) item->result = status;
   }
@@ -749,17 +757,22 @@ void PostgresStore::FinishGroup(std::vector<FinishItem*>& group) {
       " AND t.state = 'RUNNING' RETURNING f.i, ", kTrialColumns);
   std::vector<bool> written(group.size(), false);
   std::vector<int64_t> sweeps;
-  absl::Status status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
-    ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_finish_trials", kSql, p));
-    for (int row = 0; row < r.rows(); ++row) {
-      const int64_t i = r.GetInt64(row, 0);
-      ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, row, 1));
-      written[i] = true;
-      sweeps.push_back(t.sweep_id());
-      group[i]->result = std::move(t);
-    }
-    return true;
-  }).status();
+  absl::Status status;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
+      ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_finish_trials", kSql, p));
+      for (int row = 0; row < r.rows(); ++row) {
+        const int64_t i = r.GetInt64(row, 0);
+        ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, row, 1));
+        written[i] = true;
+        sweeps.push_back(t.sweep_id());
+        group[i]->result = std::move(t);
+      }
+      return true;
+    }).status();
+    // A deadlock aborts the statement as a whole; it is safe to run again.
+    if (status.code() != absl::StatusCode::kAborted) break;
+  }
   if (!status.ok()) {
     for (FinishItem* item : group) item->result = status;
     return;

@@ -20,7 +20,7 @@ struct PostgresStoreOptions {
   // ReportProgress calls arriving together are written in one statement
   // (up to this many), by at most progress_writers statements at once.
   int progress_group_size = 128;
-  int progress_writers = 2;
+  int progress_writers = 1;
   // LeaseTrial calls arriving together take their trials in one statement.
   int lease_group_size = 64;
   int lease_takers = 2;
