@@ -305,8 +305,9 @@ absl::StatusOr<ProgressResult> MemoryStore::ReportProgress(const v1::ReportProgr
 }
 
 absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest& req,
-                                                   absl::Time now) {
+                                                   absl::Time now, bool* finished_now) {
   absl::MutexLock lock(&mu_);
+  if (finished_now != nullptr) *finished_now = false;
   auto it = trials_.find(req.trial_id());
   if (it == trials_.end()) return NoTrial(req.trial_id());
   v1::Trial& t = it->second.trial;
@@ -316,6 +317,7 @@ absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest&
   }
   if (!HoldsLease(t, req.worker_id(), req.attempt())) return LeaseNotHeld(t);
   t.set_state(req.outcome());
+  if (finished_now != nullptr) *finished_now = true;
   *t.mutable_result() = req.result();
   t.clear_lease_expires_at();
   *t.mutable_finished_at() = ToProto(now);

@@ -38,8 +38,8 @@ class MemoryStore : public Store {
                                             absl::Time now, absl::Duration lease) override;
   absl::StatusOr<ProgressResult> ReportProgress(const v1::ReportProgressRequest& request,
                                                 absl::Time now) override;
-  absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request,
-                                        absl::Time now) override;
+  absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
+                                        bool* finished_now) override;
   absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
 

@@ -712,9 +712,11 @@ void PostgresStore::WriteProgressGroup(std::vector<ProgressItem*>& group) {
   }
 }
 
-absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialRequest& req, absl::Time now) {
+absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialRequest& req, absl::Time now,
+                                                     bool* finished_now) {
   FinishItem item{&req, now};
   finish_runner_.Run(&item);
+  if (finished_now != nullptr) *finished_now = item.finished_now;
   return item.result;
 }
 
@@ -765,6 +767,7 @@ void PostgresStore::FinishGroup(std::vector<FinishItem*>& group) {
         const int64_t i = r.GetInt64(row, 0);
         ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, row, 1));
         written[i] = true;
+        group[i]->finished_now = true;
         sweeps.push_back(t.sweep_id());
         group[i]->result = std::move(t);
       }

@@ -61,8 +61,8 @@ class PostgresStore : public Store {
                                             absl::Time now, absl::Duration lease) override;
   absl::StatusOr<ProgressResult> ReportProgress(const v1::ReportProgressRequest& request,
                                                 absl::Time now) override;
-  absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request,
-                                        absl::Time now) override;
+  absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
+                                        bool* finished_now) override;
   absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
 
@@ -89,6 +89,7 @@ class PostgresStore : public Store {
     const v1::FinishTrialRequest* request;
     absl::Time now;
     absl::StatusOr<v1::Trial> result = absl::UnknownError("not run");
+    bool finished_now = false;
   };
   // Finishes a group of trials (distinct) in one statement.
   void FinishGroup(std::vector<FinishItem*>& group);

@@ -105,8 +105,10 @@ class Store {
   virtual absl::StatusOr<ProgressResult> ReportProgress(const v1::ReportProgressRequest& request,
                                                         absl::Time now) = 0;
   // Final state and figures; idempotent for the same lease and outcome.
-  virtual absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request,
-                                                absl::Time now) = 0;
+  // *finished_now (when given) says whether this call made the trial final
+  // (false for a re-sent FinishTrial).
+  virtual absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
+                                                bool* finished_now = nullptr) = 0;
   // Leases that ended before now: PENDING again while attempts remain, else
   // FAILED (CANCELLED when the sweep was cancelled). Also completes sweeps
   // whose trials are all final.

@@ -275,9 +275,9 @@ absl::StatusOr<v1::FinishTrialResponse> Scheduler::FinishTrial(const v1::FinishT
     return Invalid("result.diverged_step", "must be >= 0");
   }
   const absl::Time now = clock_.Now();
-  ASSIGN_OR_RETURN(v1::Trial trial, store_.FinishTrial(request, now));
-  // A re-sent FinishTrial returns the trial as finished before: count once.
-  if (trial.finished_at() == ToProto(now) || !trial.has_finished_at()) metrics_.TrialsCompleted(trial.state());
+  bool finished_now = false;
+  ASSIGN_OR_RETURN(v1::Trial trial, store_.FinishTrial(request, now, &finished_now));
+  if (finished_now) metrics_.TrialsCompleted(trial.state());  // a re-sent FinishTrial counts once
   NotifyChange();
   v1::FinishTrialResponse response;
   *response.mutable_trial() = std::move(trial);

@@ -183,7 +183,7 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
       f.set_outcome(v1::TRIAL_SUCCEEDED);
       f.mutable_result()->set_final_val_loss((post ? 2.5 : 2.0) + trial.config().seed() / 10.0);
     }
-    ASSERT_TRUE((*store)->FinishTrial(f, kT0).ok());
+    ASSERT_TRUE((*store)->FinishTrial(f, kT0, nullptr).ok());
   }
   auto conn = Connect(conninfo);
   auto summary = conn->Exec(

@@ -412,7 +412,14 @@ TEST_P(StoreTest, FinishIsIdempotentAndCompletesTheSweep) {
   EXPECT_EQ(fa->state(), v1::TRIAL_SUCCEEDED);
   EXPECT_DOUBLE_EQ(fa->result().final_val_loss(), 2.5);
   EXPECT_FALSE(fa->has_lease_expires_at());
-  ASSERT_TRUE(Finish(w, a, v1::TRIAL_SUCCEEDED).ok());  // re-sent
+  bool finished_now = true;
+  v1::FinishTrialRequest resend;
+  resend.set_worker_id(w);
+  resend.set_trial_id(a.id());
+  resend.set_attempt(a.attempts());
+  resend.set_outcome(v1::TRIAL_SUCCEEDED);
+  ASSERT_TRUE(store_->FinishTrial(resend, kT0, &finished_now).ok());  // re-sent
+  EXPECT_FALSE(finished_now);
   EXPECT_EQ(Finish(w, a, v1::TRIAL_DIVERGED).status().code(), absl::StatusCode::kFailedPrecondition);
   int64_t other = Worker("other");
   EXPECT_EQ(Finish(other, b, v1::TRIAL_SUCCEEDED).status().code(), absl::StatusCode::kFailedPrecondition);

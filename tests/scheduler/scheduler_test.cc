@@ -229,6 +229,7 @@ TEST_F(SchedulerTest, GetTrialReturnsTheMetricHistory) {
   clock_.Advance(absl::Seconds(1));
   auto finished = Finish(w, t, v1::TRIAL_SUCCEEDED);
   ASSERT_TRUE(finished.ok()) << finished.status();
+  ASSERT_TRUE(Finish(w, t, v1::TRIAL_SUCCEEDED).ok());  // re-sent at the same instant
   v1::GetTrialRequest get;
   get.set_trial_id(t.id());
   auto got = scheduler_.GetTrial(get);
