@@ -228,18 +228,23 @@ void GatherTransposed(float* dst, const float* base, size_t row, int T, int Tp, 
   }
 }
 
+// Sixteen floats as one value (GCC/Clang vector extension): a zmm register
+// with AVX-512, two ymm with AVX2; keeps the accumulators out of memory.
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline Lanes LoadLanes(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
 // out[s] = scale * sum_i x[i] * mt[i][s] for s < n (writes up to RoundUp(n, 16)
 // entries of out); mt is (k, Tp) with Tp >= RoundUp(n, 16).
 void DotWithColumns(float* out, const float* x, const float* mt, int k, int n, int Tp, float scale) {
   for (int s0 = 0; s0 < n; s0 += kLanes) {
-    float acc[kLanes] = {};
-    for (int i = 0; i < k; ++i) {
-      const float xi = x[i] * scale;
-      const float* m = mt + static_cast<size_t>(i) * Tp + s0;
-#pragma omp simd
-      for (int j = 0; j < kLanes; ++j) acc[j] += xi * m[j];
-    }
-    for (int j = 0; j < kLanes; ++j) out[s0 + j] = acc[j];
+    Lanes acc = {};
+    for (int i = 0; i < k; ++i) acc += (x[i] * scale) * LoadLanes(mt + static_cast<size_t>(i) * Tp + s0);
+    std::memcpy(out + s0, &acc, sizeof(acc));
   }
 }
 
@@ -247,14 +252,9 @@ void DotWithColumns(float* out, const float* x, const float* mt, int k, int n, i
 void WeightedRowSum(float* out, const float* w, const float* rows, size_t stride, int n, int hd) {
   int i0 = 0;
   for (; i0 + kLanes <= hd; i0 += kLanes) {
-    float acc[kLanes] = {};
-    for (int s = 0; s < n; ++s) {
-      const float ws = w[s];
-      const float* r = rows + s * stride + i0;
-#pragma omp simd
-      for (int j = 0; j < kLanes; ++j) acc[j] += ws * r[j];
-    }
-    for (int j = 0; j < kLanes; ++j) out[i0 + j] = acc[j];
+    Lanes acc = {};
+    for (int s = 0; s < n; ++s) acc += w[s] * LoadLanes(rows + s * stride + i0);
+    std::memcpy(out + i0, &acc, sizeof(acc));
   }
   for (int i = i0; i < hd; ++i) {
     float acc = 0.0f;
@@ -300,42 +300,38 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 #pragma omp parallel if (Parallel(static_cast<size_t>(B) * T * T * C / 2))
   {
-    const size_t head = static_cast<size_t>(hd) * T;
-    std::vector<float> vt(static_cast<size_t>(hd) * Tp, 0.0f), dk(head), dv(head), datt(static_cast<size_t>(Tp)),
-        dpre(static_cast<size_t>(Tp));
+    // dpre (T, T): the gradient of the pre-softmax scores; columns gathered into col.
+    std::vector<float> vt(static_cast<size_t>(hd) * Tp, 0.0f), datt(static_cast<size_t>(Tp)),
+        dpre(static_cast<size_t>(T) * T), col_p(static_cast<size_t>(T)), col_d(static_cast<size_t>(T));
 #pragma omp for schedule(static)
     for (int bh = 0; bh < B * H; ++bh) {
       const int b = bh / H, h = bh % H;
       const float* base = qkv + static_cast<size_t>(b) * T * row;
+      const float* dy0 = dout + static_cast<size_t>(b) * T * C + h * hd;
       float* dbase = dqkv + static_cast<size_t>(b) * T * row;
+      const float* a0 = att + static_cast<size_t>(bh) * T * T;
       GatherTransposed(vt.data(), base + 2 * C + h * hd, row, T, Tp, hd);
-      std::fill(dk.begin(), dk.end(), 0.0f);  // (T, hd), accumulated over queries t
-      std::fill(dv.begin(), dv.end(), 0.0f);
+      // Rows t: datt[s] = dy_t . v_s; dpre = p (datt - sum_s p datt) / sqrt(hd); dq_t = sum_s dpre[s] k_s.
       for (int t = 0; t < T; ++t) {
         const int n = t + 1;
-        const float* a = att + (static_cast<size_t>(bh) * T + t) * T;
-        const float* dy = dout + (static_cast<size_t>(b) * T + t) * C + h * hd;
-        DotWithColumns(datt.data(), dy, vt.data(), hd, n, Tp, 1.0f);  // datt[s] = dy . v_s
+        const float* a = a0 + static_cast<size_t>(t) * T;
+        DotWithColumns(datt.data(), dy0 + static_cast<size_t>(t) * C, vt.data(), hd, n, Tp, 1.0f);
         float weighted = 0.0f;
         for (int s = 0; s < n; ++s) weighted += a[s] * datt[s];
-        for (int s = 0; s < n; ++s) dpre[s] = a[s] * (datt[s] - weighted) * scale;
-        const float* q = base + t * row + h * hd;
-        // dq_t = sum_s dpre[s] k_s
-        WeightedRowSum(dbase + t * row + h * hd, dpre.data(), base + C + h * hd, row, n, hd);
-        for (int s = 0; s < n; ++s) {
-          const float ds = dpre[s], p = a[s];
-          float* dks = dk.data() + static_cast<size_t>(s) * hd;
-          float* dvs = dv.data() + static_cast<size_t>(s) * hd;
-#pragma omp simd
-          for (int i = 0; i < hd; ++i) {
-            dks[i] += ds * q[i];
-            dvs[i] += p * dy[i];
-          }
-        }
+        float* dp = dpre.data() + static_cast<size_t>(t) * T;
+        for (int s = 0; s < n; ++s) dp[s] = a[s] * (datt[s] - weighted) * scale;
+        WeightedRowSum(dbase + t * row + h * hd, dp, base + C + h * hd, row, n, hd);
       }
+      // Columns s: dk_s = sum_{t>=s} dpre[t][s] q_t and dv_s = sum_{t>=s} p[t][s] dy_t,
+      // accumulated in registers rather than row by row.
       for (int s = 0; s < T; ++s) {
-        std::memcpy(dbase + s * row + C + h * hd, dk.data() + static_cast<size_t>(s) * hd, sizeof(float) * hd);
-        std::memcpy(dbase + s * row + 2 * C + h * hd, dv.data() + static_cast<size_t>(s) * hd, sizeof(float) * hd);
+        const int n = T - s;
+        for (int j = 0; j < n; ++j) {
+          col_p[static_cast<size_t>(j)] = a0[static_cast<size_t>(s + j) * T + s];
+          col_d[static_cast<size_t>(j)] = dpre[static_cast<size_t>(s + j) * T + s];
+        }
+        WeightedRowSum(dbase + s * row + C + h * hd, col_d.data(), base + s * row + h * hd, row, n, hd);
+        WeightedRowSum(dbase + s * row + 2 * C + h * hd, col_p.data(), dy0 + static_cast<size_t>(s) * C, C, n, hd);
       }
     }
   }
