@@ -5,6 +5,7 @@
 //                    [--seeds 0,1] [--set field=value ...] [--watch]
 //   normsweep watch ID | list [--state running|completed|cancelled] | show ID | cancel ID
 //   normsweep trial ID | results ID [--format table|csv|json]
+//   normsweep workers [--live]
 //
 // --scheduler host:port, else $NORMSWEEP_SCHEDULER, else localhost:50051.
 // Exit status: 0 on success, 1 when the scheduler refused or could not be
@@ -29,6 +30,7 @@
 #include "client/results.h"
 #include "client/sweep_client.h"
 #include "client/sweep_file.h"
+#include "client/workers_table.h"
 #include "common/cli_args.h"
 
 namespace {
@@ -50,6 +52,8 @@ Usage:
   normsweep trial ID          one trial's metric history
   normsweep cancel ID
   normsweep results ID [--format table|csv|json]
+  normsweep workers [--live]  registered workers: devices, live or not, running
+                              trials, last heartbeat (--live: live ones only)
 
 Flags for every command:
   --scheduler HOST:PORT   default $NORMSWEEP_SCHEDULER, else localhost:50051
@@ -357,12 +361,20 @@ int Trial(cl::SweepClient& client, int64_t id) {
   return 0;
 }
 
+int Workers(cl::SweepClient& client, const normsweep::CliArgs& args) {
+  if (args.positional.size() > 1) return Usage("workers: unexpected argument '" + args.positional[1] + "'");
+  auto workers = client.ListWorkers(args.Has("live"));
+  if (!workers.ok()) return Fail(workers.status());
+  std::fputs(cl::RenderWorkersTable(*workers, absl::Now()).c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   normsweep::CliArgs args;
   std::string error;
-  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run"}, &args, &error)) {
+  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run", "live"}, &args, &error)) {
     return Usage(error);
   }
   if (args.Has("help") || args.positional.empty()) {
@@ -378,6 +390,7 @@ int main(int argc, char** argv) {
   const std::string& command = args.positional[0];
   if (command == "submit") return Submit(client, args);
   if (command == "list") return List(client, args);
+  if (command == "workers") return Workers(client, args);
   int64_t id = 0;
   if (command == "watch" || command == "show" || command == "cancel" || command == "results" || command == "trial") {
     if (!ParseId(args.positional, &id, &error)) return Usage(command + ": " + error);

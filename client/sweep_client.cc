@@ -115,6 +115,16 @@ absl::StatusOr<v1::GetTrialResponse> SweepClient::GetTrial(int64_t trial_id) {
   return resp;
 }
 
+absl::StatusOr<std::vector<v1::Worker>> SweepClient::ListWorkers(bool live_only) {
+  v1::ListWorkersRequest req;
+  req.set_live_only(live_only);
+  v1::ListWorkersResponse resp;
+  auto ctx = Context();
+  grpc::Status s = stub_->ListWorkers(ctx.get(), req, &resp);
+  if (!s.ok()) return ToStatus(s);
+  return std::vector<v1::Worker>(resp.workers().begin(), resp.workers().end());
+}
+
 absl::Status SweepClient::Watch(int64_t sweep_id,
                                 const std::function<void(const v1::WatchSweepEvent&)>& on_event) {
   v1::WatchSweepRequest req;

@@ -29,6 +29,7 @@ class SweepClient {
   absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id);
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id);  // every page
   absl::StatusOr<v1::GetTrialResponse> GetTrial(int64_t trial_id);
+  absl::StatusOr<std::vector<v1::Worker>> ListWorkers(bool live_only);  // by id
   // Streams WatchSweep events to on_event until the sweep ends. A broken
   // stream is reopened (the first event of a new stream carries every trial).
   absl::Status Watch(int64_t sweep_id, const std::function<void(const v1::WatchSweepEvent&)>& on_event);

@@ -197,7 +197,7 @@ absl::StatusOr<int64_t> MemoryStore::RegisterWorker(const v1::RegisterWorkerRequ
                                                     absl::Time now) {
   absl::MutexLock lock(&mu_);
   int64_t id = next_worker_id_++;
-  workers_[id] = StoredWorker{request, now};
+  workers_[id] = StoredWorker{request, now, now};
   return id;
 }
 
@@ -375,6 +375,29 @@ absl::StatusOr<StoreStats> MemoryStore::Stats(absl::Time live_since) {
     if (w.last_heartbeat >= live_since) ++stats.live_workers;
   }
   return stats;
+}
+
+absl::StatusOr<std::vector<v1::Worker>> MemoryStore::ListWorkers(absl::Time live_since, bool live_only) {
+  absl::MutexLock lock(&mu_);
+  std::map<int64_t, int32_t> running;  // worker id -> RUNNING trials
+  for (const auto& [id, t] : trials_) {
+    if (t.trial.state() == v1::TRIAL_RUNNING) ++running[t.trial.worker_id()];
+  }
+  std::vector<v1::Worker> out;
+  for (const auto& [id, w] : workers_) {  // ascending id
+    const bool live = w.last_heartbeat >= live_since;
+    if (live_only && !live) continue;
+    v1::Worker& worker = out.emplace_back();
+    worker.set_id(id);
+    worker.set_name(w.info.name());
+    worker.set_hostname(w.info.hostname());
+    *worker.mutable_devices() = w.info.devices();
+    *worker.mutable_registered_at() = ToProto(w.registered_at);
+    *worker.mutable_last_heartbeat_at() = ToProto(w.last_heartbeat);
+    worker.set_live(live);
+    worker.set_running_trials(running[id]);
+  }
+  return out;
 }
 
 }  // namespace normsweep::db

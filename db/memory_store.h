@@ -42,6 +42,7 @@ class MemoryStore : public Store {
                                         bool* finished_now) override;
   absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
+  absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
 
  private:
   struct StoredSweep {
@@ -53,6 +54,7 @@ class MemoryStore : public Store {
   };
   struct StoredWorker {
     v1::RegisterWorkerRequest info;
+    absl::Time registered_at;
     absl::Time last_heartbeat;
   };
 

@@ -863,4 +863,38 @@ absl::StatusOr<StoreStats> PostgresStore::Stats(absl::Time live_since) {
   });
 }
 
+absl::StatusOr<std::vector<v1::Worker>> PostgresStore::ListWorkers(absl::Time live_since, bool live_only) {
+  using Out = std::vector<v1::Worker>;
+  return WithConnection<Out>(pool_, [&](PgConnection& conn) -> absl::StatusOr<Out> {
+    // One row per (worker, device) in device order; a worker without devices
+    // has one row with a NULL device. One statement, so one snapshot.
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+        "WITH running AS (SELECT worker_id, count(*) AS n FROM trials WHERE state = 'RUNNING'"
+        " AND worker_id IS NOT NULL GROUP BY worker_id)"
+        " SELECT w.id, w.name, w.hostname, " NS_MICROS("w.registered_at") ", " NS_MICROS("w.last_heartbeat_at")
+        ", w.last_heartbeat_at >= " NS_TS(1) ", COALESCE(running.n, 0), d.device"
+        " FROM workers w LEFT JOIN running ON running.worker_id = w.id"
+        " LEFT JOIN LATERAL unnest(w.devices) WITH ORDINALITY AS d(device, n) ON true"
+        " WHERE NOT $2::boolean OR w.last_heartbeat_at >= " NS_TS(1)
+        " ORDER BY w.id, d.n",
+        PgParams().AddMicros(live_since).Add(live_only)));
+    Out out;
+    for (int i = 0; i < r.rows(); ++i) {
+      const int64_t id = r.GetInt64(i, 0);
+      if (out.empty() || out.back().id() != id) {
+        v1::Worker& w = out.emplace_back();
+        w.set_id(id);
+        w.set_name(r.GetString(i, 1));
+        w.set_hostname(r.GetString(i, 2));
+        NS_SET_TIME(r, i, 3, w, registered_at);
+        NS_SET_TIME(r, i, 4, w, last_heartbeat_at);
+        w.set_live(r.GetBool(i, 5));
+        w.set_running_trials(static_cast<int32_t>(r.GetInt64(i, 6)));
+      }
+      if (!r.IsNull(i, 7)) out.back().add_devices(r.GetString(i, 7));
+    }
+    return out;
+  });
+}
+
 }  // namespace normsweep::db

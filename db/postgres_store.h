@@ -65,6 +65,7 @@ class PostgresStore : public Store {
                                         bool* finished_now) override;
   absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
+  absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
 
  private:
   struct ProgressItem {

@@ -115,6 +115,9 @@ class Store {
   virtual absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) = 0;
 
   virtual absl::StatusOr<StoreStats> Stats(absl::Time live_since) = 0;
+  // Every registered worker by id, live when its last heartbeat is at or
+  // after live_since (as Stats counts them); only the live ones when live_only.
+  virtual absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) = 0;
 };
 
 // Field limits shared by validation and storage.

@@ -24,6 +24,7 @@ class SweepServiceImpl final : public v1::SweepService::Service {
   grpc::Status GetTrial(grpc::ServerContext*, const v1::GetTrialRequest*, v1::GetTrialResponse*) override;
   grpc::Status WatchSweep(grpc::ServerContext*, const v1::WatchSweepRequest*,
                           grpc::ServerWriter<v1::WatchSweepEvent>*) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
 
  private:
   Scheduler& scheduler_;

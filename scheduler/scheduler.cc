@@ -182,6 +182,14 @@ absl::Status Scheduler::WatchSweep(const v1::WatchSweepRequest& request,
   }
 }
 
+absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(const v1::ListWorkersRequest& request) {
+  ASSIGN_OR_RETURN(std::vector<v1::Worker> workers,
+                   store_.ListWorkers(clock_.Now() - options_.worker_timeout, request.live_only()));
+  v1::ListWorkersResponse response;
+  for (v1::Worker& w : workers) *response.add_workers() = std::move(w);
+  return response;
+}
+
 absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(const v1::RegisterWorkerRequest& request) {
   if (request.name().empty()) return Invalid("name", "required");
   RETURN_IF_ERROR(CheckLength("name", request.name(), kMaxNameLength));

@@ -56,6 +56,9 @@ class Scheduler {
   absl::Status WatchSweep(const v1::WatchSweepRequest& request,
                           const std::function<bool(const v1::WatchSweepEvent&)>& send,
                           const std::function<bool()>& cancelled);
+  // Every registered worker by id; live means heard from within
+  // worker_timeout, the rule of the live-workers gauge.
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);
 
   // ---- WorkerService ----
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);

@@ -515,6 +515,69 @@ TEST_P(StoreTest, StatsCountTrialsSweepsAndWorkers) {
   EXPECT_EQ(stats->live_workers, 1);
 }
 
+TEST_P(StoreTest, ListsWorkersWithLivenessAndRunningTrials) {
+  v1::RegisterWorkerRequest gpus;
+  gpus.set_name("gpu-box");
+  gpus.set_hostname("h1");
+  gpus.add_devices("cuda:0");
+  gpus.add_devices("odd \"name\", 1");  // survives the array round trip
+  auto a = store_->RegisterWorker(gpus, kT0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  v1::RegisterWorkerRequest bare;
+  bare.set_name("bare");
+  auto b = store_->RegisterWorker(bare, kT0 + absl::Seconds(1));
+  ASSERT_TRUE(b.ok()) << b.status();
+  const int64_t c = Worker("c");
+  Create("s", 3);
+  v1::Trial t1 = Lease(*a);
+  Lease(*a);
+  Lease(c);
+  ASSERT_TRUE(Finish(*a, t1, v1::TRIAL_SUCCEEDED).ok());
+  // c heartbeats later; a and b fall silent.
+  ASSERT_TRUE(store_->Heartbeat(c, {}, kT0 + absl::Seconds(20), kLease).ok());
+
+  auto all = store_->ListWorkers(kT0 + absl::Seconds(10), /*live_only=*/false);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  const v1::Worker& wa = (*all)[0];
+  EXPECT_EQ(wa.id(), *a);
+  EXPECT_EQ(wa.name(), "gpu-box");
+  EXPECT_EQ(wa.hostname(), "h1");
+  EXPECT_THAT(wa.devices(), ElementsAre("cuda:0", "odd \"name\", 1"));
+  EXPECT_EQ(wa.registered_at().seconds(), absl::ToUnixSeconds(kT0));
+  EXPECT_EQ(wa.last_heartbeat_at().seconds(), absl::ToUnixSeconds(kT0));
+  EXPECT_FALSE(wa.live());
+  EXPECT_EQ(wa.running_trials(), 1);  // the other one finished
+  const v1::Worker& wb = (*all)[1];
+  EXPECT_EQ(wb.id(), *b);
+  EXPECT_EQ(wb.name(), "bare");
+  EXPECT_THAT(wb.devices(), IsEmpty());
+  EXPECT_EQ(wb.registered_at().seconds(), absl::ToUnixSeconds(kT0 + absl::Seconds(1)));
+  EXPECT_FALSE(wb.live());
+  EXPECT_EQ(wb.running_trials(), 0);
+  const v1::Worker& wc = (*all)[2];
+  EXPECT_EQ(wc.id(), c);
+  EXPECT_THAT(wc.devices(), ElementsAre("cpu"));
+  EXPECT_EQ(wc.registered_at().seconds(), absl::ToUnixSeconds(kT0));
+  EXPECT_EQ(wc.last_heartbeat_at().seconds(), absl::ToUnixSeconds(kT0 + absl::Seconds(20)));
+  EXPECT_TRUE(wc.live());
+  EXPECT_EQ(wc.running_trials(), 1);
+
+  auto live = store_->ListWorkers(kT0 + absl::Seconds(10), /*live_only=*/true);
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].id(), c);
+  EXPECT_EQ((*live)[0].running_trials(), 1);
+  // Live is "at or after", as Stats counts it.
+  auto at_edge = store_->ListWorkers(kT0 + absl::Seconds(1), /*live_only=*/true);
+  ASSERT_TRUE(at_edge.ok()) << at_edge.status();
+  ASSERT_EQ(at_edge->size(), 2u);
+  EXPECT_EQ((*at_edge)[0].id(), *b);
+  auto stats = store_->Stats(kT0 + absl::Seconds(1));
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->live_workers, 2);
+}
+
 TEST_P(StoreTest, ConcurrentLeasesHandOutEveryTrialOnce) {
   Create("many", 300);
   // Eight callers on four workers: a worker with two free slots leases twice at once.

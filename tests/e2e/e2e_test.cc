@@ -208,6 +208,10 @@ TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
   EXPECT_THAT(show.output, HasSubstr("8 succeeded"));
   CommandResult list = Cli({"list"});
   EXPECT_THAT(list.output, HasSubstr("completed"));
+  CommandResult workers_table = Cli({"workers"});
+  EXPECT_EQ(workers_table.exit_code, 0) << workers_table.output;
+  EXPECT_THAT(workers_table.output, HasSubstr(" w1 "));
+  EXPECT_THAT(workers_table.output, HasSubstr(" w2 "));
 }
 
 TEST_F(EndToEndTest, KilledWorkersTrialIsReleasedAndFinishesElsewhere) {

@@ -444,6 +444,27 @@ TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {
   EXPECT_EQ(gresp.trial().last_step(), 5);
 }
 
+TEST_F(GrpcApiTest, ListWorkersOverGrpc) {
+  const int64_t w2 = RegisterWorker("w2");
+  grpc::ClientContext ctx;
+  v1::ListWorkersRequest req;
+  req.set_live_only(true);
+  v1::ListWorkersResponse resp;
+  grpc::Status status = sweeps_->ListWorkers(&ctx, req, &resp);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(resp.workers_size(), 2);
+  EXPECT_EQ(resp.workers(0).id(), worker_id_);
+  EXPECT_EQ(resp.workers(0).name(), "w1");
+  EXPECT_EQ(resp.workers(0).devices_size(), 1);
+  EXPECT_EQ(resp.workers(0).devices(0), "cpu");
+  EXPECT_TRUE(resp.workers(0).live());
+  EXPECT_EQ(resp.workers(0).running_trials(), 1);  // the trial SetUp leased
+  EXPECT_TRUE(resp.workers(0).has_registered_at());
+  EXPECT_TRUE(resp.workers(0).has_last_heartbeat_at());
+  EXPECT_EQ(resp.workers(1).id(), w2);
+  EXPECT_EQ(resp.workers(1).running_trials(), 0);
+}
+
 TEST_F(GrpcApiTest, HealthCheckSaysServing) {
   // grpc.health.v1.Health/Check with an empty HealthCheckRequest; the reply
   // is HealthCheckResponse{status: SERVING}, i.e. the bytes 08 01.

@@ -295,6 +295,58 @@ TEST_F(SchedulerTest, WatchEndsWhenTheClientGoes) {
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(SchedulerTest, WorkerThatStopsHeartbeatingTurnsNotLive) {
+  auto register_worker = [&](const std::string& name) {
+    v1::RegisterWorkerRequest r;
+    r.set_name(name);
+    r.add_devices("cpu");
+    auto resp = scheduler_.RegisterWorker(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp->worker_id();
+  };
+  const int64_t a = register_worker("a"), b = register_worker("b");
+  ASSERT_TRUE(scheduler_.SubmitSweep(Request()).ok());
+  Lease(a);
+  auto list = [&](bool live_only) {
+    v1::ListWorkersRequest r;
+    r.set_live_only(live_only);
+    auto resp = scheduler_.ListWorkers(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.value_or(v1::ListWorkersResponse());
+  };
+  v1::ListWorkersResponse all = list(false);
+  ASSERT_EQ(all.workers_size(), 2);
+  EXPECT_EQ(all.workers(0).id(), a);
+  EXPECT_EQ(all.workers(0).name(), "a");
+  EXPECT_TRUE(all.workers(0).live());
+  EXPECT_EQ(all.workers(0).running_trials(), 1);
+  EXPECT_EQ(all.workers(1).id(), b);
+  EXPECT_TRUE(all.workers(1).live());
+  EXPECT_EQ(all.workers(1).running_trials(), 0);
+
+  // b keeps heartbeating; a falls silent. Live until worker_timeout (90 s)
+  // has passed since a's last contact, as the gauge counts.
+  clock_.Advance(absl::Seconds(45));
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(b);
+  ASSERT_TRUE(scheduler_.Heartbeat(hb).ok());
+  clock_.Advance(absl::Seconds(45));
+  EXPECT_EQ(list(true).workers_size(), 2);  // a at exactly 90 s: still live
+  clock_.Advance(absl::Seconds(1));
+  all = list(false);
+  ASSERT_EQ(all.workers_size(), 2);
+  EXPECT_FALSE(all.workers(0).live());
+  EXPECT_EQ(all.workers(0).running_trials(), 1);  // its lease is not expired yet
+  EXPECT_TRUE(all.workers(1).live());
+  v1::ListWorkersResponse live = list(true);
+  ASSERT_EQ(live.workers_size(), 1);
+  EXPECT_EQ(live.workers(0).id(), b);
+  ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_live_workers"), 1);
+  all = list(false);
+  EXPECT_EQ(all.workers(0).running_trials(), 0);  // the expired lease went back to the queue
+}
+
 TEST_F(SchedulerTest, PagesThroughTrials) {
   auto sweep = scheduler_.SubmitSweep(Request(/*seeds=*/25));
   ASSERT_TRUE(sweep.ok());
