@@ -34,6 +34,12 @@ absl::Status SweepClient::ToStatus(const grpc::Status& s) const {
                                            "NORMSWEEP_SCHEDULER): ",
                                            s.error_message()));
   }
+  if (s.error_message().empty()) {
+    // e.g. UNIMPLEMENTED from an older scheduler that lacks the call.
+    return absl::Status(code, absl::StrCat("the scheduler at ", address_, " answered ",
+                                           absl::StatusCodeToString(code),
+                                           code == absl::StatusCode::kUnimplemented ? " (an older normsweep-scheduler?)" : ""));
+  }
   return absl::Status(code, s.error_message());
 }
 
