@@ -82,6 +82,17 @@ fi
 
 running() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# A service whose binary was rebuilt since it started is restarted (a worker
+# hands its running trials back; they are leased again).
+restart_if_rebuilt() {  # NAME BINARY PIDFILE
+  if running "$3" && [[ $2 -nt $3 ]]; then
+    echo "$1 was rebuilt: restarting it"
+    stop_pid "$1" "$3"
+  fi
+}
+restart_if_rebuilt scheduler "$build/scheduler/normsweep-scheduler" "$local_dir/scheduler.pid"
+restart_if_rebuilt worker "$build/worker/normsweep-worker" "$local_dir/worker-0.pid"
+
 # ---- scheduler ----
 if ! running "$local_dir/scheduler.pid"; then
   NORMSWEEP_DATABASE_URL="$db_url" nohup "$build/scheduler/normsweep-scheduler" --port "$grpc_port" \
