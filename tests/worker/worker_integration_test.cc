@@ -26,6 +26,7 @@
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "tests/common/http_get.h"
 #include "tests/common/postgres_instance.h"
+#include "tests/common/scheduler_process.h"
 #include "tests/common/subprocess.h"
 
 namespace normsweep {
@@ -33,18 +34,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+using testing::FreePort;
 
 class WorkerIntegrationTest : public ::testing::Test {
  protected:
@@ -65,19 +55,11 @@ class WorkerIntegrationTest : public ::testing::Test {
     }
     dir_ = absl::StrCat((*pg)->dir(), "/", db);
     ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
-    const std::string port_file = absl::StrCat(dir_, "/scheduler", ++scheduler_starts_, ".ports");
-    auto s = testing::Subprocess::Start(
-        {bin_ + "/scheduler/normsweep-scheduler", "--host=127.0.0.1", absl::StrCat("--port=", port),
-         "--metrics_port=-1", "--port_file=" + port_file, absl::StrCat("--lease_seconds=", lease_seconds),
-         "--heartbeat_interval_ms=300", "--maintenance_interval_ms=200"},
-        {{"NORMSWEEP_DATABASE_URL", conninfo_}}, dir_ + "/scheduler.log");
+    auto s = testing::StartScheduler(bin_, conninfo_, dir_,
+                                     {absl::StrCat("--port=", port), absl::StrCat("--lease_seconds=", lease_seconds)});
     ASSERT_TRUE(s.ok()) << s.status();
-    scheduler_.emplace(*std::move(s));
-    auto text = testing::WaitForFile(port_file, 30);
-    ASSERT_TRUE(text.ok()) << text.status();
-    std::vector<std::string> parts = absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
-    ASSERT_FALSE(parts.empty());
-    ASSERT_TRUE(absl::SimpleAtoi(parts[0], &grpc_port_));
+    grpc_port_ = s->grpc_port;
+    scheduler_.emplace(std::move(s->process));
     sweeps_ = v1::SweepService::NewStub(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_), grpc::InsecureChannelCredentials()));
   }
@@ -168,7 +150,6 @@ class WorkerIntegrationTest : public ::testing::Test {
   std::string bin_;
   std::string dir_;
   std::string conninfo_;
-  int scheduler_starts_ = 0;
   int grpc_port_ = 0;
   std::optional<testing::Subprocess> scheduler_;
   std::unique_ptr<v1::SweepService::Stub> sweeps_;
