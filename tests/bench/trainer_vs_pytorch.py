@@ -222,15 +222,25 @@ def find_or_build_sgemm_peak(args, tmpdir):
     if args.sgemm_peak:
         raise SystemExit(f"error: --sgemm-peak {args.sgemm_peak} is not an executable")
     cxx = shutil.which("c++") or shutil.which("g++")
-    if not cxx or not shutil.which("pkg-config"):
+    if not cxx:
         return None
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "openblas"], capture_output=True,
-                           text=True)
-    if flags.returncode != 0:
-        return None
+    # The OpenMP build of OpenBLAS is what the trainer links (top-level
+    # CMakeLists.txt); pkg-config's default is the pthread build.
+    omp_lib = glob.glob("/usr/lib/*-linux-gnu/openblas-openmp/libopenblas.so")
+    omp_inc = glob.glob("/usr/include/*-linux-gnu/openblas-openmp/cblas.h")
+    if omp_lib and omp_inc:
+        lib_dir = os.path.dirname(omp_lib[0])
+        flags = [f"-I{os.path.dirname(omp_inc[0])}", f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}",
+                 "-lopenblas"]
+    else:
+        res = subprocess.run(["pkg-config", "--cflags", "--libs", "openblas"], capture_output=True,
+                             text=True)
+        if res.returncode != 0:
+            return None
+        flags = res.stdout.split()
     out = os.path.join(tmpdir, "sgemm_peak")
     src = os.path.join(REPO, "tests", "bench", "sgemm_peak.cc")
-    build = subprocess.run([cxx, "-O2", "-std=c++17", src, "-o", out] + flags.stdout.split(),
+    build = subprocess.run([cxx, "-O2", "-std=c++17", src, "-o", out] + flags,
                            capture_output=True, text=True)
     return out if build.returncode == 0 else None
 
