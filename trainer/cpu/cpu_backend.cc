@@ -239,54 +239,44 @@ void CpuBackend::Backward(const Batch& batch, int64_t count) {
     const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
     const float* attn_in = a.pre_ln ? a.ln1_out : a.x_in;
     const float* ffn_in = a.pre_ln ? a.ln2_out : a.ln1_out;
-    float* dffn = d_c_;
-    float* datty = d_d_;
+    // The two sublayers' backward passes, shared by both placements: from the
+    // gradient of the sublayer's output to its input's, written (or added,
+    // with accumulate) into dinput. dout is read before dinput is written.
+    auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) {
+      if (dropout_active_) {
+        Multiply(d_c_, dout, a.ffn_mask, NC);
+        dout = d_c_;
+      }
+      MatmulBackward(d_act_, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false);
+      ReluBackward(d_act_, d_act_, a.fc1_act, static_cast<size_t>(N) * F);
+      MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, d_act_, ffn_in, P + w.fc1_w, N, C, F, accumulate);
+    };
+    auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) {
+      if (dropout_active_) {
+        Multiply(d_c_, dout, a.attn_mask, NC);
+        dout = d_c_;
+      }
+      MatmulBackward(d_d_, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false);
+      AttentionBackward(d_qkv_, d_d_, a.qkv, a.att, B, T, C, H);
+      MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, d_qkv_, attn_in, P + w.qkv_w, N, C, 3 * C, accumulate);
+    };
     if (a.pre_ln) {
       // res2 = res1 + ffn(ln2(res1)); dx = d res2.
-      const float* dffn_out = dx;
-      if (dropout_active_) {
-        Multiply(dffn, dx, a.ffn_mask, NC);
-        dffn_out = dffn;
-      }
-      MatmulBackward(d_act_, G + w.fc2_w, G + w.fc2_b, dffn_out, a.fc1_act, P + w.fc2_w, N, F, C, false);
-      ReluBackward(d_act_, d_act_, a.fc1_act, static_cast<size_t>(N) * F);
-      MatmulBackward(dtmp, G + w.fc1_w, G + w.fc1_b, d_act_, ffn_in, P + w.fc1_w, N, C, F, false);
+      ffn_backward(dx, dtmp, false);
       LayerNormBackward(dx, G + w.ln2_w, G + w.ln2_b, dtmp, a.res1, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
       // dx = d res1; res1 = x + attn(ln1(x)).
-      const float* dattn_out = dx;
-      if (dropout_active_) {
-        Multiply(dffn, dx, a.attn_mask, NC);
-        dattn_out = dffn;
-      }
-      MatmulBackward(datty, G + w.proj_w, G + w.proj_b, dattn_out, a.atty, P + w.proj_w, N, C, C, false);
-      AttentionBackward(d_qkv_, datty, a.qkv, a.att, B, T, C, H);
-      MatmulBackward(dtmp, G + w.qkv_w, G + w.qkv_b, d_qkv_, attn_in, P + w.qkv_w, N, C, 3 * C, false);
+      attention_backward(dx, dtmp, false);
       LayerNormBackward(dx, G + w.ln1_w, G + w.ln1_b, dtmp, a.x_in, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
     } else {
       // out = ln2(res2), res2 = ln1_out + ffn(ln1_out), ln1_out = ln1(res1), res1 = x + attn(x).
       std::memset(dtmp, 0, sizeof(float) * NC);
       LayerNormBackward(dtmp, G + w.ln2_w, G + w.ln2_b, dx, a.res2, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
-      std::swap(dx, dtmp);  // dx = d res2
-      const float* dffn_out = dx;
-      if (dropout_active_) {
-        Multiply(dffn, dx, a.ffn_mask, NC);
-        dffn_out = dffn;
-      }
-      MatmulBackward(d_act_, G + w.fc2_w, G + w.fc2_b, dffn_out, a.fc1_act, P + w.fc2_w, N, F, C, false);
-      ReluBackward(d_act_, d_act_, a.fc1_act, static_cast<size_t>(N) * F);
-      // d ln1_out = d res2 + fc1 backward.
-      MatmulBackward(dx, G + w.fc1_w, G + w.fc1_b, d_act_, ffn_in, P + w.fc1_w, N, C, F, true);
+      std::swap(dx, dtmp);       // dx = d res2
+      ffn_backward(dx, dx, true);  // d ln1_out = d res2 + fc1 backward
       std::memset(dtmp, 0, sizeof(float) * NC);
       LayerNormBackward(dtmp, G + w.ln1_w, G + w.ln1_b, dx, a.res1, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
       std::swap(dx, dtmp);  // dx = d res1
-      const float* dattn_out = dx;
-      if (dropout_active_) {
-        Multiply(dffn, dx, a.attn_mask, NC);
-        dattn_out = dffn;
-      }
-      MatmulBackward(datty, G + w.proj_w, G + w.proj_b, dattn_out, a.atty, P + w.proj_w, N, C, C, false);
-      AttentionBackward(d_qkv_, datty, a.qkv, a.att, B, T, C, H);
-      MatmulBackward(dx, G + w.qkv_w, G + w.qkv_b, d_qkv_, attn_in, P + w.qkv_w, N, C, 3 * C, true);
+      attention_backward(dx, dx, true);
     }
   }
   if (dropout_active_) Multiply(dx, dx, emb_mask_, NC);
