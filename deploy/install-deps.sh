@@ -14,6 +14,8 @@ packages=(
   libpq-dev postgresql prometheus-cpp-dev libyaml-cpp-dev
   # tests
   libgtest-dev libgmock-dev
+  # report rendering check (headless screenshot of `normsweep report`)
+  chromium
 )
 if [[ "${NORMSWEEP_WITH_TORCH:-0}" == 1 ]]; then
   packages+=(python3-torch python3-numpy)  # benchmarks and fixture regeneration only
