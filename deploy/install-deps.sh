@@ -14,6 +14,8 @@ packages=(
   libpq-dev postgresql prometheus-cpp-dev libyaml-cpp-dev
   # tests
   libgtest-dev libgmock-dev
+  # deploy test: a real Prometheus and promtool; python3-yaml and systemd (systemd-analyze) check manifests and units
+  prometheus python3-yaml systemd
   # report rendering check (headless screenshot of `normsweep report`)
   chromium
 )

@@ -265,6 +265,7 @@ absl::StatusOr<v1::ReportProgressResponse> Scheduler::ReportProgress(const v1::R
     }
   }
   ASSIGN_OR_RETURN(db::ProgressResult result, store_.ReportProgress(request, clock_.Now()));
+  metrics_.ProgressReported(request.points_size(), norms);
   NotifyChange();
   v1::ReportProgressResponse response;
   response.set_cancel_requested(result.cancel_requested);

@@ -32,7 +32,14 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
       rpc_errors_(prometheus::BuildCounter()
                       .Name("normsweep_scheduler_rpc_errors_total")
                       .Help("Failed RPCs by method and gRPC code")
-                      .Register(registry)) {
+                      .Register(registry)),
+      progress_family_(prometheus::BuildCounter()
+                           .Name("normsweep_scheduler_progress_points_total")
+                           .Help("Progress accepted by ReportProgress, by kind: metric (one step's point) or "
+                                 "layer_grad_norm (one layer's matrix norm)")
+                           .Register(registry)),
+      progress_points_(progress_family_.Add({{"kind", "metric"}})),
+      progress_grad_norms_(progress_family_.Add({{"kind", "layer_grad_norm"}})) {
   // Present from the start, so that dashboards show zeros rather than gaps.
   for (const char* s : {"PENDING", "RUNNING", "SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}) {
     trials_.Add({{"state", s}});
@@ -51,6 +58,11 @@ void SchedulerMetrics::TrialsCompleted(v1::TrialState outcome, int n) {
 
 void SchedulerMetrics::RpcError(const std::string& method, absl::StatusCode code) {
   rpc_errors_.Add({{"method", method}, {"code", absl::StatusCodeToString(code)}}).Increment();
+}
+
+void SchedulerMetrics::ProgressReported(int points, int layer_grad_norms) {
+  progress_points_.Increment(points);
+  progress_grad_norms_.Increment(layer_grad_norms);
 }
 
 void SchedulerMetrics::SetStats(const db::StoreStats& stats) {

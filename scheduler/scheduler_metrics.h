@@ -26,6 +26,9 @@ class SchedulerMetrics {
   void ObserveLeaseLatency(absl::Duration latency);
   void TrialsCompleted(v1::TrialState outcome, int n = 1);
   void RpcError(const std::string& method, absl::StatusCode code);
+  // Progress accepted by ReportProgress: metric points and step-0 layer
+  // gradient norms (a re-sent batch counts again; the store writes it once).
+  void ProgressReported(int points, int layer_grad_norms);
   // Gauges from the database (shared by all replicas, so every replica
   // reports the same totals).
   void SetStats(const db::StoreStats& stats);
@@ -39,6 +42,9 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>& live_workers_family_;
   prometheus::Gauge& live_workers_;
   prometheus::Family<prometheus::Counter>& rpc_errors_;
+  prometheus::Family<prometheus::Counter>& progress_family_;
+  prometheus::Counter& progress_points_;
+  prometheus::Counter& progress_grad_norms_;
 };
 
 }  // namespace normsweep::scheduler

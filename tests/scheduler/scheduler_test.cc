@@ -226,6 +226,8 @@ TEST_F(SchedulerTest, GetTrialReturnsTheMetricHistory) {
   n->set_matrix("ffn.fc1");
   n->set_norm(3.0);
   ASSERT_TRUE(scheduler_.ReportProgress(progress).ok());
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_progress_points_total", {{"kind", "metric"}}), 10);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_progress_points_total", {{"kind", "layer_grad_norm"}}), 1);
   clock_.Advance(absl::Seconds(1));
   auto finished = Finish(w, t, v1::TRIAL_SUCCEEDED);
   ASSERT_TRUE(finished.ok()) << finished.status();
