@@ -5,6 +5,7 @@
 //                    [--seeds 0,1] [--set field=value ...] [--watch]
 //   normsweep watch ID | list [--state running|completed|cancelled] | show ID | cancel ID
 //   normsweep trial ID | results ID [--format table|csv|json]
+//   normsweep report ID --out DIR
 //   normsweep workers [--live]
 //
 // --scheduler host:port, else $NORMSWEEP_SCHEDULER, else localhost:50051.
@@ -27,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/json_quote.h"
+#include "client/report.h"
 #include "client/results.h"
 #include "client/sweep_client.h"
 #include "client/sweep_file.h"
@@ -52,6 +54,10 @@ Usage:
   normsweep trial ID          one trial's metric history
   normsweep cancel ID
   normsweep results ID [--format table|csv|json]
+  normsweep report ID --out DIR
+                              DIR/index.html: one self-contained page (inline
+                              SVG, no script) with the warm-up x lr heatmaps,
+                              validation-loss curves and step-0 gradient norms
   normsweep workers [--live]  registered workers: devices, live or not, running
                               trials, last heartbeat (--live: live ones only)
 
@@ -361,6 +367,17 @@ int Trial(cl::SweepClient& client, int64_t id) {
   return 0;
 }
 
+int Report(cl::SweepClient& client, int64_t id, const normsweep::CliArgs& args) {
+  const std::string out = args.Get("out");
+  if (out.empty()) return Usage("report: --out DIR is required (the directory to write index.html into)");
+  auto data = cl::FetchReportData(client, id);
+  if (!data.ok()) return Fail(data.status());
+  const absl::Status written = cl::WriteReport(out, cl::RenderReportHtml(*data));
+  if (!written.ok()) return Fail(written);
+  std::printf("%s/index.html: sweep %ld, %zu trials\n", out.c_str(), static_cast<long>(id), data->trials.size());
+  return 0;
+}
+
 int Workers(cl::SweepClient& client, const normsweep::CliArgs& args) {
   if (args.positional.size() > 1) return Usage("workers: unexpected argument '" + args.positional[1] + "'");
   auto workers = client.ListWorkers(args.Has("live"));
@@ -392,7 +409,8 @@ int main(int argc, char** argv) {
   if (command == "list") return List(client, args);
   if (command == "workers") return Workers(client, args);
   int64_t id = 0;
-  if (command == "watch" || command == "show" || command == "cancel" || command == "results" || command == "trial") {
+  if (command == "watch" || command == "show" || command == "cancel" || command == "results" || command == "trial" ||
+      command == "report") {
     if (!ParseId(args.positional, &id, &error)) return Usage(command + ": " + error);
   } else {
     return Usage("unknown command '" + command + "'");
@@ -401,6 +419,7 @@ int main(int argc, char** argv) {
   if (command == "show") return Show(client, id);
   if (command == "trial") return Trial(client, id);
   if (command == "results") return PrintResults(client, id, args.Get("format", "table"));
+  if (command == "report") return Report(client, id, args);
   auto sweep = client.CancelSweep(id);
   if (!sweep.ok()) return Fail(sweep.status());
   std::printf("sweep %ld %s\n", static_cast<long>(id), StateName(sweep->state()));

@@ -15,12 +15,6 @@ namespace {
 
 using Key = std::tuple<std::string, std::string, int, double>;
 
-std::string PlacementTitle(const std::string& p) {
-  if (p == "post") return "Post-LN";
-  if (p == "pre") return "Pre-LN";
-  return p;
-}
-
 std::string CellText(const ResultCell& c) {
   if (c.seeds_with_loss == 0) {
     if (c.diverged == c.trials && c.trials > 0) return "diverged";
@@ -51,6 +45,12 @@ std::string Pad(const std::string& s, size_t width) {
 std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
 
 }  // namespace
+
+std::string PlacementTitle(const std::string& p) {
+  if (p == "post") return "Post-LN";
+  if (p == "pre") return "Pre-LN";
+  return p;
+}
 
 std::string FormatLr(double lr) {
   // "3e-03" when one significant digit is exact, else "1.5e-03".

@@ -1,0 +1,63 @@
+// `normsweep report`: one self-contained HTML page about a sweep, for a
+// paper or an issue: the (warm-up x peak lr) heatmap of final validation
+// loss per placement, validation-loss curves per placement, the step-0 FFN
+// gradient norms per layer (Xiong et al. 2020, Figure 3) and a summary per
+// placement like the placement_sensitivity view. Inline CSS and SVG only: no
+// script, nothing fetched from the network.
+//
+// Fetching (FetchReportData, over SweepService) is kept apart from rendering
+// (RenderReportHtml, a pure function of the data), so the page is tested
+// from hand-made data.
+#ifndef NORMSWEEP_CLIENT_REPORT_H_
+#define NORMSWEEP_CLIENT_REPORT_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/sweep_client.h"
+#include "normsweep/v1/sweep.pb.h"
+#include "normsweep/v1/sweep_service.pb.h"
+
+namespace normsweep::client {
+
+// What a report shows, as the scheduler returns it.
+struct ReportData {
+  v1::Sweep sweep;
+  std::vector<v1::GetTrialResponse> trials;  // each trial with its metrics and layer gradient norms
+};
+
+// "Near the best" as the placement_sensitivity view counts it: a grid cell
+// whose mean final validation loss is at most (1 + tolerance) times the best
+// cell of the same variant, over both placements.
+inline constexpr double kNearBestTolerance = 0.05;
+
+// One row of the summary: the placement_sensitivity view's figures.
+struct PlacementSummary {
+  std::string variant, placement;
+  int trials = 0, succeeded = 0, diverged = 0, failed = 0, cancelled = 0, unfinished = 0;
+  std::optional<double> best_val_loss;    // best final validation loss of a succeeded trial
+  std::optional<double> median_val_loss;  // their median
+  int grid_cells = 0, cells_near_best = 0;
+  std::optional<double> best_cell_val_loss;  // the yardstick (both placements of the variant)
+};
+
+// By variant, then placement.
+std::vector<PlacementSummary> SummarisePlacements(const std::vector<v1::Trial>& trials, double tolerance);
+
+// GetSweep, ListTrials, then GetTrial for each trial. NOT_FOUND (from the
+// scheduler) for an unknown sweep.
+absl::StatusOr<ReportData> FetchReportData(SweepClient& client, int64_t sweep_id);
+
+// The page. A sweep with no finished trial gives a page that says so.
+std::string RenderReportHtml(const ReportData& data);
+
+// Creates dir (with parents) and writes dir/index.html through a temporary
+// file renamed into place. Errors name the path and the reason.
+absl::Status WriteReport(const std::string& dir, const std::string& html);
+
+}  // namespace normsweep::client
+
+#endif  // NORMSWEEP_CLIENT_REPORT_H_
