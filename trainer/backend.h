@@ -67,11 +67,16 @@ class Backend {
 
 struct BackendOptions {
   std::string device = "cpu";  // "cpu" or "cuda:N"
+  Precision precision = Precision::kFp32;
   int threads = 1;
   ModelConfig model;
   OptimizerConfig optimizer;
   int max_batch_size = 1;  // largest batch the backend must hold activations for
 };
+
+// Checks a batch against the model: shape, token and target ranges. Each
+// backend calls it before touching its buffers.
+Status CheckBatch(const Batch& batch, const ModelConfig& model);
 
 // Makes the backend for options.device; INVALID_ARGUMENT names "device" when
 // it is unknown or not built in.

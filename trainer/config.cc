@@ -45,6 +45,22 @@ const char* ScheduleName(ScheduleKind k) {
   return "?";
 }
 
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kBf16: return "bf16";
+  }
+  return "?";
+}
+
+StatusOr<Precision> ParsePrecision(const std::string& s) {
+  if (s == "fp32") return Precision::kFp32;
+  if (s == "tf32") return Precision::kTf32;
+  if (s == "bf16") return Precision::kBf16;
+  return FieldError("precision", "unknown precision '" + s + "' (expected fp32, tf32 or bf16)");
+}
+
 StatusOr<Placement> ParsePlacement(const std::string& s) {
   if (s == "post" || s == "post-ln" || s == "post_ln") return Placement::kPostLN;
   if (s == "pre" || s == "pre-ln" || s == "pre_ln") return Placement::kPreLN;
@@ -118,6 +134,10 @@ Status ValidateTrainSettings(const TrainSettings& s) {
   if (s.checkpoint_every < 0) return FieldError("checkpoint_every", "must be >= 0");
   if (s.device != "cpu" && s.device.rfind("cuda", 0) != 0) {
     return FieldError("device", "unknown device '" + s.device + "' (expected cpu or cuda:N)");
+  }
+  if (s.device == "cpu" && s.precision != Precision::kFp32) {
+    return FieldError("precision", std::string(PrecisionName(s.precision)) +
+                                       " needs a CUDA device (device cuda:N); the cpu backend computes in fp32");
   }
   return OkStatus();
 }

@@ -15,6 +15,11 @@ enum class Placement { kPostLN, kPreLN };
 enum class Positions { kSinusoidal, kLearned };
 enum class OptimizerKind { kAdam, kAdamW, kSgd };
 enum class ScheduleKind { kConstant, kInverseSqrt, kLinear, kCosine };
+// Arithmetic of the matrix products: fp32 everywhere (the default, and all
+// the CPU backend does), or on the GPU's tensor cores with inputs rounded to
+// TF32 or bf16 and fp32 accumulation; weights, optimizer state and every
+// other op stay fp32.
+enum class Precision { kFp32, kTf32, kBf16 };
 
 inline constexpr int kVocabSize = 256;  // byte-level
 
@@ -67,6 +72,7 @@ struct TrainSettings {
   int divergence_patience = 50;
   int threads = 1;
   std::string device = "cpu";
+  Precision precision = Precision::kFp32;
   int checkpoint_every = 0;
 };
 
@@ -86,10 +92,12 @@ const char* PlacementName(Placement p);       // "post" / "pre"
 const char* PositionsName(Positions p);       // "sinusoidal" / "learned"
 const char* OptimizerName(OptimizerKind k);   // "adam" / "adamw" / "sgd"
 const char* ScheduleName(ScheduleKind k);     // "constant" / ...
+const char* PrecisionName(Precision p);       // "fp32" / "tf32" / "bf16"
 StatusOr<Placement> ParsePlacement(const std::string& s);
 StatusOr<Positions> ParsePositions(const std::string& s);
 StatusOr<OptimizerKind> ParseOptimizer(const std::string& s);
 StatusOr<ScheduleKind> ParseSchedule(const std::string& s);
+StatusOr<Precision> ParsePrecision(const std::string& s);
 
 }  // namespace normsweep::trainer
 

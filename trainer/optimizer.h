@@ -15,6 +15,16 @@
 
 namespace normsweep::trainer {
 
+// The per-step scalars of each update, in float, as both backends use them.
+struct AdamCoefficients {
+  float b1, b2, eps, l2, decay, step_size, inv_sqrt_bc2, grad_scale;
+};
+AdamCoefficients AdamFor(const OptimizerConfig& config, const OptimizerStepArgs& args, double weight_decay);
+struct SgdCoefficients {
+  float lr, momentum, wd, grad_scale;
+};
+SgdCoefficients SgdFor(const OptimizerConfig& config, const OptimizerStepArgs& args, double weight_decay);
+
 // Updates params[0, n) in place. weight_decay is already 0 for tensors
 // without decay. Safe to call on disjoint ranges from several threads.
 void OptimizerUpdate(const OptimizerConfig& config, const OptimizerStepArgs& args, double weight_decay,

@@ -6,9 +6,16 @@
 #include <cmath>
 #include <cstdint>
 
+// The CUDA backend draws the same dropout masks on the device.
+#ifdef __CUDACC__
+#define NORMSWEEP_HOST_DEVICE __host__ __device__
+#else
+#define NORMSWEEP_HOST_DEVICE
+#endif
+
 namespace normsweep::trainer {
 
-inline uint64_t SplitMix64(uint64_t x) {
+NORMSWEEP_HOST_DEVICE inline uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -16,14 +23,19 @@ inline uint64_t SplitMix64(uint64_t x) {
 }
 
 // Mixes several words into one seed: Rng(MixSeed(seed, stream, step)).
-inline uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0) {
+NORMSWEEP_HOST_DEVICE inline uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0) {
   return SplitMix64(SplitMix64(SplitMix64(a) ^ b) ^ c);
 }
+
+// Dropout masks are drawn in blocks of kDropoutMaskBlock elements, block i
+// from Rng(MixSeed(seed, kDropoutMaskStream, i)), on the CPU and the GPU alike.
+inline constexpr uint64_t kDropoutMaskBlock = 4096;
+inline constexpr uint64_t kDropoutMaskStream = 0xd409;
 
 // xoshiro256** seeded through SplitMix64.
 class Rng {
  public:
-  explicit Rng(uint64_t seed) {
+  NORMSWEEP_HOST_DEVICE explicit Rng(uint64_t seed) {
     uint64_t x = seed;
     for (uint64_t& s : s_) {
       x += 0x9e3779b97f4a7c15ULL;
@@ -31,7 +43,7 @@ class Rng {
     }
   }
 
-  uint64_t NextU64() {
+  NORMSWEEP_HOST_DEVICE uint64_t NextU64() {
     const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
     const uint64_t t = s_[1] << 17;
     s_[2] ^= s_[0];
@@ -44,7 +56,7 @@ class Rng {
   }
 
   // Uniform in [0, 1) with 53 random bits.
-  double Uniform() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
+  NORMSWEEP_HOST_DEVICE double Uniform() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
   // Uniform in [lo, hi).
   double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
   // Uniform integer in [0, n).
@@ -58,7 +70,7 @@ class Rng {
   }
 
  private:
-  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  NORMSWEEP_HOST_DEVICE static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
 };
 

@@ -95,6 +95,11 @@ absl::StatusOr<TrainSettings> SettingsFromProto(const v1::TrainConfig& c) {
   if (c.divergence_patience() != 0) s.divergence_patience = c.divergence_patience();
   if (c.threads() != 0) s.threads = c.threads();
   if (!c.device().empty()) s.device = c.device();
+  if (!c.precision().empty()) {
+    auto p = Convert(ParsePrecision(c.precision()));
+    if (!p.ok()) return p.status();
+    s.precision = *p;
+  }
   s.checkpoint_every = c.checkpoint_every();
 
   Status st = ValidateTrainSettings(s);
@@ -139,6 +144,7 @@ absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& confi
   c.set_divergence_patience(s->divergence_patience);
   c.set_threads(s->threads);
   c.set_device(s->device);
+  c.set_precision(PrecisionName(s->precision));
   c.set_checkpoint_every(s->checkpoint_every);
   return c;
 }

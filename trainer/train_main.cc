@@ -61,7 +61,7 @@ Training:  --batch-size N  --steps N  --optimizer adam|adamw|sgd  --lr LR
            --schedule constant|inverse_sqrt|linear|cosine
 Data:      --task translate | --data FILE   --eval-every N  --eval-batches N  --seed S
 Stopping:  --divergence-loss L  --divergence-patience N
-Runtime:   --threads N  --device cpu|cuda:N  --events FILE  --checkpoint-out FILE
+Runtime:   --threads N  --device cpu|cuda:N  --precision fp32|tf32|bf16  --events FILE  --checkpoint-out FILE
            --checkpoint-every N  --resume FILE  --print-config
 
 Probes of the paper's evidence at initialization (Xiong et al. 2020), each
@@ -161,6 +161,7 @@ const std::map<std::string, Setter>& ConfigFlags() {
       {"divergence-patience", Int(&C::set_divergence_patience)},
       {"threads", Int(&C::set_threads)},
       {"device", String(static_cast<S>(&C::set_device))},
+      {"precision", String(static_cast<S>(&C::set_precision))},
       {"checkpoint-every", Int(&C::set_checkpoint_every)},
   };
   return *flags;

@@ -62,6 +62,7 @@ class Run {
     TRAINER_ASSIGN_OR_RETURN(data_, MakeDataset(s_.data, s_.model.seq_len, s_.batch_size));
     BackendOptions bo;
     bo.device = s_.device;
+    bo.precision = s_.precision;
     bo.threads = s_.threads;
     bo.model = s_.model;
     bo.optimizer = s_.optimizer;

@@ -64,6 +64,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{R"({"lr": 0.001, "dropout": 1.0})", "dropout"},
                       BadCase{R"({"lr": 0.001, "task": "chess"})", "task"},
                       BadCase{R"({"lr": 0.001, "positions": "rotary"})", "positions"},
+                      BadCase{R"({"lr": 0.001, "precision": "fp8"})", "precision"},
+                      BadCase{R"({"lr": 0.001, "precision": "bf16"})", "precision"},  // cpu is fp32 only
+                      BadCase{R"({"lr": 0.001, "device": "tpu:0"})", "device"},
                       BadCase{R"({"lr": 0.001, "no_such_field": 1})", "no_such_field"}));
 
 TEST(TrainConfigTest, JsonRoundTripOfResolvedConfig) {

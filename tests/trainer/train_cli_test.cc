@@ -212,6 +212,24 @@ TEST(TrainCliTest, MissingDataFileFailsWithFinalEvent) {
   EXPECT_THAT(events[0].error(), HasSubstr("data_file"));
 }
 
+// Without a GPU (CI), a cuda run fails cleanly: a FAILED final event whose
+// error names the device, exit 1, no crash or hang. With one, it trains.
+TEST(TrainCliTest, CudaDeviceWithoutAGpuFailsNamingTheDevice) {
+  Result devices = RunTrainer({"--list-devices"});
+  ASSERT_EQ(devices.exit_code, 0);
+  if (devices.out.find("cuda:0") != std::string::npos) GTEST_SKIP() << "this machine has a GPU: see tests/gpu";
+  Result r = RunTrainer(With({"train", "--lr", "1e-3", "--steps", "2", "--device", "cuda:0"}, kSmall));
+  EXPECT_EQ(r.exit_code, 1);
+  std::vector<v1::TrainEvent> events = Events(r.out);
+  ASSERT_EQ(events.size(), 1u) << r.out;
+  EXPECT_EQ(events[0].outcome(), "FAILED");
+  EXPECT_THAT(events[0].error(), HasSubstr("device:"));
+  EXPECT_THAT(events[0].error(), HasSubstr("cuda:0"));
+  Result bf16 = RunTrainer(With({"train", "--lr", "1e-3", "--steps", "2", "--precision", "bf16"}, kSmall));
+  EXPECT_EQ(bf16.exit_code, 2);
+  EXPECT_THAT(bf16.err, HasSubstr("precision"));
+}
+
 TEST(TrainCliTest, CheckpointEvalAndGrads) {
   const fs::path ckpt = TempDir() / "model.safetensors", grads = TempDir() / "grads.safetensors";
   Result train = RunTrainer(With({"train", "--lr", "1e-3", "--steps", "3", "--data", Corpus().string(), "--checkpoint-out",

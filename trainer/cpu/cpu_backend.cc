@@ -19,6 +19,10 @@ const float* CpuBackend::BlockActivations::out() const { return pre_ln ? res2 : 
 StatusOr<std::unique_ptr<Backend>> CpuBackend::Create(const BackendOptions& options) {
   TRAINER_RETURN_IF_ERROR(ValidateModelConfig(options.model));
   if (options.threads < 1) return InvalidArgument("threads: must be >= 1");
+  if (options.precision != Precision::kFp32) {
+    return InvalidArgument(std::string("precision: ") + PrecisionName(options.precision) +
+                           " needs a CUDA device; the cpu backend computes in fp32");
+  }
   return std::unique_ptr<Backend>(new CpuBackend(options));
 }
 
@@ -115,21 +119,6 @@ Status CpuBackend::SetOptimizerState(const std::vector<float>& m, const std::vec
 Status CpuBackend::GetOptimizerState(std::vector<float>* m, std::vector<float>* v) {
   *m = m_;
   *v = v_;
-  return OkStatus();
-}
-
-Status CpuBackend::CheckBatch(const Batch& batch) const {
-  if (batch.batch_size < 1) return InvalidArgument("batch_size: must be >= 1");
-  if (batch.seq_len < 1 || batch.seq_len > model_.seq_len) {
-    return InvalidArgument("seq_len: batch windows of " + std::to_string(batch.seq_len) +
-                           " tokens do not fit the model's seq_len " + std::to_string(model_.seq_len));
-  }
-  const size_t n = static_cast<size_t>(batch.batch_size) * batch.seq_len;
-  if (batch.inputs.size() != n || batch.targets.size() != n) return InvalidArgument("batch: wrong size");
-  for (size_t i = 0; i < n; ++i) {
-    if (batch.inputs[i] < 0 || batch.inputs[i] >= kVocabSize) return InvalidArgument("batch: bad token");
-    if (batch.targets[i] < -1 || batch.targets[i] >= kVocabSize) return InvalidArgument("batch: bad target");
-  }
   return OkStatus();
 }
 
@@ -290,7 +279,7 @@ void CpuBackend::Backward(const Batch& batch, int64_t count) {
 }
 
 StatusOr<LossStats> CpuBackend::ForwardBackward(const Batch& batch, uint64_t dropout_seed) {
-  TRAINER_RETURN_IF_ERROR(CheckBatch(batch));
+  TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
   EnsureCapacity(batch.batch_size);
   LossStats stats = Forward(batch, /*training=*/true, dropout_seed);
   Backward(batch, stats.count);
@@ -298,7 +287,7 @@ StatusOr<LossStats> CpuBackend::ForwardBackward(const Batch& batch, uint64_t dro
 }
 
 StatusOr<LossStats> CpuBackend::Evaluate(const Batch& batch) {
-  TRAINER_RETURN_IF_ERROR(CheckBatch(batch));
+  TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
   EnsureCapacity(batch.batch_size);
   return Forward(batch, /*training=*/false, 0);
 }

@@ -44,7 +44,6 @@ class CpuBackend final : public Backend {
   };
 
   CpuBackend(const BackendOptions& options);
-  Status CheckBatch(const Batch& batch) const;
   void EnsureCapacity(int B);
   // Runs the forward pass for batch, saving activations; fills probs.
   LossStats Forward(const Batch& batch, bool training, uint64_t dropout_seed);

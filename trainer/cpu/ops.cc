@@ -1,6 +1,5 @@
 #include "trainer/cpu/ops.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "trainer/cpu/blas.h"
 #include "trainer/rng.h"
 
 namespace normsweep::trainer::cpu {
@@ -85,7 +85,7 @@ void ColumnSums(float* out, const float* x, int N, int C) {
 
 void SetThreads(int threads) {
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  SetBlasThreads(threads);
 }
 
 void EncoderForward(float* out, const int32_t* tokens, const float* tok_emb, const float* pos, int B,
@@ -196,16 +196,15 @@ void MatmulForward(float* out, const float* inp, const float* w, const float* b,
     for (int n = 0; n < N; ++n) std::memcpy(out + static_cast<size_t>(n) * O, b, sizeof(float) * O);
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, I, 1.0f, inp, I, w, I, beta, out, O);
+  Sgemm(false, true, N, O, I, inp, I, w, I, beta, out, O);
 }
 
 void MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                     int N, int I, int O, bool accumulate) {
   if (dinp != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, I, O, 1.0f, dout, O, w, I,
-                accumulate ? 1.0f : 0.0f, dinp, I);
+    Sgemm(false, false, N, I, O, dout, O, w, I, accumulate ? 1.0f : 0.0f, dinp, I);
   }
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, I, N, 1.0f, dout, O, inp, I, 0.0f, dw, I);
+  Sgemm(true, false, O, I, N, dout, O, inp, I, 0.0f, dw, I);
   if (db != nullptr) ColumnSums(db, dout, N, O);
 }
 
@@ -360,11 +359,11 @@ void Multiply(float* out, const float* a, const float* b, size_t n) {
 void MakeDropoutMask(float* mask, size_t n, float p, uint64_t seed) {
   const float keep_scale = 1.0f / (1.0f - p);
   // Counter-based: element i depends only on (seed, i), not on the threads.
-  const size_t block = 4096;
+  const size_t block = kDropoutMaskBlock;
   const size_t blocks = (n + block - 1) / block;
 #pragma omp parallel for schedule(static) if (Parallel(n))
   for (size_t bi = 0; bi < blocks; ++bi) {
-    Rng rng(MixSeed(seed, 0xd409, bi));
+    Rng rng(MixSeed(seed, kDropoutMaskStream, bi));
     const size_t end = std::min(n, (bi + 1) * block);
     for (size_t i = bi * block; i < end; ++i) mask[i] = rng.Uniform() < p ? 0.0f : keep_scale;
   }

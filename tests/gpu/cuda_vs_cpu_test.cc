@@ -1,0 +1,294 @@
+// The CUDA backend against the CPU backend on the same weights and batches:
+// loss within 1e-5 relative (fp32), every gradient within 1e-4 relative max
+// error, 10 Adam steps tracking the CPU's losses, dropout masks drawn alike,
+// checkpoints resuming across backends, graphs matching eager launches bit
+// for bit. Every test skips, saying so, when the machine has no CUDA device;
+// run tests/gpu/run-on-gpu.sh on a GPU machine.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/backend.h"
+#include "trainer/checkpoint.h"
+#include "trainer/config.h"
+#include "trainer/data.h"
+#include "trainer/param_layout.h"
+#include "trainer/rng.h"
+#include "trainer/trainer.h"
+
+namespace normsweep::trainer {
+namespace {
+
+bool HaveGpu() { return ListDevices().size() > 1; }
+
+#define SKIP_WITHOUT_GPU()                                                                          \
+  if (!HaveGpu()) {                                                                                 \
+    GTEST_SKIP() << "no CUDA device visible (normsweep-train --list-devices shows only cpu): the "   \
+                    "CUDA vs CPU checks need a GPU; run tests/gpu/run-on-gpu.sh on a GPU machine"; \
+  }
+
+ModelConfig Model(Placement placement, Positions positions = Positions::kSinusoidal, float dropout = 0.0f) {
+  ModelConfig m;
+  m.placement = placement;
+  m.layers = 3;
+  m.d_model = 64;
+  m.heads = 4;
+  m.d_ff = 128;
+  m.seq_len = 32;
+  m.dropout = dropout;
+  m.positions = positions;
+  return m;
+}
+
+std::unique_ptr<Backend> Make(const std::string& device, const ModelConfig& model, int batch,
+                              Precision precision = Precision::kFp32) {
+  BackendOptions o;
+  o.device = device;
+  o.model = model;
+  o.threads = 2;
+  o.max_batch_size = batch;
+  o.precision = precision;
+  o.optimizer.kind = OptimizerKind::kAdam;
+  auto b = MakeBackend(o);
+  EXPECT_TRUE(b.ok()) << device << ": " << b.status().message();
+  if (!b.ok()) return nullptr;
+  return std::move(b.value());
+}
+
+// Random tokens; the first quarter of each window's targets ignored (-1), as
+// the translate task does with its source half.
+Batch RandomBatch(uint64_t seed, int B, int T) {
+  Rng rng(seed);
+  Batch b;
+  b.batch_size = B;
+  b.seq_len = T;
+  for (int i = 0; i < B * T; ++i) {
+    b.inputs.push_back(static_cast<int32_t>(rng.Below(kVocabSize)));
+    b.targets.push_back(i % T < T / 4 ? -1 : static_cast<int32_t>(rng.Below(kVocabSize)));
+  }
+  return b;
+}
+
+double RelativeDiff(double a, double b) { return std::abs(a - b) / std::max(1e-30, std::abs(b)); }
+
+// max |a - b| / max |b| over one tensor.
+double MaxRelativeError(const float* a, const float* b, size_t n) {
+  double diff = 0.0, scale = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(b[i])));
+  }
+  return scale > 0.0 ? diff / scale : diff;
+}
+
+void ExpectSameGradients(Backend& gpu, Backend& cpu, double tolerance) {
+  std::vector<float> g_gpu, g_cpu;
+  ASSERT_TRUE(gpu.GetGradients(&g_gpu).ok());
+  ASSERT_TRUE(cpu.GetGradients(&g_cpu).ok());
+  for (const TensorSpec& t : cpu.layout().tensors()) {
+    EXPECT_LT(MaxRelativeError(g_gpu.data() + t.offset, g_cpu.data() + t.offset, t.size), tolerance) << t.name;
+  }
+}
+
+struct Variant {
+  Placement placement;
+  Positions positions;
+  float dropout;
+};
+class CudaVsCpuTest : public ::testing::TestWithParam<Variant> {};
+
+TEST_P(CudaVsCpuTest, LossAndEveryGradientMatch) {
+  SKIP_WITHOUT_GPU();
+  const ModelConfig model = Model(GetParam().placement, GetParam().positions, GetParam().dropout);
+  auto cpu = Make("cpu", model, 4);
+  auto gpu = Make("cuda:0", model, 4);
+  ASSERT_TRUE(cpu && gpu);
+  const std::vector<float> params = InitParameters(cpu->layout(), model, 11);
+  ASSERT_TRUE(cpu->SetParameters(params).ok());
+  ASSERT_TRUE(gpu->SetParameters(params).ok());
+  const Batch batch = RandomBatch(5, 4, model.seq_len);
+  auto lc = cpu->ForwardBackward(batch, 99);
+  auto lg = gpu->ForwardBackward(batch, 99);
+  ASSERT_TRUE(lc.ok() && lg.ok()) << lg.status().message();
+  EXPECT_EQ(lg->count, lc->count);
+  EXPECT_LT(RelativeDiff(lg->mean(), lc->mean()), 1e-5) << lg->mean() << " vs " << lc->mean();
+  ExpectSameGradients(*gpu, *cpu, 1e-4);
+
+  auto nc = cpu->GradientSquaredNorms();
+  auto ng = gpu->GradientSquaredNorms();
+  ASSERT_TRUE(nc.ok() && ng.ok());
+  for (size_t i = 0; i < nc->size(); ++i) EXPECT_LT(RelativeDiff((*ng)[i], (*nc)[i]), 1e-4) << i;
+
+  // Evaluation (no dropout) agrees too, on a shorter window.
+  const Batch eval = RandomBatch(6, 3, model.seq_len / 2);
+  auto ec = cpu->Evaluate(eval);
+  auto eg = gpu->Evaluate(eval);
+  ASSERT_TRUE(ec.ok() && eg.ok());
+  EXPECT_LT(RelativeDiff(eg->mean(), ec->mean()), 1e-5);
+  EXPECT_EQ(eg->correct, ec->correct);
+}
+
+TEST_P(CudaVsCpuTest, TenAdamStepsTrackTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const ModelConfig model = Model(GetParam().placement, GetParam().positions, GetParam().dropout);
+  auto cpu = Make("cpu", model, 8);
+  auto gpu = Make("cuda:0", model, 8);
+  ASSERT_TRUE(cpu && gpu);
+  const std::vector<float> params = InitParameters(cpu->layout(), model, 2);
+  ASSERT_TRUE(cpu->SetParameters(params).ok());
+  ASSERT_TRUE(gpu->SetParameters(params).ok());
+  auto data = MakeDataset(DataConfig{}, model.seq_len, 8);
+  ASSERT_TRUE(data.ok());
+  for (int step = 1; step <= 10; ++step) {
+    const Batch batch = (*data)->TrainBatch(7, step, 8, model.seq_len);
+    auto lc = cpu->ForwardBackward(batch, static_cast<uint64_t>(step));
+    auto lg = gpu->ForwardBackward(batch, static_cast<uint64_t>(step));
+    ASSERT_TRUE(lc.ok() && lg.ok());
+    EXPECT_LT(RelativeDiff(lg->mean(), lc->mean()), 1e-4) << "step " << step;
+    OptimizerStepArgs args;
+    args.step = step;
+    args.lr = 1e-3;
+    ASSERT_TRUE(cpu->OptimizerStep(args).ok());
+    ASSERT_TRUE(gpu->OptimizerStep(args).ok());
+  }
+  std::vector<float> pc, pg, mc, vc, mg, vg;
+  ASSERT_TRUE(cpu->GetParameters(&pc).ok() && gpu->GetParameters(&pg).ok());
+  EXPECT_LT(MaxRelativeError(pg.data(), pc.data(), pc.size()), 1e-3);
+  ASSERT_TRUE(cpu->GetOptimizerState(&mc, &vc).ok() && gpu->GetOptimizerState(&mg, &vg).ok());
+  EXPECT_LT(MaxRelativeError(vg.data(), vc.data(), vc.size()), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, CudaVsCpuTest,
+                         ::testing::Values(Variant{Placement::kPostLN, Positions::kSinusoidal, 0.0f},
+                                           Variant{Placement::kPreLN, Positions::kSinusoidal, 0.0f},
+                                           Variant{Placement::kPreLN, Positions::kLearned, 0.1f},
+                                           Variant{Placement::kPostLN, Positions::kLearned, 0.1f}),
+                         [](const auto& info) {
+                           return std::string(PlacementName(info.param.placement)) + "_" +
+                                  PositionsName(info.param.positions) + (info.param.dropout > 0 ? "_dropout" : "");
+                         });
+
+// Captured graphs and eager launches, and two runs, give the same bits.
+TEST(CudaBackendTest, GraphsAndEagerAreBitIdentical) {
+  SKIP_WITHOUT_GPU();
+  const ModelConfig model = Model(Placement::kPostLN, Positions::kSinusoidal, 0.1f);
+  std::vector<std::vector<float>> finals;
+  std::vector<std::vector<double>> losses;
+  for (const char* graphs : {"1", "0", "1"}) {
+    setenv("NORMSWEEP_CUDA_GRAPHS", graphs, 1);
+    auto gpu = Make("cuda:0", model, 4);
+    ASSERT_TRUE(gpu);
+    ASSERT_TRUE(gpu->SetParameters(InitParameters(gpu->layout(), model, 4)).ok());
+    losses.emplace_back();
+    for (int step = 1; step <= 3; ++step) {
+      auto l = gpu->ForwardBackward(RandomBatch(static_cast<uint64_t>(step), 4, model.seq_len), 1000 + step);
+      ASSERT_TRUE(l.ok()) << l.status().message();
+      losses.back().push_back(l->loss_sum);
+      OptimizerStepArgs args;
+      args.step = step;
+      args.lr = 3e-3;
+      ASSERT_TRUE(gpu->OptimizerStep(args).ok());
+    }
+    finals.emplace_back();
+    ASSERT_TRUE(gpu->GetParameters(&finals.back()).ok());
+  }
+  unsetenv("NORMSWEEP_CUDA_GRAPHS");
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(losses[0], losses[2]);
+  EXPECT_TRUE(finals[0] == finals[1]);
+  EXPECT_TRUE(finals[0] == finals[2]);
+}
+
+class CollectingSink : public EventSink {
+ public:
+  void OnStep(const StepEvent& e) override { losses.push_back(e.train_loss); }
+  void OnEval(const EvalEvent&) override {}
+  void OnGradNorms(const GradNormsEvent&) override {}
+  void OnFinal(const FinalEvent&) override {}
+  std::vector<double> losses;
+};
+
+TrainSettings Settings(const std::string& device, int steps) {
+  TrainSettings s;
+  s.model = Model(Placement::kPreLN);
+  s.schedule.peak_lr = 1e-3;
+  s.schedule.warmup_steps = 4;
+  s.schedule.total_steps = steps;
+  s.steps = steps;
+  s.batch_size = 8;
+  s.eval_every = 0;
+  s.eval_batches = 2;
+  s.device = device;
+  s.threads = 2;
+  return s;
+}
+
+// A checkpoint written by one backend resumes on the other and continues as
+// the writer would have.
+TEST(CudaBackendTest, CheckpointsResumeAcrossBackends) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = ::testing::TempDir() + "/normsweep_gpu_ckpt";
+  std::filesystem::create_directories(dir);
+  for (const auto& [first, second] : {std::pair{"cuda:0", "cpu"}, std::pair{"cpu", "cuda:0"}}) {
+    CollectingSink straight, part1, part2;
+    const FinalEvent all = RunTraining(Settings(first, 8), RunOptions{}, straight);
+    ASSERT_EQ(all.outcome, Outcome::kSucceeded) << all.error;
+    RunOptions save;
+    save.checkpoint_out = dir + "/half.safetensors";
+    TrainSettings half = Settings(first, 8);
+    half.steps = 4;  // same schedule (total_steps 8), stop half-way
+    ASSERT_EQ(RunTraining(half, save, part1).outcome, Outcome::kSucceeded);
+    RunOptions resume;
+    resume.resume_from = save.checkpoint_out;
+    const FinalEvent rest = RunTraining(Settings(second, 8), resume, part2);
+    ASSERT_EQ(rest.outcome, Outcome::kSucceeded) << rest.error;
+    EXPECT_EQ(rest.backend, std::string(second).substr(0, 4) == "cuda" ? "cuda:0" : "cpu");
+    ASSERT_EQ(part2.losses.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_LT(RelativeDiff(part2.losses[i], straight.losses[4 + i]), 1e-4) << first << " -> " << second;
+    }
+  }
+}
+
+// TF32 and bf16 train the same model to nearly the same loss, and the final
+// event says which arithmetic ran.
+TEST(CudaBackendTest, ReducedPrecisionTrainsAndIsRecorded) {
+  SKIP_WITHOUT_GPU();
+  CollectingSink fp32_sink;
+  const FinalEvent fp32 = RunTraining(Settings("cuda:0", 20), RunOptions{}, fp32_sink);
+  ASSERT_EQ(fp32.outcome, Outcome::kSucceeded) << fp32.error;
+  EXPECT_EQ(fp32.precision, "fp32");
+  for (Precision p : {Precision::kTf32, Precision::kBf16}) {
+    TrainSettings s = Settings("cuda:0", 20);
+    s.precision = p;
+    CollectingSink sink;
+    const FinalEvent f = RunTraining(s, RunOptions{}, sink);
+    ASSERT_EQ(f.outcome, Outcome::kSucceeded) << f.error;
+    EXPECT_EQ(f.precision, PrecisionName(p));
+    EXPECT_LT(RelativeDiff(*f.final_train_loss, *fp32.final_train_loss), 0.05) << PrecisionName(p);
+  }
+}
+
+TEST(CudaBackendTest, BadDeviceIndexNamesTheDevice) {
+  SKIP_WITHOUT_GPU();
+  BackendOptions o;
+  o.device = "cuda:99";
+  o.model = Model(Placement::kPreLN);
+  auto b = MakeBackend(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("device: cuda:99 does not exist"), std::string::npos) << b.status().message();
+  o.device = "cuda:x";
+  b = MakeBackend(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("device:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace normsweep::trainer

@@ -1,0 +1,728 @@
+#include "trainer/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "trainer/cpu/ops.h"
+#include "trainer/cuda/kernels.cuh"
+#include "trainer/optimizer.h"
+
+namespace normsweep::trainer::cuda {
+namespace {
+
+constexpr float kLayerNormEps = 1e-5f;
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kNormSegment = size_t{1} << 16;  // elements per block of the gradient norms
+
+Status CudaStatus(const char* call, cudaError_t e) {
+  return Internal(std::string("cuda: ") + call + " failed: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+Status CublasStatus(const char* call, cublasStatus_t e) {
+  return Internal(std::string("cublas: ") + call + " failed: " + cublasGetStatusName(e) + ": " +
+                  cublasGetStatusString(e));
+}
+
+#define CUDA_RETURN_IF_ERROR(call)                         \
+  do {                                                     \
+    const cudaError_t cuda_error_ = (call);                \
+    if (cuda_error_ != cudaSuccess) return CudaStatus(#call, cuda_error_); \
+  } while (0)
+#define CUBLAS_RETURN_IF_ERROR(call)                             \
+  do {                                                           \
+    const cublasStatus_t cublas_error_ = (call);                 \
+    if (cublas_error_ != CUBLAS_STATUS_SUCCESS) return CublasStatus(#call, cublas_error_); \
+  } while (0)
+// Kernel launches report configuration errors through cudaGetLastError.
+#define CUDA_RETURN_IF_LAUNCH_FAILED(what)                  \
+  do {                                                      \
+    const cudaError_t cuda_error_ = cudaGetLastError();     \
+    if (cuda_error_ != cudaSuccess) return CudaStatus(what, cuda_error_); \
+  } while (0)
+
+StatusOr<int> ParseDeviceIndex(const std::string& device) {
+  if (device == "cuda") return 0;
+  const std::string prefix = "cuda:";
+  if (device.rfind(prefix, 0) != 0 || device.size() == prefix.size() || device.size() > prefix.size() + 4) {
+    return InvalidArgument("device: '" + device + "' is not cpu, cuda or cuda:N");
+  }
+  int index = 0;
+  for (size_t i = prefix.size(); i < device.size(); ++i) {
+    if (device[i] < '0' || device[i] > '9') return InvalidArgument("device: '" + device + "' is not cuda:N");
+    index = index * 10 + (device[i] - '0');
+  }
+  return index;
+}
+
+cublasComputeType_t ComputeType(Precision p) {
+  switch (p) {
+    case Precision::kTf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case Precision::kBf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case Precision::kFp32: break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+bool GraphsEnabled() {
+  const char* env = std::getenv("NORMSWEEP_CUDA_GRAPHS");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+// Saved activations of one block, as in the CPU backend.
+struct BlockActivations {
+  float* x_in = nullptr;
+  float *ln1_out, *ln1_mean, *ln1_rstd;
+  float *qkv, *att, *atty, *attn_out, *res1;
+  float *ln2_out, *ln2_mean, *ln2_rstd;
+  float *fc1_act, *ffn_out, *res2;
+  float *attn_mask = nullptr, *ffn_mask = nullptr;
+  bool pre_ln = false;
+  const float* out() const { return pre_ln ? res2 : ln2_out; }
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& options, int device)
+      : options_(options),
+        model_(options.model),
+        layout_(ParamLayout::ForModel(options.model)),
+        device_(device),
+        use_graphs_(GraphsEnabled()) {}
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    for (void* p : device_allocations_) cudaFree(p);
+    for (void* p : host_allocations_) cudaFreeHost(p);
+  }
+
+  Status Init();
+
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+  std::string precision() const override { return PrecisionName(options_.precision); }
+  const ParamLayout& layout() const override { return layout_; }
+
+  Status SetParameters(const std::vector<float>& host) override { return Upload(params_, host, "parameters"); }
+  Status GetParameters(std::vector<float>* host) override { return Download(params_, host); }
+  Status GetGradients(std::vector<float>* host) override { return Download(grads_, host); }
+  Status SetOptimizerState(const std::vector<float>& m, const std::vector<float>& v) override {
+    if (m.size() != layout_.total() || v.size() != layout_.total()) {
+      return InvalidArgument("optimizer state: wrong size");
+    }
+    TRAINER_RETURN_IF_ERROR(Upload(m_, m, "optimizer state"));
+    return Upload(v_, v, "optimizer state");
+  }
+  Status GetOptimizerState(std::vector<float>* m, std::vector<float>* v) override {
+    TRAINER_RETURN_IF_ERROR(Download(m_, m));
+    return Download(v_, v);
+  }
+
+  StatusOr<LossStats> ForwardBackward(const Batch& batch, uint64_t dropout_seed) override;
+  StatusOr<LossStats> Evaluate(const Batch& batch) override;
+  StatusOr<std::vector<double>> GradientSquaredNorms() override;
+  Status OptimizerStep(const OptimizerStepArgs& args) override;
+
+ private:
+  template <class T>
+  Status DeviceAlloc(T** ptr, size_t count) {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T));
+    if (e != cudaSuccess) {
+      return Internal("cuda: out of device memory allocating " + std::to_string(count * sizeof(T)) + " bytes on " +
+                      name() + " (" + cudaGetErrorString(e) + "); use a smaller model or batch_size");
+    }
+    device_allocations_.push_back(p);
+    *ptr = static_cast<T*>(p);
+    return OkStatus();
+  }
+  template <class T>
+  Status HostAlloc(T** ptr, size_t count) {
+    void* p = nullptr;
+    CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, std::max<size_t>(1, count) * sizeof(T)));
+    host_allocations_.push_back(p);
+    *ptr = static_cast<T*>(p);
+    return OkStatus();
+  }
+  Status Upload(float* dst, const std::vector<float>& host, const char* what);
+  Status Download(const float* src, std::vector<float>* host);
+  Status EnsureCapacity(int B);
+  Status Stage(const Batch& batch, uint64_t dropout_seed, int64_t count);
+  // Enqueue one pass on stream_, reading the staged batch from device memory.
+  Status EnqueueStep(int B, int T, bool training);
+  Status EnqueueForward(int B, int T, bool training);
+  Status EnqueueBackward(int B, int T);
+  Status RunTrainingStep(int B, int T);
+  LossStats CollectStats(const Batch& batch) const;
+
+  // Row-major C (M,N) = op(A) @ op(B) + beta * C, batch of them with strides.
+  Status Gemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
+              int ldc, float beta, int batch = 1, long long sa = 0, long long sb = 0, long long sc = 0);
+  Status MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O);
+  Status MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                        int N, int I, int O, bool accumulate);
+  Status AttentionForward(BlockActivations& a, int B, int T);
+  Status AttentionBackward(float* dqkv, const float* datty, const BlockActivations& a, int B, int T);
+  void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                         const float* mean, const float* rstd, int N);
+
+  BackendOptions options_;
+  ModelConfig model_;
+  ParamLayout layout_;
+  int device_;
+  bool use_graphs_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::vector<void*> device_allocations_, host_allocations_;
+
+  float *params_ = nullptr, *grads_ = nullptr, *m_ = nullptr, *v_ = nullptr;
+  float* sin_pos_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  // Gradient-norm segments.
+  std::vector<size_t> segment_tensor_;
+  size_t *d_segment_begin_ = nullptr, *d_segment_len_ = nullptr;
+  double *d_segment_norms_ = nullptr, *h_segment_norms_ = nullptr;
+
+  // Staged batch: pinned host copies and their device twins.
+  int capacity_b_ = 0;
+  int32_t *h_inputs_ = nullptr, *h_targets_ = nullptr, *d_inputs_ = nullptr, *d_targets_ = nullptr;
+  float *h_row_loss_ = nullptr, *d_row_loss_ = nullptr;
+  int32_t *h_row_correct_ = nullptr, *d_row_correct_ = nullptr;
+  uint64_t *h_seed_ = nullptr, *d_seed_ = nullptr;
+  float *h_loss_scale_ = nullptr, *d_loss_scale_ = nullptr;
+
+  // Activations and scratch (sized for capacity_b_).
+  float *emb_out_ = nullptr, *emb_mask_ = nullptr;
+  std::vector<BlockActivations> blocks_;
+  float *lnf_out_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
+  float *logits_ = nullptr, *probs_ = nullptr;
+  float *d_a_ = nullptr, *d_b_ = nullptr, *d_c_ = nullptr, *d_d_ = nullptr, *d_qkv_ = nullptr, *d_act_ = nullptr;
+  float *q_ = nullptr, *k_ = nullptr, *v_heads_ = nullptr, *y_ = nullptr, *datt_ = nullptr;
+  float *dq_ = nullptr, *dk_ = nullptr, *dv_ = nullptr, *partial_ = nullptr;
+  bool dropout_active_ = false;
+
+  // The captured training step, for one (B, T).
+  cudaGraphExec_t graph_exec_ = nullptr;
+  int graph_b_ = 0, graph_t_ = 0;
+};
+
+Status CudaBackend::Init() {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
+  CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+  // A fixed workspace: cuBLAS then allocates nothing while a graph is captured.
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(reinterpret_cast<char**>(&cublas_workspace_), kCublasWorkspaceBytes));
+  CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
+  // fp32 means fp32: the default math mode uses TF32 only when the compute
+  // type (ComputeType above) asks for it.
+  CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+
+  const size_t P = layout_.total();
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&params_, P));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&grads_, P));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&m_, P));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&v_, P));
+  CUDA_RETURN_IF_ERROR(cudaMemset(params_, 0, P * sizeof(float)));
+  CUDA_RETURN_IF_ERROR(cudaMemset(grads_, 0, P * sizeof(float)));
+  CUDA_RETURN_IF_ERROR(cudaMemset(m_, 0, P * sizeof(float)));
+  CUDA_RETURN_IF_ERROR(cudaMemset(v_, 0, P * sizeof(float)));
+
+  std::vector<float> sin_pos(static_cast<size_t>(model_.seq_len) * model_.d_model);
+  cpu::SinusoidalPositions(sin_pos.data(), model_.seq_len, model_.d_model);
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&sin_pos_, sin_pos.size()));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(sin_pos_, sin_pos.data(), sin_pos.size() * sizeof(float), cudaMemcpyHostToDevice));
+
+  std::vector<size_t> begin, len;
+  for (size_t t = 0; t < layout_.tensors().size(); ++t) {
+    const TensorSpec& spec = layout_.tensors()[t];
+    for (size_t o = 0; o < spec.size; o += kNormSegment) {
+      begin.push_back(spec.offset + o);
+      len.push_back(std::min(kNormSegment, spec.size - o));
+      segment_tensor_.push_back(t);
+    }
+  }
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_segment_begin_, begin.size()));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_segment_len_, len.size()));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_segment_norms_, begin.size()));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_segment_norms_, begin.size()));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(d_segment_begin_, begin.data(), begin.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(d_segment_len_, len.data(), len.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_seed_, 1));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_seed_, 1));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_loss_scale_, 1));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_loss_scale_, 1));
+  return EnsureCapacity(std::max(1, options_.max_batch_size));
+}
+
+Status CudaBackend::Upload(float* dst, const std::vector<float>& host, const char* what) {
+  if (host.size() != layout_.total()) return InvalidArgument(std::string(what) + ": wrong size");
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return OkStatus();
+}
+
+Status CudaBackend::Download(const float* src, std::vector<float>* host) {
+  host->resize(layout_.total());
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(host->data(), src, host->size() * sizeof(float), cudaMemcpyDeviceToHost));
+  return OkStatus();
+}
+
+Status CudaBackend::EnsureCapacity(int B) {
+  if (B <= capacity_b_) return OkStatus();
+  // Growing is rare (the trainer sizes for its batch up front): drop the old
+  // buffers' graph and allocate afresh; the old activations are not needed.
+  if (graph_exec_ != nullptr) {
+    cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+  }
+  const size_t N = static_cast<size_t>(B) * model_.seq_len;
+  const size_t C = model_.d_model, F = model_.d_ff, H = model_.heads, T = model_.seq_len;
+  const size_t V = kVocabSize;
+  const bool dropout = model_.dropout > 0.0f;
+  std::vector<std::pair<float**, size_t>> plan;
+  plan.push_back({&emb_out_, N * C});
+  if (dropout) plan.push_back({&emb_mask_, N * C});
+  blocks_.assign(static_cast<size_t>(model_.layers), BlockActivations{});
+  for (BlockActivations& a : blocks_) {
+    a.pre_ln = model_.placement == Placement::kPreLN;
+    plan.push_back({&a.ln1_out, N * C});
+    plan.push_back({&a.ln1_mean, N});
+    plan.push_back({&a.ln1_rstd, N});
+    plan.push_back({&a.qkv, N * 3 * C});
+    plan.push_back({&a.att, static_cast<size_t>(B) * H * T * T});
+    plan.push_back({&a.atty, N * C});
+    plan.push_back({&a.attn_out, N * C});
+    plan.push_back({&a.res1, N * C});
+    plan.push_back({&a.ln2_out, N * C});
+    plan.push_back({&a.ln2_mean, N});
+    plan.push_back({&a.ln2_rstd, N});
+    plan.push_back({&a.fc1_act, N * F});
+    plan.push_back({&a.ffn_out, N * C});
+    plan.push_back({&a.res2, N * C});
+    if (dropout) {
+      plan.push_back({&a.attn_mask, N * C});
+      plan.push_back({&a.ffn_mask, N * C});
+    }
+  }
+  plan.push_back({&lnf_out_, N * C});
+  plan.push_back({&lnf_mean_, N});
+  plan.push_back({&lnf_rstd_, N});
+  plan.push_back({&logits_, N * V});
+  plan.push_back({&probs_, N * V});
+  for (float** p : {&d_a_, &d_b_, &d_c_, &d_d_, &y_}) plan.push_back({p, N * C});
+  plan.push_back({&d_qkv_, N * 3 * C});
+  plan.push_back({&d_act_, N * F});
+  for (float** p : {&q_, &k_, &v_heads_, &dq_, &dk_, &dv_}) plan.push_back({p, N * C});
+  plan.push_back({&datt_, static_cast<size_t>(B) * H * T * T});
+  plan.push_back({&partial_, cuda::ColumnReducePartialFloats(static_cast<int>(N),
+                                                             static_cast<int>(std::max({3 * C, F, V})))});
+  size_t total = 0;
+  for (auto& [ptr, n] : plan) total += (n + 63) & ~size_t{63};  // 256-byte aligned
+  float* arena = nullptr;
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&arena, total));
+  for (auto& [ptr, n] : plan) {
+    *ptr = arena;
+    arena += (n + 63) & ~size_t{63};
+  }
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_inputs_, N));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_targets_, N));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_loss_, N));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_correct_, N));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_inputs_, N));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_targets_, N));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_loss_, N));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_correct_, N));
+  capacity_b_ = B;
+  return OkStatus();
+}
+
+Status CudaBackend::Gemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+                         float* C, int ldc, float beta, int batch, long long sa, long long sb, long long sc) {
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+  const float alpha = 1.0f;
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasComputeType_t compute = ComputeType(options_.precision);
+  if (batch == 1) {
+    CUBLAS_RETURN_IF_ERROR(cublasGemmEx(cublas_, opb, opa, N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda,
+                                        &beta, C, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
+  } else {
+    CUBLAS_RETURN_IF_ERROR(cublasGemmStridedBatchedEx(cublas_, opb, opa, N, M, K, &alpha, B, CUDA_R_32F, ldb, sb, A,
+                                                      CUDA_R_32F, lda, sa, &beta, C, CUDA_R_32F, ldc, sc, batch,
+                                                      compute, CUBLAS_GEMM_DEFAULT));
+  }
+  return OkStatus();
+}
+
+Status CudaBackend::MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O) {
+  TRAINER_RETURN_IF_ERROR(Gemm(false, true, N, O, I, inp, I, w, I, out, O, 0.0f));
+  LaunchAddBias(out, b, N, O, stream_);
+  return OkStatus();
+}
+
+Status CudaBackend::MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                   const float* w, int N, int I, int O, bool accumulate) {
+  if (dinp != nullptr) {
+    TRAINER_RETURN_IF_ERROR(Gemm(false, false, N, I, O, dout, O, w, I, dinp, I, accumulate ? 1.0f : 0.0f));
+  }
+  TRAINER_RETURN_IF_ERROR(Gemm(true, false, O, I, N, dout, O, inp, I, dw, I, 0.0f));
+  if (db != nullptr) LaunchColumnSums(db, partial_, dout, N, O, stream_);
+  return OkStatus();
+}
+
+Status CudaBackend::AttentionForward(BlockActivations& a, int B, int T) {
+  const int H = model_.heads, hd = model_.head_dim(), BH = B * H;
+  const long long th = static_cast<long long>(T) * hd, tt = static_cast<long long>(T) * T;
+  LaunchSplitHeads(q_, k_, v_heads_, a.qkv, B, T, H, hd, stream_);
+  TRAINER_RETURN_IF_ERROR(Gemm(false, true, T, T, hd, q_, hd, k_, hd, a.att, T, 0.0f, BH, th, th, tt));
+  LaunchCausalSoftmax(a.att, BH, T, 1.0f / std::sqrt(static_cast<float>(hd)), stream_);
+  TRAINER_RETURN_IF_ERROR(Gemm(false, false, T, hd, T, a.att, T, v_heads_, hd, y_, hd, 0.0f, BH, tt, th, th));
+  LaunchMergeHeads(a.atty, y_, B, T, H, hd, stream_);
+  return OkStatus();
+}
+
+Status CudaBackend::AttentionBackward(float* dqkv, const float* datty, const BlockActivations& a, int B, int T) {
+  const int H = model_.heads, hd = model_.head_dim(), BH = B * H;
+  const long long th = static_cast<long long>(T) * hd, tt = static_cast<long long>(T) * T;
+  LaunchSplitHeads(q_, k_, v_heads_, a.qkv, B, T, H, hd, stream_);
+  LaunchSplitOutputHeads(y_, datty, B, T, H, hd, stream_);  // y_ = dy
+  TRAINER_RETURN_IF_ERROR(Gemm(false, true, T, T, hd, y_, hd, v_heads_, hd, datt_, T, 0.0f, BH, th, th, tt));
+  TRAINER_RETURN_IF_ERROR(Gemm(true, false, T, hd, T, a.att, T, y_, hd, dv_, hd, 0.0f, BH, tt, th, th));
+  LaunchCausalSoftmaxBackward(datt_, a.att, BH, T, 1.0f / std::sqrt(static_cast<float>(hd)), stream_);
+  TRAINER_RETURN_IF_ERROR(Gemm(false, false, T, hd, T, datt_, T, k_, hd, dq_, hd, 0.0f, BH, tt, th, th));
+  TRAINER_RETURN_IF_ERROR(Gemm(true, false, T, hd, T, datt_, T, q_, hd, dk_, hd, 0.0f, BH, tt, th, th));
+  LaunchMergeQkvHeads(dqkv, dq_, dk_, dv_, B, T, H, hd, stream_);
+  return OkStatus();
+}
+
+void CudaBackend::LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                    const float* w, const float* mean, const float* rstd, int N) {
+  const int C = model_.d_model;
+  LaunchLayerNormInputGrad(dinp, dout, inp, w, mean, rstd, N, C, stream_);
+  LaunchLayerNormParamGrad(dw, db, partial_, dout, inp, mean, rstd, N, C, stream_);
+}
+
+Status CudaBackend::EnqueueForward(int B, int T, bool training) {
+  const int C = model_.d_model, F = model_.d_ff, N = B * T;
+  const size_t NC = static_cast<size_t>(N) * C;
+  const float* P = params_;
+  dropout_active_ = training && model_.dropout > 0.0f;
+  const float p_drop = model_.dropout;
+
+  const float* pos = layout_.has_pos_emb() ? P + layout_.pos_emb() : sin_pos_;
+  LaunchEncoderForward(emb_out_, d_inputs_, P + layout_.tok_emb(), pos, N, T, C, std::sqrt(static_cast<float>(C)),
+                       stream_);
+  if (dropout_active_) {
+    LaunchDropoutMask(emb_mask_, NC, p_drop, d_seed_, 0, stream_);
+    LaunchMultiply(emb_out_, emb_out_, emb_mask_, NC, stream_);
+  }
+  const float* x = emb_out_;
+  for (int l = 0; l < model_.layers; ++l) {
+    BlockActivations& a = blocks_[static_cast<size_t>(l)];
+    const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
+    a.x_in = const_cast<float*>(x);
+    const bool pre = a.pre_ln;
+    const float* attn_in = x;
+    if (pre) {
+      LaunchLayerNormForward(a.ln1_out, a.ln1_mean, a.ln1_rstd, x, P + w.ln1_w, P + w.ln1_b, N, C, kLayerNormEps,
+                             stream_);
+      attn_in = a.ln1_out;
+    }
+    TRAINER_RETURN_IF_ERROR(MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C));
+    TRAINER_RETURN_IF_ERROR(AttentionForward(a, B, T));
+    TRAINER_RETURN_IF_ERROR(MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C));
+    if (dropout_active_) {
+      LaunchDropoutMask(a.attn_mask, NC, p_drop, d_seed_, static_cast<uint64_t>(2 * l + 1), stream_);
+      LaunchMultiply(a.attn_out, a.attn_out, a.attn_mask, NC, stream_);
+    }
+    LaunchAdd(a.res1, x, a.attn_out, NC, stream_);
+    const float* ffn_in;
+    if (pre) {
+      LaunchLayerNormForward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.res1, P + w.ln2_w, P + w.ln2_b, N, C,
+                             kLayerNormEps, stream_);
+      ffn_in = a.ln2_out;
+    } else {
+      LaunchLayerNormForward(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.res1, P + w.ln1_w, P + w.ln1_b, N, C,
+                             kLayerNormEps, stream_);
+      ffn_in = a.ln1_out;
+    }
+    TRAINER_RETURN_IF_ERROR(MatmulForward(a.fc1_act, ffn_in, P + w.fc1_w, P + w.fc1_b, N, C, F));
+    LaunchRelu(a.fc1_act, static_cast<size_t>(N) * F, stream_);
+    TRAINER_RETURN_IF_ERROR(MatmulForward(a.ffn_out, a.fc1_act, P + w.fc2_w, P + w.fc2_b, N, F, C));
+    if (dropout_active_) {
+      LaunchDropoutMask(a.ffn_mask, NC, p_drop, d_seed_, static_cast<uint64_t>(2 * l + 2), stream_);
+      LaunchMultiply(a.ffn_out, a.ffn_out, a.ffn_mask, NC, stream_);
+    }
+    LaunchAdd(a.res2, pre ? a.res1 : a.ln1_out, a.ffn_out, NC, stream_);
+    if (!pre) {
+      LaunchLayerNormForward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.res2, P + w.ln2_w, P + w.ln2_b, N, C,
+                             kLayerNormEps, stream_);
+    }
+    x = a.out();
+  }
+  const float* h = x;
+  if (layout_.has_final_ln()) {
+    LaunchLayerNormForward(lnf_out_, lnf_mean_, lnf_rstd_, x, P + layout_.lnf_w(), P + layout_.lnf_b(), N, C,
+                           kLayerNormEps, stream_);
+    h = lnf_out_;
+  }
+  TRAINER_RETURN_IF_ERROR(MatmulForward(logits_, h, P + layout_.head_w(), P + layout_.head_b(), N, C, kVocabSize));
+  LaunchCrossEntropyForward(probs_, d_row_loss_, d_row_correct_, logits_, d_targets_, N, kVocabSize, stream_);
+  CUDA_RETURN_IF_LAUNCH_FAILED("forward kernels");
+  return OkStatus();
+}
+
+Status CudaBackend::EnqueueBackward(int B, int T) {
+  const int C = model_.d_model, F = model_.d_ff, N = B * T;
+  const size_t NC = static_cast<size_t>(N) * C;
+  const float* P = params_;
+  float* G = grads_;
+
+  float* dlogits = probs_;
+  LaunchCrossEntropyBackward(dlogits, probs_, d_targets_, N, kVocabSize, d_loss_scale_, stream_);
+  const float* last = model_.layers > 0 ? blocks_.back().out() : emb_out_;
+  const float* h = layout_.has_final_ln() ? lnf_out_ : last;
+  float* dx = d_a_;
+  float* dtmp = d_b_;
+  TRAINER_RETURN_IF_ERROR(MatmulBackward(dx, G + layout_.head_w(), G + layout_.head_b(), dlogits, h,
+                                         P + layout_.head_w(), N, C, kVocabSize, false));
+  if (layout_.has_final_ln()) {
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dtmp, 0, sizeof(float) * NC, stream_));
+    LayerNormBackward(dtmp, G + layout_.lnf_w(), G + layout_.lnf_b(), dx, last, P + layout_.lnf_w(), lnf_mean_,
+                      lnf_rstd_, N);
+    std::swap(dx, dtmp);
+  }
+
+  for (int l = model_.layers - 1; l >= 0; --l) {
+    BlockActivations& a = blocks_[static_cast<size_t>(l)];
+    const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
+    const float* attn_in = a.pre_ln ? a.ln1_out : a.x_in;
+    const float* ffn_in = a.pre_ln ? a.ln2_out : a.ln1_out;
+    auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) -> Status {
+      if (dropout_active_) {
+        LaunchMultiply(d_c_, dout, a.ffn_mask, NC, stream_);
+        dout = d_c_;
+      }
+      TRAINER_RETURN_IF_ERROR(
+          MatmulBackward(d_act_, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false));
+      LaunchReluBackward(d_act_, a.fc1_act, static_cast<size_t>(N) * F, stream_);
+      return MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, d_act_, ffn_in, P + w.fc1_w, N, C, F, accumulate);
+    };
+    auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) -> Status {
+      if (dropout_active_) {
+        LaunchMultiply(d_c_, dout, a.attn_mask, NC, stream_);
+        dout = d_c_;
+      }
+      TRAINER_RETURN_IF_ERROR(
+          MatmulBackward(d_d_, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false));
+      TRAINER_RETURN_IF_ERROR(AttentionBackward(d_qkv_, d_d_, a, B, T));
+      return MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, d_qkv_, attn_in, P + w.qkv_w, N, C, 3 * C,
+                            accumulate);
+    };
+    if (a.pre_ln) {
+      TRAINER_RETURN_IF_ERROR(ffn_backward(dx, dtmp, false));
+      // dx = d res2 = d res1 (residual) + LayerNorm backward of dtmp.
+      LayerNormBackward(dx, G + w.ln2_w, G + w.ln2_b, dtmp, a.res1, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N);
+      TRAINER_RETURN_IF_ERROR(attention_backward(dx, dtmp, false));
+      LayerNormBackward(dx, G + w.ln1_w, G + w.ln1_b, dtmp, a.x_in, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N);
+    } else {
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dtmp, 0, sizeof(float) * NC, stream_));
+      LayerNormBackward(dtmp, G + w.ln2_w, G + w.ln2_b, dx, a.res2, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N);
+      std::swap(dx, dtmp);
+      TRAINER_RETURN_IF_ERROR(ffn_backward(dx, dx, true));
+      CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dtmp, 0, sizeof(float) * NC, stream_));
+      LayerNormBackward(dtmp, G + w.ln1_w, G + w.ln1_b, dx, a.res1, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N);
+      std::swap(dx, dtmp);
+      TRAINER_RETURN_IF_ERROR(attention_backward(dx, dx, true));
+    }
+  }
+  if (dropout_active_) LaunchMultiply(dx, dx, emb_mask_, NC, stream_);
+  if (layout_.has_pos_emb()) {
+    float* dpos = G + layout_.pos_emb();
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dpos, 0, sizeof(float) * static_cast<size_t>(model_.seq_len) * C, stream_));
+    LaunchPositionGrad(dpos, dx, B, T, C, stream_);
+  }
+  // Token embedding: onehot^T @ dx, with the one-hot rows in the (now free)
+  // logits buffer.
+  float* onehot = logits_;
+  LaunchOneHot(onehot, d_inputs_, N, kVocabSize, std::sqrt(static_cast<float>(C)), stream_);
+  TRAINER_RETURN_IF_ERROR(Gemm(true, false, kVocabSize, C, N, onehot, kVocabSize, dx, C, G + layout_.tok_emb(), C,
+                               0.0f));
+  CUDA_RETURN_IF_LAUNCH_FAILED("backward kernels");
+  return OkStatus();
+}
+
+Status CudaBackend::Stage(const Batch& batch, uint64_t dropout_seed, int64_t count) {
+  const size_t n = batch.inputs.size();
+  std::memcpy(h_inputs_, batch.inputs.data(), n * sizeof(int32_t));
+  std::memcpy(h_targets_, batch.targets.data(), n * sizeof(int32_t));
+  *h_seed_ = dropout_seed;
+  *h_loss_scale_ = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+  return OkStatus();
+}
+
+// Copies the staged batch in, runs the pass, copies the per-row loss out.
+Status CudaBackend::EnqueueStep(int B, int T, bool training) {
+  const size_t n = static_cast<size_t>(B) * T;
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_inputs_, h_inputs_, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_targets_, h_targets_, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_seed_, h_seed_, sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_loss_scale_, h_loss_scale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
+  TRAINER_RETURN_IF_ERROR(EnqueueForward(B, T, training));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_row_loss_, d_row_loss_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(h_row_correct_, d_row_correct_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  if (training) TRAINER_RETURN_IF_ERROR(EnqueueBackward(B, T));
+  return OkStatus();
+}
+
+Status CudaBackend::RunTrainingStep(int B, int T) {
+  if (use_graphs_ && (graph_exec_ == nullptr || graph_b_ != B || graph_t_ != T)) {
+    if (graph_exec_ != nullptr) {
+      cudaGraphExecDestroy(graph_exec_);
+      graph_exec_ = nullptr;
+    }
+    CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const Status enqueued = EnqueueStep(B, T, /*training=*/true);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    if (!enqueued.ok()) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      return enqueued;
+    }
+    if (ended != cudaSuccess) return CudaStatus("cudaStreamEndCapture", ended);
+    const cudaError_t instantiated = cudaGraphInstantiate(&graph_exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    if (instantiated != cudaSuccess) {
+      graph_exec_ = nullptr;
+      return CudaStatus("cudaGraphInstantiate", instantiated);
+    }
+    graph_b_ = B;
+    graph_t_ = T;
+  }
+  if (use_graphs_) {
+    CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec_, stream_));
+  } else {
+    TRAINER_RETURN_IF_ERROR(EnqueueStep(B, T, /*training=*/true));
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return OkStatus();
+}
+
+LossStats CudaBackend::CollectStats(const Batch& batch) const {
+  LossStats stats;
+  const size_t n = batch.targets.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (batch.targets[i] < 0) continue;
+    stats.loss_sum += h_row_loss_[i];
+    stats.count += 1;
+    stats.correct += h_row_correct_[i];
+  }
+  return stats;
+}
+
+StatusOr<LossStats> CudaBackend::ForwardBackward(const Batch& batch, uint64_t dropout_seed) {
+  TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  TRAINER_RETURN_IF_ERROR(EnsureCapacity(batch.batch_size));
+  int64_t count = 0;
+  for (int32_t t : batch.targets) count += t >= 0;
+  TRAINER_RETURN_IF_ERROR(Stage(batch, dropout_seed, count));
+  TRAINER_RETURN_IF_ERROR(RunTrainingStep(batch.batch_size, batch.seq_len));
+  return CollectStats(batch);
+}
+
+StatusOr<LossStats> CudaBackend::Evaluate(const Batch& batch) {
+  TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  TRAINER_RETURN_IF_ERROR(EnsureCapacity(batch.batch_size));
+  TRAINER_RETURN_IF_ERROR(Stage(batch, 0, 0));
+  TRAINER_RETURN_IF_ERROR(EnqueueStep(batch.batch_size, batch.seq_len, /*training=*/false));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return CollectStats(batch);
+}
+
+StatusOr<std::vector<double>> CudaBackend::GradientSquaredNorms() {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  const int segments = static_cast<int>(segment_tensor_.size());
+  LaunchSegmentSquaredNorms(d_segment_norms_, grads_, d_segment_begin_, d_segment_len_, segments, stream_);
+  CUDA_RETURN_IF_LAUNCH_FAILED("gradient norm kernel");
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_segment_norms_, d_segment_norms_, segments * sizeof(double),
+                                       cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  std::vector<double> norms(layout_.tensors().size(), 0.0);
+  for (int i = 0; i < segments; ++i) norms[segment_tensor_[static_cast<size_t>(i)]] += h_segment_norms_[i];
+  return norms;
+}
+
+Status CudaBackend::OptimizerStep(const OptimizerStepArgs& args) {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  // One launch per run of consecutive tensors with the same weight decay.
+  const std::vector<TensorSpec>& tensors = layout_.tensors();
+  for (size_t i = 0; i < tensors.size();) {
+    size_t j = i + 1;
+    while (j < tensors.size() && tensors[j].decay == tensors[i].decay) ++j;
+    const size_t begin = tensors[i].offset, n = tensors[j - 1].offset + tensors[j - 1].size - begin;
+    const double wd = tensors[i].decay ? options_.optimizer.weight_decay : 0.0;
+    if (options_.optimizer.kind == OptimizerKind::kSgd) {
+      LaunchSgd(params_ + begin, grads_ + begin, m_ + begin, n, SgdFor(options_.optimizer, args, wd), stream_);
+    } else {
+      LaunchAdam(params_ + begin, grads_ + begin, m_ + begin, v_ + begin, n, AdamFor(options_.optimizer, args, wd),
+                 stream_);
+    }
+    i = j;
+  }
+  CUDA_RETURN_IF_LAUNCH_FAILED("optimizer kernel");
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options) {
+  TRAINER_RETURN_IF_ERROR(ValidateModelConfig(options.model));
+  TRAINER_ASSIGN_OR_RETURN(const int index, ParseDeviceIndex(options.device));
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    return InvalidArgument("device: " + options.device + " requested but no CUDA device is usable (" +
+                           (e != cudaSuccess ? std::string(cudaGetErrorString(e)) : std::string("none found")) + ")");
+  }
+  if (index >= count) {
+    return InvalidArgument("device: " + options.device + " does not exist (" + std::to_string(count) +
+                           " CUDA device(s): cuda:0..cuda:" + std::to_string(count - 1) + ")");
+  }
+  auto backend = std::make_unique<CudaBackend>(options, index);
+  TRAINER_RETURN_IF_ERROR(backend->Init());
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+std::vector<std::string> ListCudaDevices() {
+  std::vector<std::string> out;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear "no driver" so later calls start clean
+    return out;
+  }
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    const double gib = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
+    char line[256];
+    std::snprintf(line, sizeof(line), "cuda:%d (%s, %.0f GiB, sm_%d%d)", i, prop.name, gib, prop.major, prop.minor);
+    out.emplace_back(line);
+  }
+  return out;
+}
+
+}  // namespace normsweep::trainer::cuda
