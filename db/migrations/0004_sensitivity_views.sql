@@ -6,6 +6,12 @@
 --
 -- A trial's loss counts only when it SUCCEEDED with a finite final
 -- validation loss; a DIVERGED seed counts in `diverged`, never in a mean.
+CREATE FUNCTION normsweep_usable_loss(state text, final_val_loss double precision) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT state = 'SUCCEEDED' AND final_val_loss IS NOT NULL
+     AND final_val_loss < 'Infinity'::double precision     -- NaN sorts above Infinity
+     AND final_val_loss > '-Infinity'::double precision
+$$;
 
 -- One row per grid cell: (sweep, variant, placement, warm-up, peak lr).
 --   trials           every trial of the cell, whatever its state
@@ -33,11 +39,7 @@ SELECT sweep_id,
          / NULLIF(count(*) FILTER (WHERE state IN ('SUCCEEDED', 'DIVERGED')), 0) AS divergence_rate,
        min(final_val_loss) FILTER (WHERE usable) AS min_val_loss,
        max(final_val_loss) FILTER (WHERE usable) AS max_val_loss
-FROM (SELECT t.*,
-             t.state = 'SUCCEEDED' AND t.final_val_loss IS NOT NULL
-               AND t.final_val_loss < 'Infinity'::double precision          -- NaN sorts above Infinity
-               AND t.final_val_loss > '-Infinity'::double precision AS usable
-      FROM trials t) AS t
+FROM (SELECT t.*, normsweep_usable_loss(t.state, t.final_val_loss) AS usable FROM trials t) AS t
 GROUP BY sweep_id, variant, placement, warmup_steps, peak_lr;
 
 -- A bad tolerance is an error that names it, not an empty answer.
@@ -90,11 +92,7 @@ LANGUAGE sql STABLE AS $$
            min(t.final_val_loss) FILTER (WHERE t.usable) AS best_val_loss,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY t.final_val_loss)
              FILTER (WHERE t.usable) AS median_val_loss
-    FROM (SELECT tr.*,
-                 tr.state = 'SUCCEEDED' AND tr.final_val_loss IS NOT NULL
-                   AND tr.final_val_loss < 'Infinity'::double precision
-                   AND tr.final_val_loss > '-Infinity'::double precision AS usable
-          FROM trials tr) AS t
+    FROM (SELECT tr.*, normsweep_usable_loss(tr.state, tr.final_val_loss) AS usable FROM trials tr) AS t
     GROUP BY t.sweep_id, t.variant, t.placement
   ),
   cells AS (
