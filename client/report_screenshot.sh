@@ -34,9 +34,10 @@ rm -f "$out_abs"
 # A private profile, so that a running browser or a read-only HOME does not matter.
 profile=$(mktemp -d)
 trap 'rm -rf "$profile"' EXIT
-flags=(--headless --disable-gpu --no-first-run --no-default-browser-check --hide-scrollbars
+flags=(--headless --disable-gpu --disable-dev-shm-usage --no-first-run --no-default-browser-check --hide-scrollbars
   --user-data-dir="$profile" --screenshot="$out_abs" --window-size="${size/x/,}")
 [[ $(id -u) == 0 ]] && flags+=(--no-sandbox)  # Chromium refuses to run as root with its sandbox
+# --disable-dev-shm-usage: containers often have a tiny /dev/shm.
 if ! HOME=$profile timeout 120 "$chromium" "${flags[@]}" "file://$page" >"$profile/chromium.log" 2>&1 ||
    [[ ! -s $out_abs ]]; then
   echo "$0: chromium did not write $out; its output:" >&2
