@@ -350,6 +350,10 @@ def check_docker(compose, errors):
     for ref in re.findall(r"COPY\s+--from=(\S+)", dockerfile):
         if ref not in stages:
             errors.append(f"docker/Dockerfile: COPY --from={ref}, which is no stage")
+    for line in re.findall(r"^COPY\s+(?!--from)(.*)$", dockerfile, re.M):
+        for src in line.split()[:-1]:  # sources from the build context, the repository root
+            if src != "." and not os.path.exists(os.path.join(ROOT, src)):
+                errors.append(f"docker/Dockerfile: COPY {src}, which is not in the repository")
     if "install-deps.sh" not in dockerfile or "${DEBIAN} AS build" not in dockerfile:
         errors.append("docker/Dockerfile: the build stage should run deploy/install-deps.sh on Debian 12")
     # Each binary image's ENTRYPOINT is a binary it copies; its CMD flags exist.
