@@ -4,7 +4,8 @@
 // small real sweep (both placements x 2 warm-ups x 2 lrs). Then every PromQL
 // expression of both dashboards and every recording rule must parse and
 // return data over the sweep's time range, every SQL panel and variable query
-// must return rows from the real database, and promtool must accept the
+// must return rows from the real database (as Grafana's read-only role of
+// deploy/docker/postgres-init), and promtool must accept the
 // configs, the rules and our /metrics output. Grafana itself is not in
 // Debian: its template variables are substituted here the way Grafana does.
 // No Prometheus installed is a failure (deploy/install-deps.sh installs it).
@@ -194,6 +195,7 @@ struct Query {
 // The environment every test below shares: started once.
 struct Stack {
   std::string src, bin, dir, promtool, conninfo;
+  std::string grafana_conninfo;  // Grafana's read-only role (deploy/docker/postgres-init)
   std::unique_ptr<testing::SchedulerProcess> scheduler;
   std::unique_ptr<testing::Subprocess> worker;
   std::unique_ptr<testing::Subprocess> prometheus;
@@ -260,7 +262,7 @@ class PrometheusGrafanaTest : public ::testing::Test {
   // Runs a panel's SQL; its rows as JSON objects, columns by name.
   static absl::StatusOr<std::vector<Value>> Sql(const std::string& sql) {
     db::PgConnectOptions options;
-    options.conninfo = stack->conninfo;
+    options.conninfo = stack->grafana_conninfo;
     auto conn = db::PgConnection::Connect(options);
     if (!conn.ok()) return conn.status();
     auto result = (*conn)->Exec(absl::StrCat("SELECT row_to_json(q)::text FROM (", sql, "\n) AS q"));
@@ -286,6 +288,35 @@ class PrometheusGrafanaTest : public ::testing::Test {
   static std::map<std::string, std::string> Formatted(const std::vector<Variable>& vars, bool prom);
 };
 
+// Grafana reads PostgreSQL through a role that may only SELECT, made the way
+// deploy/docker/postgres-init/10-grafana-role.sh makes it: before the
+// scheduler's migrations create the tables (default privileges cover them).
+// Every SQL panel runs as that role.
+std::string MakeGrafanaRole(Stack& s) {
+  const std::string script = ReadFile(s.src + "/deploy/docker/postgres-init/10-grafana-role.sh");
+  const size_t begin = script.find("<<'SQL'\n"), end = script.rfind("\nSQL");
+  if (begin == std::string::npos || end == std::string::npos || end < begin) {
+    return "10-grafana-role.sh: no <<'SQL' ... SQL block";
+  }
+  // The test's superuser is postgres and its database deploy; trust auth.
+  const std::string sql = absl::StrReplaceAll(
+      script.substr(begin + 8, end - begin - 8),
+      {{":'grafana_password'", "'unused'"}, {"FOR ROLE normsweep", "FOR ROLE postgres"},
+       {"DATABASE normsweep", "DATABASE deploy"}});
+  db::PgConnectOptions options;
+  options.conninfo = s.conninfo;
+  auto conn = db::PgConnection::Connect(options);
+  if (!conn.ok()) return conn.status().ToString();
+  for (absl::string_view statement : absl::StrSplit(sql, ';', absl::SkipWhitespace())) {
+    if (auto r = (*conn)->Exec(std::string(statement)); !r.ok()) {
+      return absl::StrCat("10-grafana-role.sh: ", statement, ": ", r.status().ToString());
+    }
+  }
+  if (!absl::StrContains(s.conninfo, "user=postgres")) return "unexpected conninfo " + s.conninfo;
+  s.grafana_conninfo = absl::StrReplaceAll(s.conninfo, {{"user=postgres", "user=grafana"}});
+  return "";
+}
+
 std::string PrometheusGrafanaTest::Start(Stack& s) {
   const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
   const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
@@ -304,7 +335,7 @@ std::string PrometheusGrafanaTest::Start(Stack& s) {
   s.conninfo = *conninfo;
   s.dir = (*pg)->dir() + "/deploy";
   mkdir(s.dir.c_str(), 0755);
-  // PostgreSQL runs as nobody when we are root; the directory stays ours.
+  if (std::string e = MakeGrafanaRole(s); !e.empty()) return e;
 
   // Scheduler and worker with /metrics on free ports.
   s.scheduler_metrics_port = testing::FreePort();
