@@ -153,9 +153,9 @@ def check_k8s(docs, errors):
             for m in mounts - volumes:
                 errors.append(f"k8s/{f}: {name} mounts volume {m}, which the pod does not define")
             # The flag's port is the one the pod exposes as metrics.
-            flag = "metrics_port" if binary == "scheduler" else "metrics_port"
-            if flag_value(args, flag) is None or int(flag_value(args, flag)) != ports.get("metrics"):
-                errors.append(f"k8s/{f}: {name} serves /metrics on --{flag}={flag_value(args, flag)} "
+            metrics_port = flag_value(args, "metrics_port")
+            if metrics_port is None or int(metrics_port) != ports.get("metrics"):
+                errors.append(f"k8s/{f}: {name} serves /metrics on --metrics_port={metrics_port} "
                               f"but its port named metrics is {ports.get('metrics')}")
         ann = tmpl["metadata"].get("annotations", {})
         if ann.get("prometheus.io/scrape") != "true" or int(ann.get("prometheus.io/port", -1)) != ports.get("metrics"):
