@@ -3,7 +3,7 @@
 
 Trains the same model (tests/reference/model.py is the PyTorch twin of the
 trainer) with normsweep (tests/bench/gpu_train_bench.cc: the real training
-loop, fp32 and TF32) and with PyTorch eager and torch.compile (fp32 and TF32),
+loop, fp32 and TF32) and with PyTorch eager (fp32 and TF32) and torch.compile (fp32),
 in one run, on two configs:
 
   sweep  the trainer's default model (6 layers, d_model 128, 4 heads,
@@ -47,6 +47,8 @@ def parse_args():
     p.add_argument("--steps", type=int, default=80, help="training steps per measurement")
     p.add_argument("--warmup", type=int, default=15, help="steps not timed (compilation, graph capture)")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--compile-all", action="store_true",
+                   help="torch.compile for tf32 too (by default fp32 only, to keep the run short)")
     p.add_argument("--peak-tflops-fp32", type=float, default=67.0)
     p.add_argument("--peak-tflops-tf32", type=float, default=494.7)
     p.add_argument("--out", help="also write the figures as JSON here")
@@ -114,7 +116,7 @@ def main():
             row[f"normsweep_{precision}"] = ns
             row[f"pytorch_eager_{precision}"] = eager
             compiled = None
-            if not args.no_compile:
+            if not args.no_compile and (precision == "fp32" or args.compile_all):
                 try:
                     compiled = run_pytorch(args, cfg, precision, compiled=True)
                 except Exception as e:  # torch.compile needs a working Triton

@@ -25,12 +25,25 @@
 namespace normsweep::trainer {
 namespace {
 
-bool HaveGpu() { return ListDevices().size() > 1; }
+// Empty when cuda:0 is usable, else why not (no device, no driver, the
+// module not loadable), as MakeBackend says it.
+std::string WhyNoGpu() {
+  static const std::string why = [] {
+    if (ListDevices().size() > 1) return std::string();
+    BackendOptions o;
+    o.device = "cuda:0";
+    o.model.layers = 1;
+    auto b = MakeBackend(o);
+    return b.ok() ? std::string("cuda:0 works but is not listed") : b.status().message();
+  }();
+  return why;
+}
 
-#define SKIP_WITHOUT_GPU()                                                                          \
-  if (!HaveGpu()) {                                                                                 \
-    GTEST_SKIP() << "no CUDA device visible (normsweep-train --list-devices shows only cpu): the "   \
-                    "CUDA vs CPU checks need a GPU; run tests/gpu/run-on-gpu.sh on a GPU machine"; \
+#define SKIP_WITHOUT_GPU()                                                                  \
+  if (const std::string why = WhyNoGpu(); !why.empty()) {                                  \
+    GTEST_SKIP() << "no usable GPU, the CUDA vs CPU checks need one (run tests/gpu/run-on-gpu.sh " \
+                    "on a GPU machine): "                                                  \
+                 << why;                                                                   \
   }
 
 ModelConfig Model(Placement placement, Positions positions = Positions::kSinusoidal, float dropout = 0.0f) {
@@ -159,6 +172,17 @@ TEST_P(CudaVsCpuTest, TenAdamStepsTrackTheCpu) {
   }
   std::vector<float> pc, pg, mc, vc, mg, vg;
   ASSERT_TRUE(cpu->GetParameters(&pc).ok() && gpu->GetParameters(&pg).ok());
+  // The key third of each qkv bias has a gradient of exactly zero in theory
+  // (it shifts every score of a row alike, which softmax ignores): in
+  // practice rounding noise near 1e-9, which Adam's 1/(sqrt(v)+eps) turns
+  // into steps of ~lr in directions that differ between any two backends.
+  // Measured CPU vs CPU with one-ulp different weights: up to 9e-4 relative
+  // there, below 2e-5 everywhere else. Leave those elements out.
+  for (const BlockOffsets& w : cpu->layout().blocks()) {
+    const size_t C = static_cast<size_t>(model.d_model);
+    std::fill(pc.begin() + w.qkv_b + C, pc.begin() + w.qkv_b + 2 * C, 0.0f);
+    std::fill(pg.begin() + w.qkv_b + C, pg.begin() + w.qkv_b + 2 * C, 0.0f);
+  }
   EXPECT_LT(MaxRelativeError(pg.data(), pc.data(), pc.size()), 1e-3);
   ASSERT_TRUE(cpu->GetOptimizerState(&mc, &vc).ok() && gpu->GetOptimizerState(&mg, &vg).ok());
   EXPECT_LT(MaxRelativeError(vg.data(), vc.data(), vc.size()), 1e-3);
@@ -180,13 +204,16 @@ TEST(CudaBackendTest, GraphsAndEagerAreBitIdentical) {
   const ModelConfig model = Model(Placement::kPostLN, Positions::kSinusoidal, 0.1f);
   std::vector<std::vector<float>> finals;
   std::vector<std::vector<double>> losses;
+  struct RestoreGraphsEnv {
+    ~RestoreGraphsEnv() { unsetenv("NORMSWEEP_CUDA_GRAPHS"); }
+  } restore;
   for (const char* graphs : {"1", "0", "1"}) {
     setenv("NORMSWEEP_CUDA_GRAPHS", graphs, 1);
     auto gpu = Make("cuda:0", model, 4);
     ASSERT_TRUE(gpu);
     ASSERT_TRUE(gpu->SetParameters(InitParameters(gpu->layout(), model, 4)).ok());
     losses.emplace_back();
-    for (int step = 1; step <= 3; ++step) {
+    for (int step = 1; step <= 4; ++step) {  // step 1 eager, 2 captured, 3-4 replayed
       auto l = gpu->ForwardBackward(RandomBatch(static_cast<uint64_t>(step), 4, model.seq_len), 1000 + step);
       ASSERT_TRUE(l.ok()) << l.status().message();
       losses.back().push_back(l->loss_sum);
@@ -198,7 +225,6 @@ TEST(CudaBackendTest, GraphsAndEagerAreBitIdentical) {
     finals.emplace_back();
     ASSERT_TRUE(gpu->GetParameters(&finals.back()).ok());
   }
-  unsetenv("NORMSWEEP_CUDA_GRAPHS");
   EXPECT_EQ(losses[0], losses[1]);
   EXPECT_EQ(losses[0], losses[2]);
   EXPECT_TRUE(finals[0] == finals[1]);

@@ -101,6 +101,7 @@ class CudaBackend final : public Backend {
     if (graph_exec_ != nullptr) cudaGraphExecDestroy(graph_exec_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    ReleaseCapacity();
     for (void* p : device_allocations_) cudaFree(p);
     for (void* p : host_allocations_) cudaFreeHost(p);
   }
@@ -132,25 +133,41 @@ class CudaBackend final : public Backend {
   Status OptimizerStep(const OptimizerStepArgs& args) override;
 
  private:
+  void ReleaseCapacity() {
+    for (void* p : capacity_device_allocations_) cudaFree(p);
+    for (void* p : capacity_host_allocations_) cudaFreeHost(p);
+    capacity_device_allocations_.clear();
+    capacity_host_allocations_.clear();
+    capacity_b_ = 0;
+  }
+  // Allocations that live as long as the backend go to device_allocations_;
+  // EnsureCapacity's go to capacity_device_allocations_ (`batch_sized`).
   template <class T>
-  Status DeviceAlloc(T** ptr, size_t count) {
+  Status DeviceAlloc(T** ptr, size_t count, bool batch_sized = false) {
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T));
     if (e != cudaSuccess) {
       return Internal("cuda: out of device memory allocating " + std::to_string(count * sizeof(T)) + " bytes on " +
                       name() + " (" + cudaGetErrorString(e) + "); use a smaller model or batch_size");
     }
-    device_allocations_.push_back(p);
+    (batch_sized ? capacity_device_allocations_ : device_allocations_).push_back(p);
     *ptr = static_cast<T*>(p);
     return OkStatus();
   }
   template <class T>
-  Status HostAlloc(T** ptr, size_t count) {
+  Status HostAlloc(T** ptr, size_t count, bool batch_sized = false) {
     void* p = nullptr;
     CUDA_RETURN_IF_ERROR(cudaMallocHost(&p, std::max<size_t>(1, count) * sizeof(T)));
-    host_allocations_.push_back(p);
+    (batch_sized ? capacity_host_allocations_ : host_allocations_).push_back(p);
     *ptr = static_cast<T*>(p);
     return OkStatus();
+  }
+  // Every transfer goes through stream_ (a non-blocking stream, so the
+  // legacy default stream would not be ordered with the kernels) and waits
+  // for it: the caller's host memory is pageable.
+  cudaError_t CopySync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, stream_);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(stream_);
   }
   Status Upload(float* dst, const std::vector<float>& host, const char* what);
   Status Download(const float* src, std::vector<float>* host);
@@ -161,11 +178,14 @@ class CudaBackend final : public Backend {
   Status EnqueueForward(int B, int T, bool training);
   Status EnqueueBackward(int B, int T);
   Status RunTrainingStep(int B, int T);
+  Status CaptureTrainingStep(int B, int T);
   LossStats CollectStats(const Batch& batch) const;
 
   // Row-major C (M,N) = op(A) @ op(B) + beta * C, batch of them with strides.
+  // exact_fp32 overrides the precision option (tf32/bf16) for this product.
   Status Gemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
-              int ldc, float beta, int batch = 1, long long sa = 0, long long sb = 0, long long sc = 0);
+              int ldc, float beta, int batch = 1, long long sa = 0, long long sb = 0, long long sc = 0,
+              bool exact_fp32 = false);
   Status MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O);
   Status MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                         int N, int I, int O, bool accumulate);
@@ -182,6 +202,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::vector<void*> device_allocations_, host_allocations_;
+  // The batch-sized buffers (EnsureCapacity), freed when they grow.
+  std::vector<void*> capacity_device_allocations_, capacity_host_allocations_;
 
   float *params_ = nullptr, *grads_ = nullptr, *m_ = nullptr, *v_ = nullptr;
   float* sin_pos_ = nullptr;
@@ -212,6 +234,7 @@ class CudaBackend final : public Backend {
   // The captured training step, for one (B, T).
   cudaGraphExec_t graph_exec_ = nullptr;
   int graph_b_ = 0, graph_t_ = 0;
+  int eager_b_ = 0, eager_t_ = 0;  // the shape of the last eager training step
 };
 
 Status CudaBackend::Init() {
@@ -231,15 +254,15 @@ Status CudaBackend::Init() {
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&grads_, P));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&m_, P));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&v_, P));
-  CUDA_RETURN_IF_ERROR(cudaMemset(params_, 0, P * sizeof(float)));
-  CUDA_RETURN_IF_ERROR(cudaMemset(grads_, 0, P * sizeof(float)));
-  CUDA_RETURN_IF_ERROR(cudaMemset(m_, 0, P * sizeof(float)));
-  CUDA_RETURN_IF_ERROR(cudaMemset(v_, 0, P * sizeof(float)));
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(params_, 0, P * sizeof(float), stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(grads_, 0, P * sizeof(float), stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m_, 0, P * sizeof(float), stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemsetAsync(v_, 0, P * sizeof(float), stream_));
 
   std::vector<float> sin_pos(static_cast<size_t>(model_.seq_len) * model_.d_model);
   cpu::SinusoidalPositions(sin_pos.data(), model_.seq_len, model_.d_model);
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&sin_pos_, sin_pos.size()));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(sin_pos_, sin_pos.data(), sin_pos.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(CopySync(sin_pos_, sin_pos.data(), sin_pos.size() * sizeof(float), cudaMemcpyHostToDevice));
 
   std::vector<size_t> begin, len;
   for (size_t t = 0; t < layout_.tensors().size(); ++t) {
@@ -254,38 +277,44 @@ Status CudaBackend::Init() {
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_segment_len_, len.size()));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_segment_norms_, begin.size()));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_segment_norms_, begin.size()));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(d_segment_begin_, begin.data(), begin.size() * sizeof(size_t), cudaMemcpyHostToDevice));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(d_segment_len_, len.data(), len.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(CopySync(d_segment_begin_, begin.data(), begin.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(CopySync(d_segment_len_, len.data(), len.size() * sizeof(size_t), cudaMemcpyHostToDevice));
 
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_seed_, 1));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_seed_, 1));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_loss_scale_, 1));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_loss_scale_, 1));
-  return EnsureCapacity(std::max(1, options_.max_batch_size));
+  TRAINER_RETURN_IF_ERROR(EnsureCapacity(std::max(1, options_.max_batch_size)));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return OkStatus();
 }
 
 Status CudaBackend::Upload(float* dst, const std::vector<float>& host, const char* what) {
   if (host.size() != layout_.total()) return InvalidArgument(std::string(what) + ": wrong size");
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(CopySync(dst, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
   return OkStatus();
 }
 
 Status CudaBackend::Download(const float* src, std::vector<float>* host) {
   host->resize(layout_.total());
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(host->data(), src, host->size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_RETURN_IF_ERROR(CopySync(host->data(), src, host->size() * sizeof(float), cudaMemcpyDeviceToHost));
   return OkStatus();
 }
 
 Status CudaBackend::EnsureCapacity(int B) {
   if (B <= capacity_b_) return OkStatus();
-  // Growing is rare (the trainer sizes for its batch up front): drop the old
-  // buffers' graph and allocate afresh; the old activations are not needed.
+  // Growing is rare (the trainer sizes for its batch up front): drop the
+  // graph and the old buffers (their contents are not needed), then
+  // allocate afresh. On failure capacity_b_ stays 0, so nothing uses the
+  // stale pointers.
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (graph_exec_ != nullptr) {
     cudaGraphExecDestroy(graph_exec_);
     graph_exec_ = nullptr;
   }
+  ReleaseCapacity();
   const size_t N = static_cast<size_t>(B) * model_.seq_len;
   const size_t C = model_.d_model, F = model_.d_ff, H = model_.heads, T = model_.seq_len;
   const size_t V = kVocabSize;
@@ -330,29 +359,30 @@ Status CudaBackend::EnsureCapacity(int B) {
   size_t total = 0;
   for (auto& [ptr, n] : plan) total += (n + 63) & ~size_t{63};  // 256-byte aligned
   float* arena = nullptr;
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&arena, total));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&arena, total, true));
   for (auto& [ptr, n] : plan) {
     *ptr = arena;
     arena += (n + 63) & ~size_t{63};
   }
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_inputs_, N));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_targets_, N));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_loss_, N));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_correct_, N));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_inputs_, N));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_targets_, N));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_loss_, N));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_correct_, N));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_inputs_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_targets_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_loss_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_correct_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_inputs_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_targets_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_loss_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_correct_, N, true));
   capacity_b_ = B;
   return OkStatus();
 }
 
 Status CudaBackend::Gemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                         float* C, int ldc, float beta, int batch, long long sa, long long sb, long long sc) {
+                         float* C, int ldc, float beta, int batch, long long sa, long long sb, long long sc,
+                         bool exact_fp32) {
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   const float alpha = 1.0f;
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasComputeType_t compute = ComputeType(options_.precision);
+  const cublasComputeType_t compute = exact_fp32 ? CUBLAS_COMPUTE_32F : ComputeType(options_.precision);
   if (batch == 1) {
     CUBLAS_RETURN_IF_ERROR(cublasGemmEx(cublas_, opb, opa, N, M, K, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda,
                                         &beta, C, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
@@ -553,11 +583,12 @@ Status CudaBackend::EnqueueBackward(int B, int T) {
     LaunchPositionGrad(dpos, dx, B, T, C, stream_);
   }
   // Token embedding: onehot^T @ dx, with the one-hot rows in the (now free)
-  // logits buffer.
+  // logits buffer; in fp32 whatever the precision option, since rounding
+  // sqrt(C) and dx to tf32/bf16 would bias this gradient.
   float* onehot = logits_;
   LaunchOneHot(onehot, d_inputs_, N, kVocabSize, std::sqrt(static_cast<float>(C)), stream_);
   TRAINER_RETURN_IF_ERROR(Gemm(true, false, kVocabSize, C, N, onehot, kVocabSize, dx, C, G + layout_.tok_emb(), C,
-                               0.0f));
+                               0.0f, 1, 0, 0, 0, /*exact_fp32=*/true));
   CUDA_RETURN_IF_LAUNCH_FAILED("backward kernels");
   return OkStatus();
 }
@@ -586,36 +617,56 @@ Status CudaBackend::EnqueueStep(int B, int T, bool training) {
   return OkStatus();
 }
 
+// The first step of a (B, T) runs eagerly (first launches load kernels and
+// let cuBLAS pick its algorithms outside any capture); the second is
+// captured as a graph and every later one replays it. If capture fails the
+// backend says so on stderr and stays eager: same results, more launches.
 Status CudaBackend::RunTrainingStep(int B, int T) {
-  if (use_graphs_ && (graph_exec_ == nullptr || graph_b_ != B || graph_t_ != T)) {
-    if (graph_exec_ != nullptr) {
-      cudaGraphExecDestroy(graph_exec_);
-      graph_exec_ = nullptr;
-    }
-    CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    const Status enqueued = EnqueueStep(B, T, /*training=*/true);
-    cudaGraph_t graph = nullptr;
-    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
-    if (!enqueued.ok()) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      return enqueued;
-    }
-    if (ended != cudaSuccess) return CudaStatus("cudaStreamEndCapture", ended);
-    const cudaError_t instantiated = cudaGraphInstantiate(&graph_exec_, graph, 0);
-    cudaGraphDestroy(graph);
-    if (instantiated != cudaSuccess) {
-      graph_exec_ = nullptr;
-      return CudaStatus("cudaGraphInstantiate", instantiated);
-    }
-    graph_b_ = B;
-    graph_t_ = T;
-  }
-  if (use_graphs_) {
+  if (use_graphs_ && graph_exec_ != nullptr && graph_b_ == B && graph_t_ == T) {
     CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec_, stream_));
+  } else if (use_graphs_ && eager_b_ == B && eager_t_ == T) {
+    TRAINER_RETURN_IF_ERROR(CaptureTrainingStep(B, T));
+    if (graph_exec_ != nullptr) {
+      CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec_, stream_));
+    } else {
+      TRAINER_RETURN_IF_ERROR(EnqueueStep(B, T, /*training=*/true));
+    }
   } else {
     TRAINER_RETURN_IF_ERROR(EnqueueStep(B, T, /*training=*/true));
+    eager_b_ = B;
+    eager_t_ = T;
   }
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return OkStatus();
+}
+
+Status CudaBackend::CaptureTrainingStep(int B, int T) {
+  if (graph_exec_ != nullptr) {
+    cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  const Status enqueued = EnqueueStep(B, T, /*training=*/true);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  cudaError_t instantiated = cudaSuccess;
+  if (enqueued.ok() && ended == cudaSuccess) {
+    instantiated = cudaGraphInstantiate(&graph_exec_, graph, 0);
+  }
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (enqueued.ok() && ended == cudaSuccess && instantiated == cudaSuccess) {
+    graph_b_ = B;
+    graph_t_ = T;
+    return OkStatus();
+  }
+  graph_exec_ = nullptr;
+  cudaGetLastError();  // a failed capture leaves its error behind
+  std::string why = !enqueued.ok()      ? enqueued.message()
+                    : ended != cudaSuccess ? std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended)
+                                           : std::string("cudaGraphInstantiate: ") + cudaGetErrorString(instantiated);
+  std::fprintf(stderr, "normsweep-train: %s: CUDA graph capture failed (%s); running eagerly\n", name().c_str(),
+               why.c_str());
+  use_graphs_ = false;
   return OkStatus();
 }
 

@@ -129,8 +129,8 @@ struct LayerNormParamOp {
 
 template <class Op>
 __global__ void ColumnReducePartialKernel(float2* partial, Op op, int N, int C) {
-  const int c = blockIdx.x * kColumnTile + threadIdx.x;
-  const int chunk = blockIdx.y;
+  const int c = blockIdx.y * kColumnTile + threadIdx.x;
+  const int chunk = blockIdx.x;  // x: up to 2^31-1 chunks; y (column tiles) up to 65535
   const int r0 = chunk * kRowsPerChunk;
   const int r1 = min(N, r0 + kRowsPerChunk);
   float2 acc = make_float2(0.0f, 0.0f);
@@ -170,7 +170,7 @@ __global__ void ColumnReduceFinalKernel(float* out_x, float* out_y, const float2
 template <class Op>
 void ColumnReduce(float* out_x, float* out_y, float* partial, Op op, int N, int C, cudaStream_t s) {
   float2* p = reinterpret_cast<float2*>(partial);
-  const dim3 grid((C + kColumnTile - 1) / kColumnTile, Chunks(N));
+  const dim3 grid(Chunks(N), (C + kColumnTile - 1) / kColumnTile);
   ColumnReducePartialKernel<<<grid, dim3(kColumnTile, kRowThreads), 0, s>>>(p, op, N, C);
   ColumnReduceFinalKernel<<<Blocks(C), kThreads, 0, s>>>(out_x, out_y, p, Chunks(N), C);
 }
