@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -12,6 +13,20 @@
 namespace normsweep::trainer::cpu {
 namespace {
 constexpr float kLayerNormEps = 1e-5f;
+
+// Sum of squares in double, in eight interleaved partial sums (a fixed order,
+// so deterministic) that the compiler can keep in vector registers.
+double SumOfSquares(const float* x, size_t n) {
+  double acc[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += static_cast<double>(x[i + j]) * x[i + j];
+  }
+  double sum = 0.0;
+  for (; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  for (double a : acc) sum += a;
+  return sum;
+}
 }  // namespace
 
 const float* CpuBackend::BlockActivations::out() const { return pre_ln ? res2 : ln2_out; }
@@ -33,66 +48,83 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   grads_.assign(layout_.total(), 0.0f);
   m_.assign(layout_.total(), 0.0f);
   v_.assign(layout_.total(), 0.0f);
+  grad_sq_norms_.assign(layout_.tensors().size(), 0.0);
   sin_pos_.assign(static_cast<size_t>(model_.seq_len) * model_.d_model, 0.0f);
   SinusoidalPositions(sin_pos_.data(), model_.seq_len, model_.d_model);
+  parts_.resize(static_cast<size_t>(options.threads));
+  for (size_t p = 1; p < parts_.size(); ++p) parts_[p].grads.assign(layout_.total(), 0.0f);
   EnsureCapacity(std::max(1, options.max_batch_size));
 }
 
+std::vector<CpuBackend::Slice> CpuBackend::SplitBatch(int B) const {
+  const int parts = std::max(1, std::min(options_.threads, B));
+  std::vector<Slice> slices(static_cast<size_t>(parts));
+  for (int p = 0; p < parts; ++p) {
+    slices[static_cast<size_t>(p)].b0 = B * p / parts;
+    slices[static_cast<size_t>(p)].b1 = B * (p + 1) / parts;
+  }
+  return slices;
+}
+
 void CpuBackend::EnsureCapacity(int B) {
-  if (B <= capacity_b_) return;
-  const size_t N = static_cast<size_t>(B) * model_.seq_len;
+  // A part holds at most ceil(B / threads) sequences (one when B < threads).
+  const int per_part = (B + options_.threads - 1) / options_.threads;
+  if (per_part <= part_capacity_) return;
+  const size_t N = static_cast<size_t>(per_part) * model_.seq_len;
   const size_t C = model_.d_model, F = model_.d_ff, H = model_.heads, T = model_.seq_len;
   const bool dropout = model_.dropout > 0.0f;
-  // Lay out every buffer in one arena.
-  std::vector<std::pair<float**, size_t>> plan;
-  plan.push_back({&emb_out_, N * C});
-  if (dropout) plan.push_back({&emb_mask_, N * C});
-  blocks_.assign(static_cast<size_t>(model_.layers), BlockActivations{});
-  for (BlockActivations& a : blocks_) {
-    a.pre_ln = model_.placement == Placement::kPreLN;
-    plan.push_back({&a.ln1_out, N * C});
-    plan.push_back({&a.ln1_mean, N});
-    plan.push_back({&a.ln1_rstd, N});
-    plan.push_back({&a.qkv, N * 3 * C});
-    plan.push_back({&a.att, static_cast<size_t>(B) * H * T * T});
-    plan.push_back({&a.atty, N * C});
-    plan.push_back({&a.attn_out, N * C});
-    plan.push_back({&a.res1, N * C});
-    plan.push_back({&a.ln2_out, N * C});
-    plan.push_back({&a.ln2_mean, N});
-    plan.push_back({&a.ln2_rstd, N});
-    plan.push_back({&a.fc1_act, N * F});
-    plan.push_back({&a.ffn_out, N * C});
-    plan.push_back({&a.res2, N * C});
-    if (dropout) {
-      plan.push_back({&a.attn_mask, N * C});
-      plan.push_back({&a.ffn_mask, N * C});
-    } else {
-      a.attn_mask = a.ffn_mask = nullptr;
+  for (Part& part : parts_) {
+    // Lay out every buffer of the part in one arena.
+    std::vector<std::pair<float**, size_t>> plan;
+    plan.push_back({&part.emb_out, N * C});
+    if (dropout) plan.push_back({&part.emb_mask, N * C});
+    part.blocks.assign(static_cast<size_t>(model_.layers), BlockActivations{});
+    for (BlockActivations& a : part.blocks) {
+      a.pre_ln = model_.placement == Placement::kPreLN;
+      plan.push_back({&a.ln1_out, N * C});
+      plan.push_back({&a.ln1_mean, N});
+      plan.push_back({&a.ln1_rstd, N});
+      plan.push_back({&a.qkv, N * 3 * C});
+      plan.push_back({&a.att, static_cast<size_t>(per_part) * H * T * T});
+      plan.push_back({&a.atty, N * C});
+      plan.push_back({&a.attn_out, N * C});
+      plan.push_back({&a.res1, N * C});
+      plan.push_back({&a.ln2_out, N * C});
+      plan.push_back({&a.ln2_mean, N});
+      plan.push_back({&a.ln2_rstd, N});
+      plan.push_back({&a.fc1_act, N * F});
+      plan.push_back({&a.ffn_out, N * C});
+      plan.push_back({&a.res2, N * C});
+      if (dropout) {
+        plan.push_back({&a.attn_mask, N * C});
+        plan.push_back({&a.ffn_mask, N * C});
+      } else {
+        a.attn_mask = a.ffn_mask = nullptr;
+      }
+    }
+    plan.push_back({&part.lnf_out, N * C});
+    plan.push_back({&part.lnf_mean, N});
+    plan.push_back({&part.lnf_rstd, N});
+    plan.push_back({&part.logits, N * kVocabSize});
+    plan.push_back({&part.probs, N * kVocabSize});
+    plan.push_back({&part.row_loss, N});
+    plan.push_back({&part.d_a, N * C});
+    plan.push_back({&part.d_b, N * C});
+    plan.push_back({&part.d_c, N * C});
+    plan.push_back({&part.d_d, N * C});
+    plan.push_back({&part.d_qkv, N * 3 * C});
+    plan.push_back({&part.d_act, N * F});
+    size_t total = 0;
+    for (auto& [ptr, n] : plan) total += (n + 15) & ~size_t{15};  // 64-byte aligned chunks
+    part.arena.assign(total + 16, 0.0f);
+    float* base = part.arena.data();
+    while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
+    for (auto& [ptr, n] : plan) {
+      *ptr = base;
+      base += (n + 15) & ~size_t{15};
     }
   }
-  plan.push_back({&lnf_out_, N * C});
-  plan.push_back({&lnf_mean_, N});
-  plan.push_back({&lnf_rstd_, N});
-  plan.push_back({&logits_, N * kVocabSize});
-  plan.push_back({&probs_, N * kVocabSize});
-  plan.push_back({&row_loss_, N});
-  plan.push_back({&d_a_, N * C});
-  plan.push_back({&d_b_, N * C});
-  plan.push_back({&d_c_, N * C});
-  plan.push_back({&d_d_, N * C});
-  plan.push_back({&d_qkv_, N * 3 * C});
-  plan.push_back({&d_act_, N * F});
-  size_t total = 0;
-  for (auto& [ptr, n] : plan) total += (n + 15) & ~size_t{15};  // 64-byte aligned chunks
-  arena_.assign(total + 16, 0.0f);
-  float* base = arena_.data();
-  while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
-  for (auto& [ptr, n] : plan) {
-    *ptr = base;
-    base += (n + 15) & ~size_t{15};
-  }
-  capacity_b_ = B;
+  part_capacity_ = per_part;
 }
 
 Status CpuBackend::SetParameters(const std::vector<float>& host) {
@@ -122,25 +154,29 @@ Status CpuBackend::GetOptimizerState(std::vector<float>* m, std::vector<float>* 
   return OkStatus();
 }
 
-LossStats CpuBackend::Forward(const Batch& batch, bool training, uint64_t dropout_seed) {
-  const int B = batch.batch_size, T = batch.seq_len, C = model_.d_model, F = model_.d_ff, H = model_.heads;
+LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t dropout_seed) {
+  const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model, F = model_.d_ff, H = model_.heads;
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C;
+  // Dropout masks are drawn for the whole batch's (B*T, C) activations, so a
+  // part takes its rows' slice of each: the same masks for any thread count.
+  const size_t mask_first = static_cast<size_t>(s.b0) * T * C;
+  const int32_t* inputs = batch.inputs.data() + static_cast<size_t>(s.b0) * T;
+  const int32_t* targets = batch.targets.data() + static_cast<size_t>(s.b0) * T;
   const float* P = params_.data();
-  dropout_active_ = training && model_.dropout > 0.0f;
+  const bool dropout = dropout_active_;
   const float p_drop = model_.dropout;
 
   const float* pos = layout_.has_pos_emb() ? P + layout_.pos_emb() : sin_pos_.data();
-  EncoderForward(emb_out_, batch.inputs.data(), P + layout_.tok_emb(), pos, B, T, C,
-                 std::sqrt(static_cast<float>(C)));
-  if (dropout_active_) {
-    MakeDropoutMask(emb_mask_, NC, p_drop, MixSeed(dropout_seed, 0));
-    Multiply(emb_out_, emb_out_, emb_mask_, NC);
+  EncoderForward(part.emb_out, inputs, P + layout_.tok_emb(), pos, B, T, C, std::sqrt(static_cast<float>(C)));
+  if (dropout) {
+    MakeDropoutMaskSlice(part.emb_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 0));
+    Multiply(part.emb_out, part.emb_out, part.emb_mask, NC);
   }
 
-  const float* x = emb_out_;
+  const float* x = part.emb_out;
   for (int l = 0; l < model_.layers; ++l) {
-    BlockActivations& a = blocks_[static_cast<size_t>(l)];
+    BlockActivations& a = part.blocks[static_cast<size_t>(l)];
     const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
     a.x_in = const_cast<float*>(x);
     const bool pre = a.pre_ln;
@@ -153,8 +189,8 @@ LossStats CpuBackend::Forward(const Batch& batch, bool training, uint64_t dropou
     MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C);
     AttentionForward(a.atty, a.att, a.qkv, B, T, C, H);
     MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C);
-    if (dropout_active_) {
-      MakeDropoutMask(a.attn_mask, NC, p_drop, MixSeed(dropout_seed, 2 * l + 1));
+    if (dropout) {
+      MakeDropoutMaskSlice(a.attn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 1));
       Multiply(a.attn_out, a.attn_out, a.attn_mask, NC);
     }
     Add(a.res1, x, a.attn_out, NC);
@@ -172,8 +208,8 @@ LossStats CpuBackend::Forward(const Batch& batch, bool training, uint64_t dropou
     MatmulForward(a.fc1_act, ffn_in, P + w.fc1_w, P + w.fc1_b, N, C, F);
     ReluForward(a.fc1_act, static_cast<size_t>(N) * F);
     MatmulForward(a.ffn_out, a.fc1_act, P + w.fc2_w, P + w.fc2_b, N, F, C);
-    if (dropout_active_) {
-      MakeDropoutMask(a.ffn_mask, NC, p_drop, MixSeed(dropout_seed, 2 * l + 2));
+    if (dropout) {
+      MakeDropoutMaskSlice(a.ffn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 2));
       Multiply(a.ffn_out, a.ffn_out, a.ffn_mask, NC);
     }
     Add(a.res2, pre ? a.res1 : a.ln1_out, a.ffn_out, NC);
@@ -185,12 +221,12 @@ LossStats CpuBackend::Forward(const Batch& batch, bool training, uint64_t dropou
   }
   const float* h = x;
   if (layout_.has_final_ln()) {
-    LayerNormForward(lnf_out_, lnf_mean_, lnf_rstd_, x, P + layout_.lnf_w(), P + layout_.lnf_b(), N, C,
+    LayerNormForward(part.lnf_out, part.lnf_mean, part.lnf_rstd, x, P + layout_.lnf_w(), P + layout_.lnf_b(), N, C,
                      kLayerNormEps);
-    h = lnf_out_;
+    h = part.lnf_out;
   }
-  MatmulForward(logits_, h, P + layout_.head_w(), P + layout_.head_b(), N, C, kVocabSize);
-  CrossEntropyStats ce = CrossEntropyForward(probs_, row_loss_, logits_, batch.targets.data(), N, kVocabSize);
+  MatmulForward(part.logits, h, P + layout_.head_w(), P + layout_.head_b(), N, C, kVocabSize);
+  CrossEntropyStats ce = CrossEntropyForward(part.probs, part.row_loss, part.logits, targets, N, kVocabSize);
   LossStats stats;
   stats.loss_sum = ce.loss_sum;
   stats.count = ce.count;
@@ -198,33 +234,34 @@ LossStats CpuBackend::Forward(const Batch& batch, bool training, uint64_t dropou
   return stats;
 }
 
-void CpuBackend::Backward(const Batch& batch, int64_t count) {
-  const int B = batch.batch_size, T = batch.seq_len, C = model_.d_model, F = model_.d_ff, H = model_.heads;
+void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count, float* G) {
+  const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model, F = model_.d_ff, H = model_.heads;
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C;
+  const int32_t* inputs = batch.inputs.data() + static_cast<size_t>(s.b0) * T;
+  const int32_t* targets = batch.targets.data() + static_cast<size_t>(s.b0) * T;
   const float* P = params_.data();
-  float* G = grads_.data();
   const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
 
   // Head: dlogits overwrites probs.
-  float* dlogits = probs_;
-  CrossEntropyBackward(dlogits, probs_, batch.targets.data(), N, kVocabSize, scale);
-  const float* last = model_.layers > 0 ? blocks_.back().out() : emb_out_;
-  const float* h = layout_.has_final_ln() ? lnf_out_ : last;
-  float* dx = d_a_;
-  float* dtmp = d_b_;
+  float* dlogits = part.probs;
+  CrossEntropyBackward(dlogits, part.probs, targets, N, kVocabSize, scale);
+  const float* last = model_.layers > 0 ? part.blocks.back().out() : part.emb_out;
+  const float* h = layout_.has_final_ln() ? part.lnf_out : last;
+  float* dx = part.d_a;
+  float* dtmp = part.d_b;
   MatmulBackward(dx, G + layout_.head_w(), G + layout_.head_b(), dlogits, h, P + layout_.head_w(), N, C,
                  kVocabSize, false);
   if (layout_.has_final_ln()) {
     std::memset(dtmp, 0, sizeof(float) * NC);
     LayerNormBackward(dtmp, G + layout_.lnf_w(), G + layout_.lnf_b(), dx, last, P + layout_.lnf_w(),
-                      lnf_mean_, lnf_rstd_, N, C);
+                      part.lnf_mean, part.lnf_rstd, N, C);
     std::swap(dx, dtmp);
   }
 
   // dx holds d(loss)/d(block output) on entry to each iteration.
   for (int l = model_.layers - 1; l >= 0; --l) {
-    BlockActivations& a = blocks_[static_cast<size_t>(l)];
+    BlockActivations& a = part.blocks[static_cast<size_t>(l)];
     const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
     const float* attn_in = a.pre_ln ? a.ln1_out : a.x_in;
     const float* ffn_in = a.pre_ln ? a.ln2_out : a.ln1_out;
@@ -233,21 +270,22 @@ void CpuBackend::Backward(const Batch& batch, int64_t count) {
     // with accumulate) into dinput. dout is read before dinput is written.
     auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) {
       if (dropout_active_) {
-        Multiply(d_c_, dout, a.ffn_mask, NC);
-        dout = d_c_;
+        Multiply(part.d_c, dout, a.ffn_mask, NC);
+        dout = part.d_c;
       }
-      MatmulBackward(d_act_, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false);
-      ReluBackward(d_act_, d_act_, a.fc1_act, static_cast<size_t>(N) * F);
-      MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, d_act_, ffn_in, P + w.fc1_w, N, C, F, accumulate);
+      MatmulBackward(part.d_act, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false);
+      ReluBackward(part.d_act, part.d_act, a.fc1_act, static_cast<size_t>(N) * F);
+      MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, part.d_act, ffn_in, P + w.fc1_w, N, C, F, accumulate);
     };
     auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) {
       if (dropout_active_) {
-        Multiply(d_c_, dout, a.attn_mask, NC);
-        dout = d_c_;
+        Multiply(part.d_c, dout, a.attn_mask, NC);
+        dout = part.d_c;
       }
-      MatmulBackward(d_d_, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false);
-      AttentionBackward(d_qkv_, d_d_, a.qkv, a.att, B, T, C, H);
-      MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, d_qkv_, attn_in, P + w.qkv_w, N, C, 3 * C, accumulate);
+      MatmulBackward(part.d_d, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false);
+      AttentionBackward(part.d_qkv, part.d_d, a.qkv, a.att, B, T, C, H);
+      MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, part.d_qkv, attn_in, P + w.qkv_w, N, C, 3 * C,
+                     accumulate);
     };
     if (a.pre_ln) {
       // res2 = res1 + ffn(ln2(res1)); dx = d res2.
@@ -260,7 +298,7 @@ void CpuBackend::Backward(const Batch& batch, int64_t count) {
       // out = ln2(res2), res2 = ln1_out + ffn(ln1_out), ln1_out = ln1(res1), res1 = x + attn(x).
       std::memset(dtmp, 0, sizeof(float) * NC);
       LayerNormBackward(dtmp, G + w.ln2_w, G + w.ln2_b, dx, a.res2, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
-      std::swap(dx, dtmp);       // dx = d res2
+      std::swap(dx, dtmp);         // dx = d res2
       ffn_backward(dx, dx, true);  // d ln1_out = d res2 + fc1 backward
       std::memset(dtmp, 0, sizeof(float) * NC);
       LayerNormBackward(dtmp, G + w.ln1_w, G + w.ln1_b, dx, a.res1, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
@@ -268,51 +306,113 @@ void CpuBackend::Backward(const Batch& batch, int64_t count) {
       attention_backward(dx, dx, true);
     }
   }
-  if (dropout_active_) Multiply(dx, dx, emb_mask_, NC);
+  if (dropout_active_) Multiply(dx, dx, part.emb_mask, NC);
   float* dpos = nullptr;
   if (layout_.has_pos_emb()) {
     dpos = G + layout_.pos_emb();
     std::memset(dpos, 0, sizeof(float) * static_cast<size_t>(model_.seq_len) * C);
   }
-  EncoderBackward(G + layout_.tok_emb(), dpos, dx, batch.inputs.data(), B, T, C, kVocabSize,
-                  std::sqrt(static_cast<float>(C)));
+  EncoderBackward(G + layout_.tok_emb(), dpos, dx, inputs, B, T, C, kVocabSize, std::sqrt(static_cast<float>(C)));
 }
 
 StatusOr<LossStats> CpuBackend::ForwardBackward(const Batch& batch, uint64_t dropout_seed) {
   TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
   EnsureCapacity(batch.batch_size);
-  LossStats stats = Forward(batch, /*training=*/true, dropout_seed);
-  Backward(batch, stats.count);
+  dropout_active_ = model_.dropout > 0.0f;
+  const std::vector<Slice> slices = SplitBatch(batch.batch_size);
+  const int parts = static_cast<int>(slices.size());
+  // The mean loss divides by the whole batch's target count, which each
+  // part's backward needs before the other parts' forward passes are done.
+  int64_t count = 0;
+  for (int32_t t : batch.targets) count += t >= 0;
+  const std::vector<TensorSpec>& tensors = layout_.tensors();
+  std::vector<LossStats> part_stats(static_cast<size_t>(parts));
+  std::vector<double> sq_partials(tensors.size() * static_cast<size_t>(parts), 0.0);
+#pragma omp parallel num_threads(parts)
+  {
+    // Parts are assigned round robin, so fewer threads than parts (an OpenMP
+    // thread limit) still computes the same numbers.
+    const int team = omp_get_num_threads(), id = omp_get_thread_num();
+    for (int p = id; p < parts; p += team) {
+      Part& part = parts_[static_cast<size_t>(p)];
+      float* G = p == 0 ? grads_.data() : part.grads.data();
+      part_stats[static_cast<size_t>(p)] = Forward(part, batch, slices[static_cast<size_t>(p)], dropout_seed);
+      Backward(part, batch, slices[static_cast<size_t>(p)], count, G);
+    }
+#pragma omp barrier
+    // grads_ += the other parts' gradients, in part order, each tensor cut
+    // into `parts` ranges; the squared norms are taken on the way.
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      for (int p = id; p < parts; p += team) {
+        const size_t begin = tensors[t].offset + tensors[t].size * p / parts;
+        const size_t end = tensors[t].offset + tensors[t].size * (p + 1) / parts;
+        float* g = grads_.data() + begin;
+        for (int q = 1; q < parts; ++q) {
+          const float* gq = parts_[static_cast<size_t>(q)].grads.data() + begin;
+          for (size_t i = 0; i < end - begin; ++i) g[i] += gq[i];
+        }
+        sq_partials[t * parts + p] = SumOfSquares(g, end - begin);
+      }
+    }
+  }
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    double sq = 0.0;
+    for (int p = 0; p < parts; ++p) sq += sq_partials[t * parts + p];
+    grad_sq_norms_[t] = sq;
+  }
+  LossStats stats;
+  for (const LossStats& s : part_stats) {
+    stats.loss_sum += s.loss_sum;
+    stats.count += s.count;
+    stats.correct += s.correct;
+  }
   return stats;
 }
 
 StatusOr<LossStats> CpuBackend::Evaluate(const Batch& batch) {
   TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
   EnsureCapacity(batch.batch_size);
-  return Forward(batch, /*training=*/false, 0);
+  dropout_active_ = false;
+  const std::vector<Slice> slices = SplitBatch(batch.batch_size);
+  const int parts = static_cast<int>(slices.size());
+  std::vector<LossStats> part_stats(static_cast<size_t>(parts));
+#pragma omp parallel num_threads(parts)
+  {
+    const int team = omp_get_num_threads(), id = omp_get_thread_num();
+    for (int p = id; p < parts; p += team) {
+      part_stats[static_cast<size_t>(p)] =
+          Forward(parts_[static_cast<size_t>(p)], batch, slices[static_cast<size_t>(p)], 0);
+    }
+  }
+  LossStats stats;
+  for (const LossStats& s : part_stats) {
+    stats.loss_sum += s.loss_sum;
+    stats.count += s.count;
+    stats.correct += s.correct;
+  }
+  return stats;
 }
 
-StatusOr<std::vector<double>> CpuBackend::GradientSquaredNorms() {
-  std::vector<double> norms;
-  norms.reserve(layout_.tensors().size());
-  for (const TensorSpec& t : layout_.tensors()) norms.push_back(SquaredNorm(grads_.data() + t.offset, t.size));
-  return norms;
-}
+StatusOr<std::vector<double>> CpuBackend::GradientSquaredNorms() { return grad_sq_norms_; }
 
 Status CpuBackend::OptimizerStep(const OptimizerStepArgs& args) {
-  for (const TensorSpec& t : layout_.tensors()) {
-    const double wd = t.decay ? options_.optimizer.weight_decay : 0.0;
-#pragma omp parallel if (t.size >= (1u << 14))
-    {
-      const size_t threads = static_cast<size_t>(omp_get_num_threads());
-      const size_t id = static_cast<size_t>(omp_get_thread_num());
-      const size_t chunk = (t.size + threads - 1) / threads;
-      const size_t begin = std::min(t.size, id * chunk), end = std::min(t.size, begin + chunk);
-      if (end > begin) {
-        const size_t o = t.offset + begin;
-        OptimizerUpdate(options_.optimizer, args, wd, params_.data() + o, grads_.data() + o, m_.data() + o,
-                        v_.data() + o, end - begin);
-      }
+  // One parallel region over the flat buffers: each thread updates a
+  // contiguous range, tensor by tensor (weight decay is per tensor). The
+  // update is elementwise, so the ranges do not change the result.
+  const std::vector<TensorSpec>& tensors = layout_.tensors();
+  const size_t total = layout_.total();
+#pragma omp parallel if (total >= (1u << 14))
+  {
+    const size_t threads = static_cast<size_t>(omp_get_num_threads());
+    const size_t id = static_cast<size_t>(omp_get_thread_num());
+    const size_t chunk = (total + threads - 1) / threads;
+    const size_t begin = std::min(total, id * chunk), end = std::min(total, begin + chunk);
+    for (const TensorSpec& t : tensors) {
+      const size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.size);
+      if (hi <= lo) continue;
+      const double wd = t.decay ? options_.optimizer.weight_decay : 0.0;
+      OptimizerUpdate(options_.optimizer, args, wd, params_.data() + lo, grads_.data() + lo, m_.data() + lo,
+                      v_.data() + lo, hi - lo);
     }
   }
   return OkStatus();

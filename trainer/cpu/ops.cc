@@ -85,6 +85,9 @@ void ColumnSums(float* out, const float* x, int N, int C) {
 
 void SetThreads(int threads) {
   omp_set_num_threads(threads);
+  // No nested teams: a kernel's own parallel loop inside the backend's
+  // per-part region runs on one thread (OpenMP's usual default, made sure).
+  omp_set_max_active_levels(1);
   SetBlasThreads(threads);
 }
 
@@ -357,15 +360,29 @@ void Multiply(float* out, const float* a, const float* b, size_t n) {
 }
 
 void MakeDropoutMask(float* mask, size_t n, float p, uint64_t seed) {
-  const float keep_scale = 1.0f / (1.0f - p);
   // Counter-based: element i depends only on (seed, i), not on the threads.
   const size_t block = kDropoutMaskBlock;
   const size_t blocks = (n + block - 1) / block;
 #pragma omp parallel for schedule(static) if (Parallel(n))
   for (size_t bi = 0; bi < blocks; ++bi) {
+    const size_t begin = bi * block;
+    MakeDropoutMaskSlice(mask + begin, begin, std::min(n, begin + block) - begin, p, seed);
+  }
+}
+
+void MakeDropoutMaskSlice(float* mask, size_t first, size_t n, float p, uint64_t seed) {
+  const float keep_scale = 1.0f / (1.0f - p);
+  const size_t block = kDropoutMaskBlock;
+  const size_t end = first + n;
+  size_t i = first;
+  while (i < end) {
+    // Block bi draws its elements in order from its own stream; skip the
+    // draws of elements before the slice.
+    const size_t bi = i / block;
     Rng rng(MixSeed(seed, kDropoutMaskStream, bi));
-    const size_t end = std::min(n, (bi + 1) * block);
-    for (size_t i = bi * block; i < end; ++i) mask[i] = rng.Uniform() < p ? 0.0f : keep_scale;
+    for (size_t skip = bi * block; skip < i; ++skip) rng.NextU64();
+    const size_t block_end = std::min(end, (bi + 1) * block);
+    for (; i < block_end; ++i) mask[i - first] = rng.Uniform() < p ? 0.0f : keep_scale;
   }
 }
 

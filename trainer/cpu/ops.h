@@ -11,7 +11,9 @@
 
 namespace normsweep::trainer::cpu {
 
-// Sets the thread count of our kernels and of the BLAS.
+// Sets the thread count of our kernels and of the BLAS. Kernels called inside
+// a parallel region (the CPU backend runs one part of a batch per thread) run
+// on the calling thread alone, and so does OpenBLAS.
 void SetThreads(int threads);
 
 // out (N,C) = tok_emb[tokens] * emb_scale + pos (T,C) broadcast over B.
@@ -53,6 +55,9 @@ void Add(float* out, const float* a, const float* b, size_t n);
 void Multiply(float* out, const float* a, const float* b, size_t n);
 // mask = 1/(1-p) with probability 1-p, else 0; deterministic in seed.
 void MakeDropoutMask(float* mask, size_t n, float p, uint64_t seed);
+// Elements [first, first + n) of the mask MakeDropoutMask draws for a larger
+// buffer, into mask[0, n): a slice of the batch gets its rows' mask. Serial.
+void MakeDropoutMaskSlice(float* mask, size_t first, size_t n, float p, uint64_t seed);
 
 struct CrossEntropyStats {
   double loss_sum = 0.0;
