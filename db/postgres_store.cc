@@ -33,6 +33,9 @@ constexpr char kSweepColumns[] =
     "s.id, s.request_id, s.name, s.spec::text, s.state, s.trial_count, " NS_MICROS("s.created_at")
     ", " NS_MICROS("s.finished_at");
 
+// A sweep at least this large is followed by ANALYZE trials (see CreateSweep).
+constexpr size_t kAnalyzeAfterTrials = 500;
+
 // Lease locks for sweeps with max_concurrent_trials: pg_advisory_xact_lock(class, sweep).
 constexpr int32_t kSweepLockClass = 0x4e53;  // "NS"
 
@@ -280,6 +283,17 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
     return absl::OkStatus();
   });
   RETURN_IF_ERROR(status);
+  if (created && trials.size() >= kAnalyzeAfterTrials) {
+    // Fresh statistics for the queue: without them (autovacuum gets there
+    // within a minute or so) the planner guesses the PENDING trials at a few
+    // hundred and may plan the lease statement's queue scan as "read all,
+    // then sort" instead of walking trials_queue in order. Best effort.
+    absl::Status analyzed = WithConnection<bool>(pool_, [](PgConnection& conn) -> absl::StatusOr<bool> {
+      RETURN_IF_ERROR(conn.Exec("ANALYZE trials").status());
+      return true;
+    }).status();
+    if (!analyzed.ok()) std::fprintf(stderr, "normsweep: ANALYZE trials failed: %s\n", analyzed.ToString().c_str());
+  }
   ASSIGN_OR_RETURN(v1::Sweep sweep, GetSweep(sweep_id));
   return CreateSweepResult{std::move(sweep), created};
 }
@@ -431,10 +445,16 @@ void PostgresStore::LeaseGroup(std::vector<LeaseItem*>& group) {
       "  FROM locked WHERE workers.id = locked.id RETURNING workers.id),"
       " w AS (SELECT wk.* FROM wk JOIN touched ON touched.id = wk.worker_id),"
       " wn AS (SELECT w.*, row_number() OVER (ORDER BY w.pos) AS k FROM w),"
-      " c AS (SELECT t.id, t.priority, s.max_concurrent_trials AS lim FROM trials t JOIN sweeps s ON s.id = t.sweep_id"
-      "  WHERE t.state = 'PENDING' AND s.state = 'RUNNING'"
+      // The queue's head, read in order from the trials_queue index: the
+      // sweep's state is a per-row filter and its limit is joined after the
+      // LIMIT, so the planner has no join that it could hash over every
+      // PENDING trial (it did, O(queue) per lease, on a table without
+      // statistics).
+      " c AS (SELECT t.id, t.priority, t.sweep_id FROM trials t"
+      "  WHERE t.state = 'PENDING' AND (SELECT s.state FROM sweeps s WHERE s.id = t.sweep_id) = 'RUNNING'"
       "  ORDER BY t.priority DESC, t.id LIMIT (SELECT count(*) FROM w) FOR UPDATE OF t SKIP LOCKED),"
-      " cn AS (SELECT c.*, row_number() OVER (ORDER BY c.priority DESC, c.id) AS k FROM c),"
+      " cn AS (SELECT c.id, s.max_concurrent_trials AS lim,"
+      "  row_number() OVER (ORDER BY c.priority DESC, c.id) AS k FROM c JOIN sweeps s ON s.id = c.sweep_id),"
       " pick AS (SELECT cn.id, cn.lim, wn.worker_id, wn.now_us, wn.expires_us, wn.pos FROM cn JOIN wn ON wn.k = cn.k),"
       " u AS (UPDATE trials t SET state = 'RUNNING', attempts = t.attempts + 1, worker_id = pick.worker_id,"
       "  lease_expires_at = 'epoch'::timestamptz + pick.expires_us * interval '1 microsecond',"
