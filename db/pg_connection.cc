@@ -1,5 +1,6 @@
 #include "db/pg_connection.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -71,9 +72,11 @@ std::optional<absl::Time> PgResult::GetOptionalMicros(int row, int col) const {
 std::string PgParams::FormatDouble(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  // The shortest text that reads back as the same double (strtod, as
+  // PostgreSQL's float8in does); several times cheaper than "%.17g".
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.17g", v);
-  return buf;
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, end);
 }
 
 void PgArray::AddString(std::string_view v) {

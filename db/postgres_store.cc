@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "db/migrations.h"
 #include "google/protobuf/util/json_util.h"
@@ -422,13 +423,36 @@ absl::StatusOr<int64_t> PostgresStore::RegisterWorker(const v1::RegisterWorkerRe
 absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseTrial(int64_t worker_id,
                                                                    absl::Time now,
                                                                    absl::Duration lease) {
-  LeaseItem item{worker_id, now, lease};
-  lease_runner_.Run(&item);
-  if (item.slow_path) return LeaseSlowPath(worker_id, now, lease);
-  return item.result;
+  absl::StatusOr<std::optional<v1::Trial>> result;
+  absl::Notification done;
+  LeaseTrialAsync(worker_id, now, lease, [&](absl::StatusOr<std::optional<v1::Trial>> r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+void PostgresStore::LeaseTrialAsync(int64_t worker_id, absl::Time now, absl::Duration lease, LeaseDone done) {
+  auto item = std::make_unique<LeaseItem>();
+  item->worker_id = worker_id;
+  item->now = now;
+  item->lease = lease;
+  item->done = std::move(done);
+  lease_runner_.Submit(std::move(item));
 }
 
 void PostgresStore::LeaseGroup(std::vector<LeaseItem*>& group) {
+  LeaseGroupStatement(group);
+  // Sweeps with max_concurrent_trials: one transaction per caller, here on
+  // the runner's thread.
+  for (LeaseItem* item : group) {
+    if (item->slow_path) item->result = LeaseSlowPath(item->worker_id, item->now, item->lease);
+  }
+  for (LeaseItem* item : group) item->done(std::move(item->result));
+}
+
+void PostgresStore::LeaseGroupStatement(std::vector<LeaseItem*>& group) {
   // One statement (its own transaction): touch the workers, take the first
   // unlocked PENDING trials in queue order and lease the k-th to the k-th
   // known worker, except trials of sweeps with max_concurrent_trials, whose
@@ -613,12 +637,29 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options, std::string de
 
 absl::StatusOr<ProgressResult> PostgresStore::ReportProgress(const v1::ReportProgressRequest& req,
                                                              absl::Time now) {
-  ProgressItem item{&req};
-  progress_runner_.Run(&item);
-  return item.result;
+  absl::StatusOr<ProgressResult> result;
+  absl::Notification done;
+  ReportProgressAsync(req, now, [&](absl::StatusOr<ProgressResult> r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+void PostgresStore::ReportProgressAsync(const v1::ReportProgressRequest& req, absl::Time, ProgressDone done) {
+  auto item = std::make_unique<ProgressItem>();
+  item->request = &req;
+  item->done = std::move(done);
+  progress_runner_.Submit(std::move(item));
 }
 
 void PostgresStore::WriteProgressGroup(std::vector<ProgressItem*>& group) {
+  WriteProgressStatement(group);
+  for (ProgressItem* item : group) item->done(std::move(item->result));
+}
+
+void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
   // Trial id order, so that concurrent statements lock rows in one order.
   std::sort(group.begin(), group.end(), [](const ProgressItem* a, const ProgressItem* b) {
     return a->request->trial_id() < b->request->trial_id();
@@ -734,13 +775,33 @@ void PostgresStore::WriteProgressGroup(std::vector<ProgressItem*>& group) {
 
 absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialRequest& req, absl::Time now,
                                                      bool* finished_now) {
-  FinishItem item{&req, now};
-  finish_runner_.Run(&item);
-  if (finished_now != nullptr) *finished_now = item.finished_now;
-  return item.result;
+  absl::StatusOr<v1::Trial> result;
+  bool now_final = false;
+  absl::Notification done;
+  FinishTrialAsync(req, now, [&](absl::StatusOr<v1::Trial> r, bool f) {
+    result = std::move(r);
+    now_final = f;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  if (finished_now != nullptr) *finished_now = now_final;
+  return result;
+}
+
+void PostgresStore::FinishTrialAsync(const v1::FinishTrialRequest& req, absl::Time now, FinishDone done) {
+  auto item = std::make_unique<FinishItem>();
+  item->request = &req;
+  item->now = now;
+  item->done = std::move(done);
+  finish_runner_.Submit(std::move(item));
 }
 
 void PostgresStore::FinishGroup(std::vector<FinishItem*>& group) {
+  FinishStatement(group);
+  for (FinishItem* item : group) item->done(std::move(item->result), item->finished_now);
+}
+
+void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
   std::sort(group.begin(), group.end(), [](const FinishItem* a, const FinishItem* b) {
     return a->request->trial_id() < b->request->trial_id();
   });

@@ -18,7 +18,7 @@ struct PostgresStoreOptions {
   PgConnectOptions connect;
   int pool_size = 8;
   // ReportProgress calls arriving together are written in one statement
-  // (up to this many), by at most progress_writers statements at once.
+  // (up to this many), by progress_writers threads (statements at once).
   int progress_group_size = 128;
   int progress_writers = 1;
   // LeaseTrial calls arriving together take their trials in one statement.
@@ -54,6 +54,7 @@ class PostgresStore : public Store {
   absl::StatusOr<TrialHistory> GetTrialHistory(int64_t trial_id) override;
   absl::StatusOr<int64_t> RegisterWorker(const v1::RegisterWorkerRequest& request,
                                          absl::Time now) override;
+  // The synchronous calls wait for the asynchronous ones.
   absl::StatusOr<std::optional<v1::Trial>> LeaseTrial(int64_t worker_id, absl::Time now,
                                                       absl::Duration lease) override;
   absl::StatusOr<HeartbeatResult> Heartbeat(int64_t worker_id,
@@ -63,6 +64,10 @@ class PostgresStore : public Store {
                                                 absl::Time now) override;
   absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
                                         bool* finished_now) override;
+  // Queued for the group runners' threads, answered from there.
+  void LeaseTrialAsync(int64_t worker_id, absl::Time now, absl::Duration lease, LeaseDone done) override;
+  void ReportProgressAsync(const v1::ReportProgressRequest& request, absl::Time now, ProgressDone done) override;
+  void FinishTrialAsync(const v1::FinishTrialRequest& request, absl::Time now, FinishDone done) override;
   absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
@@ -70,36 +75,46 @@ class PostgresStore : public Store {
  private:
   struct ProgressItem {
     const v1::ReportProgressRequest* request;
+    ProgressDone done;
     absl::StatusOr<ProgressResult> result = absl::UnknownError("not run");
   };
 
   PostgresStore(const PostgresStoreOptions& options, std::string description);
-  // Writes a group of ReportProgress requests (distinct trials) in one statement.
+  // Writes a group of ReportProgress requests (distinct trials) in one
+  // statement, then answers them.
   void WriteProgressGroup(std::vector<ProgressItem*>& group);
+  void WriteProgressStatement(std::vector<ProgressItem*>& group);
 
   struct LeaseItem {
     int64_t worker_id;
     absl::Time now;
     absl::Duration lease;
+    LeaseDone done;
     bool slow_path = false;  // the next trial belongs to a sweep with a limit
     absl::StatusOr<std::optional<v1::Trial>> result = absl::UnknownError("not run");
   };
-  // Leases one trial each for a group of callers, in one statement.
+  // Leases one trial each for a group of callers, in one statement (the
+  // slow path after it), then answers them.
   void LeaseGroup(std::vector<LeaseItem*>& group);
+  void LeaseGroupStatement(std::vector<LeaseItem*>& group);
   struct FinishItem {
     const v1::FinishTrialRequest* request;
     absl::Time now;
+    FinishDone done;
     absl::StatusOr<v1::Trial> result = absl::UnknownError("not run");
     bool finished_now = false;
   };
-  // Finishes a group of trials (distinct) in one statement.
+  // Finishes a group of trials (distinct) in one statement, then answers them.
   void FinishGroup(std::vector<FinishItem*>& group);
+  void FinishStatement(std::vector<FinishItem*>& group);
 
   // One caller, one transaction: sweeps with max_concurrent_trials.
   absl::StatusOr<std::optional<v1::Trial>> LeaseSlowPath(int64_t worker_id, absl::Time now, absl::Duration lease);
 
   PgPool pool_;
   const std::string description_;
+  // Last: their threads stop (after running what is queued) before the
+  // pool goes away.
   GroupRunner<ProgressItem> progress_runner_;
   GroupRunner<LeaseItem> lease_runner_;
   GroupRunner<FinishItem> finish_runner_;

@@ -9,6 +9,7 @@
 #define NORMSWEEP_DB_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -109,6 +110,28 @@ class Store {
   // (false for a re-sent FinishTrial).
   virtual absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
                                                 bool* finished_now = nullptr) = 0;
+  // The three calls of every trial's lifecycle, answered through a callback
+  // (which may run on another thread, or before the call returns). A store
+  // whose calls block on a database overrides them to queue the request and
+  // answer from its own threads, so that gRPC callback handlers never block;
+  // these defaults answer at once with the calls above. The request must
+  // stay valid until done has been called.
+  using LeaseDone = std::function<void(absl::StatusOr<std::optional<v1::Trial>>)>;
+  using ProgressDone = std::function<void(absl::StatusOr<ProgressResult>)>;
+  // finished_now as FinishTrial's.
+  using FinishDone = std::function<void(absl::StatusOr<v1::Trial>, bool finished_now)>;
+  virtual void LeaseTrialAsync(int64_t worker_id, absl::Time now, absl::Duration lease, LeaseDone done) {
+    done(LeaseTrial(worker_id, now, lease));
+  }
+  virtual void ReportProgressAsync(const v1::ReportProgressRequest& request, absl::Time now, ProgressDone done) {
+    done(ReportProgress(request, now));
+  }
+  virtual void FinishTrialAsync(const v1::FinishTrialRequest& request, absl::Time now, FinishDone done) {
+    bool finished_now = false;
+    absl::StatusOr<v1::Trial> trial = FinishTrial(request, now, &finished_now);
+    done(std::move(trial), finished_now);
+  }
+
   // Leases that ended before now: PENDING again while attempts remain, else
   // FAILED (CANCELLED when the sweep was cancelled). Also completes sweeps
   // whose trials are all final.

@@ -30,12 +30,26 @@ NS_UNARY(SweepServiceImpl, ListTrials, ListTrialsRequest, ListTrialsResponse)
 NS_UNARY(SweepServiceImpl, GetTrial, GetTrialRequest, GetTrialResponse)
 NS_UNARY(SweepServiceImpl, ListWorkers, ListWorkersRequest, ListWorkersResponse)
 NS_UNARY(WorkerServiceImpl, RegisterWorker, RegisterWorkerRequest, RegisterWorkerResponse)
-NS_UNARY(WorkerServiceImpl, LeaseTrial, LeaseTrialRequest, LeaseTrialResponse)
 NS_UNARY(WorkerServiceImpl, Heartbeat, HeartbeatRequest, HeartbeatResponse)
-NS_UNARY(WorkerServiceImpl, ReportProgress, ReportProgressRequest, ReportProgressResponse)
-NS_UNARY(WorkerServiceImpl, FinishTrial, FinishTrialRequest, FinishTrialResponse)
 
 #undef NS_UNARY
+
+// Finishes the call from whichever thread the Scheduler answers on.
+#define NS_CALLBACK(Method, Request, Response)                                                        \
+  grpc::ServerUnaryReactor* WorkerServiceImpl::Method(grpc::CallbackServerContext* context,           \
+                                                      const v1::Request* request, v1::Response* response) { \
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();                                    \
+    scheduler_.Method##Async(*request, [this, reactor, response](absl::StatusOr<v1::Response> result) { \
+      reactor->Finish(Reply(metrics_, #Method, std::move(result), response));                         \
+    });                                                                                               \
+    return reactor;                                                                                   \
+  }
+
+NS_CALLBACK(LeaseTrial, LeaseTrialRequest, LeaseTrialResponse)
+NS_CALLBACK(ReportProgress, ReportProgressRequest, ReportProgressResponse)
+NS_CALLBACK(FinishTrial, FinishTrialRequest, FinishTrialResponse)
+
+#undef NS_CALLBACK
 
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,
                                           grpc::ServerWriter<v1::WatchSweepEvent>* writer) {

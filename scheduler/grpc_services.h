@@ -1,7 +1,8 @@
-// gRPC adapters (sync API): each handler converts, calls Scheduler and maps
-// the absl::Status with the one shared mapping (common/grpc_status.h). The
-// sync API runs handlers on gRPC's thread pool, where blocking on the
-// database is allowed (no callback reactor thread is ever blocked).
+// gRPC adapters: each handler converts, calls Scheduler and maps the
+// absl::Status with the one shared mapping (common/grpc_status.h). Most
+// handlers use the sync API, which runs them on gRPC's thread pool, where
+// blocking on the database is allowed; the worker's hot calls use the
+// callback API and never block (no callback reactor thread is ever blocked).
 #ifndef NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 #define NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 
@@ -31,17 +32,28 @@ class SweepServiceImpl final : public v1::SweepService::Service {
   SchedulerMetrics& metrics_;
 };
 
-class WorkerServiceImpl final : public v1::WorkerService::Service {
+// The three calls of every trial's lifecycle use the callback API: the
+// handler hands the request to the Scheduler's asynchronous call and returns;
+// the store answers from its group runner's thread (db/group_runner.h), which
+// finishes the whole group's calls. No thread per call waits for the
+// database, and no thread is woken per call to send its answer.
+using WorkerServiceBase = v1::WorkerService::WithCallbackMethod_LeaseTrial<
+    v1::WorkerService::WithCallbackMethod_ReportProgress<
+        v1::WorkerService::WithCallbackMethod_FinishTrial<v1::WorkerService::Service>>>;
+
+class WorkerServiceImpl final : public WorkerServiceBase {
  public:
   WorkerServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics) : scheduler_(scheduler), metrics_(metrics) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
                               v1::RegisterWorkerResponse*) override;
-  grpc::Status LeaseTrial(grpc::ServerContext*, const v1::LeaseTrialRequest*, v1::LeaseTrialResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
-  grpc::Status ReportProgress(grpc::ServerContext*, const v1::ReportProgressRequest*,
-                              v1::ReportProgressResponse*) override;
-  grpc::Status FinishTrial(grpc::ServerContext*, const v1::FinishTrialRequest*, v1::FinishTrialResponse*) override;
+  grpc::ServerUnaryReactor* LeaseTrial(grpc::CallbackServerContext*, const v1::LeaseTrialRequest*,
+                                       v1::LeaseTrialResponse*) override;
+  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext*, const v1::ReportProgressRequest*,
+                                           v1::ReportProgressResponse*) override;
+  grpc::ServerUnaryReactor* FinishTrial(grpc::CallbackServerContext*, const v1::FinishTrialRequest*,
+                                        v1::FinishTrialResponse*) override;
 
  private:
   Scheduler& scheduler_;

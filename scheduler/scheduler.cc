@@ -209,19 +209,26 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(const v1::R
 }
 
 absl::StatusOr<v1::LeaseTrialResponse> Scheduler::LeaseTrial(const v1::LeaseTrialRequest& request) {
-  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
+  return Wait<v1::LeaseTrialResponse>([&](auto done) { LeaseTrialAsync(request, std::move(done)); });
+}
+
+void Scheduler::LeaseTrialAsync(const v1::LeaseTrialRequest& request, Done<v1::LeaseTrialResponse> done) {
+  if (absl::Status st = CheckId("worker_id", request.worker_id()); !st.ok()) return done(st);
   const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(std::optional<v1::Trial> trial,
-                   store_.LeaseTrial(request.worker_id(), clock_.Now(), options_.lease_duration));
-  metrics_.ObserveLeaseLatency(absl::Now() - start);
-  v1::LeaseTrialResponse response;
-  if (trial.has_value()) {
-    response.set_leased(true);
-    *response.mutable_lease_expires_at() = trial->lease_expires_at();
-    *response.mutable_trial() = *std::move(trial);
-    NotifyChange();
-  }
-  return response;
+  store_.LeaseTrialAsync(
+      request.worker_id(), clock_.Now(), options_.lease_duration,
+      [this, start, done = std::move(done)](absl::StatusOr<std::optional<v1::Trial>> trial) {
+        if (!trial.ok()) return done(trial.status());
+        metrics_.ObserveLeaseLatency(absl::Now() - start);
+        v1::LeaseTrialResponse response;
+        if (trial->has_value()) {
+          response.set_leased(true);
+          *response.mutable_lease_expires_at() = (*trial)->lease_expires_at();
+          *response.mutable_trial() = **std::move(trial);
+          NotifyChange();
+        }
+        done(std::move(response));
+      });
 }
 
 absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
@@ -245,6 +252,13 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
 }
 
 absl::StatusOr<v1::ReportProgressResponse> Scheduler::ReportProgress(const v1::ReportProgressRequest& request) {
+  return Wait<v1::ReportProgressResponse>([&](auto done) { ReportProgressAsync(request, std::move(done)); });
+}
+
+namespace {
+
+// The number of layer gradient norms, or the first invalid field.
+absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
   RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
   RETURN_IF_ERROR(CheckId("trial_id", request.trial_id()));
   if (request.attempt() <= 0) return Invalid("attempt", "must be positive (the lease's attempt)");
@@ -264,15 +278,10 @@ absl::StatusOr<v1::ReportProgressResponse> Scheduler::ReportProgress(const v1::R
       if (++norms > kMaxPointsPerReport) return Invalid("layer_grad_norms", absl::StrCat("at most ", kMaxPointsPerReport, " norms"));
     }
   }
-  ASSIGN_OR_RETURN(db::ProgressResult result, store_.ReportProgress(request, clock_.Now()));
-  metrics_.ProgressReported(request.points_size(), norms);
-  NotifyChange();
-  v1::ReportProgressResponse response;
-  response.set_cancel_requested(result.cancel_requested);
-  return response;
+  return norms;
 }
 
-absl::StatusOr<v1::FinishTrialResponse> Scheduler::FinishTrial(const v1::FinishTrialRequest& request) {
+absl::Status ValidateFinish(const v1::FinishTrialRequest& request) {
   RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
   RETURN_IF_ERROR(CheckId("trial_id", request.trial_id()));
   if (request.attempt() <= 0) return Invalid("attempt", "must be positive (the lease's attempt)");
@@ -283,14 +292,44 @@ absl::StatusOr<v1::FinishTrialResponse> Scheduler::FinishTrial(const v1::FinishT
   if (request.result().has_diverged_step() && request.result().diverged_step() < 0) {
     return Invalid("result.diverged_step", "must be >= 0");
   }
-  const absl::Time now = clock_.Now();
-  bool finished_now = false;
-  ASSIGN_OR_RETURN(v1::Trial trial, store_.FinishTrial(request, now, &finished_now));
-  if (finished_now) metrics_.TrialsCompleted(trial.state());  // a re-sent FinishTrial counts once
-  NotifyChange();
-  v1::FinishTrialResponse response;
-  *response.mutable_trial() = std::move(trial);
-  return response;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Scheduler::ReportProgressAsync(const v1::ReportProgressRequest& request,
+                                    Done<v1::ReportProgressResponse> done) {
+  absl::StatusOr<int> norms = ValidateProgress(request);
+  if (!norms.ok()) return done(norms.status());
+  store_.ReportProgressAsync(
+      request, clock_.Now(),
+      [this, points = request.points_size(), norms = *norms, done = std::move(done)](
+          absl::StatusOr<db::ProgressResult> result) {
+        if (!result.ok()) return done(result.status());
+        metrics_.ProgressReported(points, norms);
+        NotifyChange();
+        v1::ReportProgressResponse response;
+        response.set_cancel_requested(result->cancel_requested);
+        done(std::move(response));
+      });
+}
+
+absl::StatusOr<v1::FinishTrialResponse> Scheduler::FinishTrial(const v1::FinishTrialRequest& request) {
+  return Wait<v1::FinishTrialResponse>([&](auto done) { FinishTrialAsync(request, std::move(done)); });
+}
+
+void Scheduler::FinishTrialAsync(const v1::FinishTrialRequest& request, Done<v1::FinishTrialResponse> done) {
+  if (absl::Status st = ValidateFinish(request); !st.ok()) return done(st);
+  store_.FinishTrialAsync(
+      request, clock_.Now(),
+      [this, done = std::move(done)](absl::StatusOr<v1::Trial> trial, bool finished_now) {
+        if (!trial.ok()) return done(trial.status());
+        if (finished_now) metrics_.TrialsCompleted(trial->state());  // a re-sent FinishTrial counts once
+        NotifyChange();
+        v1::FinishTrialResponse response;
+        *response.mutable_trial() = *std::move(trial);
+        done(std::move(response));
+      });
 }
 
 absl::Status Scheduler::RunMaintenance() {

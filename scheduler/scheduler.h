@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "db/store.h"
@@ -66,6 +67,15 @@ class Scheduler {
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(const v1::ReportProgressRequest& request);
   absl::StatusOr<v1::FinishTrialResponse> FinishTrial(const v1::FinishTrialRequest& request);
+  // The same three answered through done, which runs on the store's thread
+  // (or before the call returns): what the gRPC callback handlers use, so
+  // that no gRPC thread waits for the database. request must stay valid
+  // until done has been called.
+  template <typename T>
+  using Done = std::function<void(absl::StatusOr<T>)>;
+  void LeaseTrialAsync(const v1::LeaseTrialRequest& request, Done<v1::LeaseTrialResponse> done);
+  void ReportProgressAsync(const v1::ReportProgressRequest& request, Done<v1::ReportProgressResponse> done);
+  void FinishTrialAsync(const v1::FinishTrialRequest& request, Done<v1::FinishTrialResponse> done);
 
   // Expires leases and refreshes the gauges; the server calls it periodically.
   absl::Status RunMaintenance();
@@ -74,6 +84,18 @@ class Scheduler {
 
  private:
   void NotifyChange();
+  // Runs start(done) and waits until done has been called.
+  template <typename T, typename Start>
+  static absl::StatusOr<T> Wait(Start&& start) {
+    absl::StatusOr<T> result;
+    absl::Notification finished;
+    start([&](absl::StatusOr<T> r) {
+      result = std::move(r);
+      finished.Notify();
+    });
+    finished.WaitForNotification();
+    return result;
+  }
 
   db::Store& store_;
   Clock& clock_;

@@ -27,9 +27,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Stor
   builder.RegisterService(s->sweep_service_.get());
   builder.RegisterService(s->worker_service_.get());
   builder.SetMaxReceiveMessageSize(16 << 20);
-  // Sync-API handler threads block on the database. Keep enough of them
-  // polling that a burst of calls does not create and destroy a thread per
-  // call (gRPC's default keeps at most 2 idle pollers).
+  // Sync-API handler threads block on the database; a burst of sync calls
+  // starts more of them, and those beyond max_pollers end when idle.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, options.min_pollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, options.max_pollers);
   s->server_ = builder.BuildAndStart();

@@ -29,8 +29,12 @@ struct SchedulerServerOptions {
   std::string grpc_address = "0.0.0.0:50051";    // port 0: pick a free one
   std::string metrics_address = "0.0.0.0:9464";  // empty: no /metrics
   absl::Duration maintenance_interval = absl::Seconds(5);
-  int min_pollers = 2;    // gRPC sync server threads waiting for calls
-  int max_pollers = 128;
+  // gRPC sync server threads waiting for calls. The worker's hot calls use
+  // the callback API (grpc_services.h); the sync ones are rare, and every
+  // idle polling thread takes part in the pollset's hand-offs (futex wake-ups
+  // on every network event), so keep as few as gRPC's defaults.
+  int min_pollers = 1;
+  int max_pollers = 2;
   SchedulerOptions scheduler;
 };
 
