@@ -317,14 +317,21 @@ TEST_F(WorkerRestartTest, SchedulerRestartLosesNoProgress) {
   spec.add_warmup_steps(0);  // post and pre: two trials, one per slot
   const v1::Sweep sweep = Submit(spec);
   ASSERT_EQ(sweep.trial_count(), 2);
+  // Wait until the worker has started both trials (its log says so): a
+  // trial RUNNING in the database may have a lease response still in flight,
+  // which the kill would lose (the trial would then wait out its lease).
   absl::Time deadline = absl::Now() + absl::Seconds(30);
   bool running = false;
   while (absl::Now() < deadline && !running) {
+    std::ifstream in(dir_ + "/w3.log");
+    std::stringstream log;
+    log << in.rdbuf();
     running = true;
     for (const v1::Trial& t : ListTrials(sweep.id())) {
-      running &= t.state() == v1::TRIAL_RUNNING && t.last_step() < kSteps;
+      running &= absl::StrContains(log.str(), absl::StrCat("trial ", t.id(), " (attempt 1) started")) &&
+                 t.state() == v1::TRIAL_RUNNING;
     }
-    if (!running) absl::SleepFor(absl::Milliseconds(10));
+    if (!running) absl::SleepFor(absl::Milliseconds(5));
   }
   ASSERT_TRUE(running);
   EXPECT_EQ(scheduler_->Stop(SIGKILL), 128 + SIGKILL);
