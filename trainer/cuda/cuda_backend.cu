@@ -718,13 +718,15 @@ StatusOr<std::vector<double>> CudaBackend::GradientSquaredNorms() {
 
 Status CudaBackend::OptimizerStep(const OptimizerStepArgs& args) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  // One launch per run of consecutive tensors with the same weight decay.
+  // One launch per run of consecutive tensors with the same weight decay:
+  // a single launch over all parameters when weight_decay is 0.
   const std::vector<TensorSpec>& tensors = layout_.tensors();
+  auto decay_of = [&](const TensorSpec& t) { return t.decay ? options_.optimizer.weight_decay : 0.0; };
   for (size_t i = 0; i < tensors.size();) {
     size_t j = i + 1;
-    while (j < tensors.size() && tensors[j].decay == tensors[i].decay) ++j;
+    while (j < tensors.size() && decay_of(tensors[j]) == decay_of(tensors[i])) ++j;
     const size_t begin = tensors[i].offset, n = tensors[j - 1].offset + tensors[j - 1].size - begin;
-    const double wd = tensors[i].decay ? options_.optimizer.weight_decay : 0.0;
+    const double wd = decay_of(tensors[i]);
     if (options_.optimizer.kind == OptimizerKind::kSgd) {
       LaunchSgd(params_ + begin, grads_ + begin, m_ + begin, n, SgdFor(options_.optimizer, args, wd), stream_);
     } else {
