@@ -27,10 +27,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/json_quote.h"
 #include "client/report.h"
 #include "client/results.h"
 #include "client/sweep_client.h"
+#include "common/api_token.h"
+#include "common/json_quote.h"
 #include "client/sweep_file.h"
 #include "client/workers_table.h"
 #include "common/cli_args.h"
@@ -403,7 +404,12 @@ int main(int argc, char** argv) {
     const char* env = std::getenv("NORMSWEEP_SCHEDULER");
     address = env != nullptr && *env != '\0' ? env : "localhost:50051";
   }
-  cl::SweepClient client(address);
+  absl::StatusOr<std::string> api_token = normsweep::ApiTokenFromEnvironment();
+  if (!api_token.ok()) {
+    std::fprintf(stderr, "normsweep: %s\n", std::string(api_token.status().message()).c_str());
+    return 2;
+  }
+  cl::SweepClient client(address, absl::Seconds(15), *api_token);
   const std::string& command = args.positional[0];
   if (command == "submit") return Submit(client, args);
   if (command == "list") return List(client, args);

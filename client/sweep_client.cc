@@ -1,5 +1,7 @@
 #include "client/sweep_client.h"
 
+#include "common/api_token.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -14,14 +16,15 @@ namespace {
 constexpr int kRetries = 3;
 }  // namespace
 
-SweepClient::SweepClient(std::string address, absl::Duration deadline)
-    : address_(std::move(address)), deadline_(deadline) {
+SweepClient::SweepClient(std::string address, absl::Duration deadline, std::string api_token)
+    : address_(std::move(address)), deadline_(deadline), api_token_(std::move(api_token)) {
   stub_ = v1::SweepService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
 }
 
 std::unique_ptr<grpc::ClientContext> SweepClient::Context() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  AttachApiToken(ctx.get(), api_token_);
   return ctx;
 }
 
@@ -138,6 +141,7 @@ absl::Status SweepClient::Watch(int64_t sweep_id,
   int failures = 0;
   while (true) {
     grpc::ClientContext ctx;  // no deadline: a sweep may run for days
+    AttachApiToken(&ctx, api_token_);
     std::unique_ptr<grpc::ClientReader<v1::WatchSweepEvent>> reader = stub_->WatchSweep(&ctx, req);
     v1::WatchSweepEvent event;
     bool got_any = false;

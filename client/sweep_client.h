@@ -18,7 +18,8 @@ namespace normsweep::client {
 
 class SweepClient {
  public:
-  explicit SweepClient(std::string address, absl::Duration deadline = absl::Seconds(15));
+  // api_token: sent with every call when not empty (common/api_token.h).
+  explicit SweepClient(std::string address, absl::Duration deadline = absl::Seconds(15), std::string api_token = "");
 
   // Retries UNAVAILABLE a few times with the same request_id, which the
   // scheduler deduplicates, so a retried submit never creates two sweeps.
@@ -42,6 +43,7 @@ class SweepClient {
 
   std::string address_;
   absl::Duration deadline_;
+  std::string api_token_;
   std::unique_ptr<v1::SweepService::Stub> stub_;
 };
 

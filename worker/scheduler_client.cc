@@ -1,5 +1,7 @@
 #include "worker/scheduler_client.h"
 
+#include "common/api_token.h"
+
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
@@ -37,15 +39,16 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
 
 }  // namespace
 
-GrpcSchedulerClient::GrpcSchedulerClient(const std::string& target, absl::Duration deadline)
-    : stub_(v1::WorkerService::NewStub(Channel(target))), deadline_(deadline) {}
+GrpcSchedulerClient::GrpcSchedulerClient(const std::string& target, absl::Duration deadline, std::string api_token)
+    : stub_(v1::WorkerService::NewStub(Channel(target))), deadline_(deadline), api_token_(std::move(api_token)) {}
 
 namespace {
 
 template <typename Response, typename Call>
-absl::StatusOr<Response> Invoke(absl::Duration deadline, Call call) {
+absl::StatusOr<Response> Invoke(absl::Duration deadline, const std::string& api_token, Call call) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  AttachApiToken(&ctx, api_token);
   Response response;
   grpc::Status status = call(&ctx, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -56,27 +59,27 @@ absl::StatusOr<Response> Invoke(absl::Duration deadline, Call call) {
 
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcSchedulerClient::RegisterWorker(const v1::RegisterWorkerRequest& r) {
   return Invoke<v1::RegisterWorkerResponse>(
-      deadline_, [&](grpc::ClientContext* c, v1::RegisterWorkerResponse* out) { return stub_->RegisterWorker(c, r, out); });
+      deadline_, api_token_, [&](grpc::ClientContext* c, v1::RegisterWorkerResponse* out) { return stub_->RegisterWorker(c, r, out); });
 }
 
 absl::StatusOr<v1::LeaseTrialResponse> GrpcSchedulerClient::LeaseTrial(const v1::LeaseTrialRequest& r) {
   return Invoke<v1::LeaseTrialResponse>(
-      deadline_, [&](grpc::ClientContext* c, v1::LeaseTrialResponse* out) { return stub_->LeaseTrial(c, r, out); });
+      deadline_, api_token_, [&](grpc::ClientContext* c, v1::LeaseTrialResponse* out) { return stub_->LeaseTrial(c, r, out); });
 }
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcSchedulerClient::Heartbeat(const v1::HeartbeatRequest& r) {
   return Invoke<v1::HeartbeatResponse>(
-      deadline_, [&](grpc::ClientContext* c, v1::HeartbeatResponse* out) { return stub_->Heartbeat(c, r, out); });
+      deadline_, api_token_, [&](grpc::ClientContext* c, v1::HeartbeatResponse* out) { return stub_->Heartbeat(c, r, out); });
 }
 
 absl::StatusOr<v1::ReportProgressResponse> GrpcSchedulerClient::ReportProgress(const v1::ReportProgressRequest& r) {
   return Invoke<v1::ReportProgressResponse>(
-      deadline_, [&](grpc::ClientContext* c, v1::ReportProgressResponse* out) { return stub_->ReportProgress(c, r, out); });
+      deadline_, api_token_, [&](grpc::ClientContext* c, v1::ReportProgressResponse* out) { return stub_->ReportProgress(c, r, out); });
 }
 
 absl::StatusOr<v1::FinishTrialResponse> GrpcSchedulerClient::FinishTrial(const v1::FinishTrialRequest& r) {
   return Invoke<v1::FinishTrialResponse>(
-      deadline_, [&](grpc::ClientContext* c, v1::FinishTrialResponse* out) { return stub_->FinishTrial(c, r, out); });
+      deadline_, api_token_, [&](grpc::ClientContext* c, v1::FinishTrialResponse* out) { return stub_->FinishTrial(c, r, out); });
 }
 
 }  // namespace normsweep::worker

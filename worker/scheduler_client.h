@@ -33,8 +33,10 @@ bool IsRetryable(const absl::Status& status);
 // Over a gRPC channel; every call has a deadline. Thread-safe (the stub is).
 class GrpcSchedulerClient : public SchedulerClient {
  public:
-  // target: "host:port" (insecure channel).
-  explicit GrpcSchedulerClient(const std::string& target, absl::Duration deadline = absl::Seconds(5));
+  // target: "host:port" (insecure channel). api_token: sent with every call
+  // when not empty (common/api_token.h).
+  explicit GrpcSchedulerClient(const std::string& target, absl::Duration deadline = absl::Seconds(5),
+                               std::string api_token = "");
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request) override;
   absl::StatusOr<v1::LeaseTrialResponse> LeaseTrial(const v1::LeaseTrialRequest& request) override;
@@ -45,6 +47,7 @@ class GrpcSchedulerClient : public SchedulerClient {
  private:
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   const absl::Duration deadline_;
+  const std::string api_token_;
 };
 
 }  // namespace normsweep::worker

@@ -22,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/api_token.h"
 #include "common/clock.h"
 #include "worker/scheduler_client.h"
 #include "worker/slots.h"
@@ -171,7 +172,9 @@ int main(int argc, char** argv) {
     exposer->RegisterCollectable(registry);
   }
 
-  normsweep::worker::GrpcSchedulerClient client(absl::GetFlag(FLAGS_scheduler));
+  absl::StatusOr<std::string> api_token = normsweep::ApiTokenFromEnvironment();
+  if (!api_token.ok()) return Fail(std::string(api_token.status().message()));
+  normsweep::worker::GrpcSchedulerClient client(absl::GetFlag(FLAGS_scheduler), absl::Seconds(5), *api_token);
   normsweep::worker::Worker worker(client, normsweep::RealClock::Get(), metrics, options);
   std::fprintf(stderr, "normsweep-worker: %s, scheduler %s, %zu slot(s) (%s x%d threads), trainer %s, work dir %s%s\n",
                options.name.c_str(), absl::GetFlag(FLAGS_scheduler).c_str(), options.slots.size(),
