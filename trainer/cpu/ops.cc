@@ -3,9 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "trainer/cpu/blas.h"
@@ -19,38 +19,106 @@ namespace {
 constexpr size_t kMinParallelWork = 1 << 14;
 inline bool Parallel(size_t work) { return work >= kMinParallelWork; }
 
-// exp for the softmax loops, written so that the compiler vectorises it
-// (libm's expf is a scalar call and dominated attention's time). Cephes'
-// expf: range reduction by ln 2 in two parts, a degree-6 polynomial, and
-// the power of two put straight into the exponent bits. Relative error
+constexpr int kLanes = 16;
+
+// Sixteen floats as one value (GCC/Clang vector extension): a zmm register
+// with AVX-512, two ymm with AVX2; keeps accumulators out of memory and makes
+// the vector code explicit where the compiler would not vectorise a loop.
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int32_t IntLanes __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+inline Lanes LoadLanes(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void StoreLanes(float* p, Lanes v) { std::memcpy(p, &v, sizeof(v)); }
+inline Lanes Broadcast(float x) { return Lanes{} + x; }
+
+// Lanes summed (or maxed) in lane order, so results do not depend on the compiler.
+inline float SumLanes(Lanes v) {
+  float s = 0.0f;
+  for (int l = 0; l < kLanes; ++l) s += v[l];
+  return s;
+}
+
+// exp of 16 floats for the softmax loops (libm's expf is a scalar call and
+// dominated attention's time, and a scalar polynomial did not vectorise).
+// Cephes' expf: range reduction by ln 2 in two parts, a degree-6 polynomial,
+// and the power of two put straight into the exponent bits. Relative error
 // about 2e-7 on [-87, 88]; NaN stays NaN.
-inline float ExpApprox(float x) {
-  x = std::min(std::max(x, -87.3f), 88.7f);
-  const float fx = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+inline Lanes ExpLanes(Lanes x) {
+  x = x < Broadcast(-87.3f) ? Broadcast(-87.3f) : x;
+  x = x > Broadcast(88.7f) ? Broadcast(88.7f) : x;
+  // floor(x / ln 2 + 0.5): truncate, then step down where that rounded up.
+  const Lanes t = x * 1.44269504088896341f + 0.5f;
+  const Lanes truncated = __builtin_convertvector(__builtin_convertvector(t, IntLanes), Lanes);
+  const Lanes fx = truncated > t ? truncated - 1.0f : truncated;
+  const Lanes r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
+  Lanes p = Broadcast(1.9875691500e-4f);
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  const int32_t n = static_cast<int32_t>(fx);
-  return p * std::bit_cast<float>((n + 127) << 23);
+  const IntLanes n = __builtin_convertvector(fx, IntLanes);
+  Lanes scale;
+  const IntLanes bits = (n + 127) << 23;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+// max of x[0, n), n >= 1.
+inline float RowMax(const float* x, int n) {
+  float m = x[0];
+  int j = 0;
+  if (n >= kLanes) {
+    Lanes v = LoadLanes(x);
+    for (j = kLanes; j + kLanes <= n; j += kLanes) {
+      const Lanes y = LoadLanes(x + j);
+      v = y > v ? y : v;
+    }
+    for (int l = 0; l < kLanes; ++l) m = std::max(m, v[l]);
+  }
+  for (; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+// sum of a[j] * b[j] over j < n.
+inline float RowDot(const float* a, const float* b, int n) {
+  Lanes acc = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) acc += LoadLanes(a + j) * LoadLanes(b + j);
+  float s = SumLanes(acc);
+  for (; j < n; ++j) s += a[j] * b[j];
+  return s;
 }
 
 // out[0, n) = softmax(in[0, n)) given max_in = max(in); returns the sum of
 // exp(in - max_in), whose log is the log-partition less max_in.
 inline float SoftmaxRow(float* out, const float* in, int n, float max_in) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < n; ++j) {
-    out[j] = ExpApprox(in[j] - max_in);
-    sum += out[j];
+  Lanes acc = {};
+  int j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const Lanes e = ExpLanes(LoadLanes(in + j) - max_in);
+    StoreLanes(out + j, e);
+    acc += e;
   }
+  if (j < n) {  // the tail as one vector, its unused lanes zeroed
+    const int rest = n - j;
+    float tail[kLanes] = {};
+    std::memcpy(tail, in + j, sizeof(float) * rest);
+    const IntLanes lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    Lanes e = ExpLanes(LoadLanes(tail) - max_in);
+    e = lane < rest ? e : Lanes{};
+    StoreLanes(tail, e);
+    std::memcpy(out + j, tail, sizeof(float) * rest);
+    acc += e;
+  }
+  const float sum = SumLanes(acc);
   const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int j = 0; j < n; ++j) out[j] *= inv;
+  for (j = 0; j < n; ++j) out[j] *= inv;
   return sum;
 }
 
@@ -211,14 +279,19 @@ void MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const 
   if (db != nullptr) ColumnSums(db, dout, N, O);
 }
 
-// Both attention passes work on one (batch, head) pair at a time. The dot
-// products over hd become register-blocked loops over 16 key positions (K
-// and V transposed into (hd, Tp) scratch, Tp = T rounded up to 16), and the
-// weighted sums over keys accumulate 16 channels in registers: plain loops
-// that load and store their accumulator every iteration are latency-bound.
+// Both attention passes work on one (batch, head) pair at a time, as small
+// matrix products over that head's (T, hd) slices: scores = q k^T, out = p v,
+// and in backward dp = dy v^T, dq = ds k, dk = ds^T q, dv = p^T dy. Each
+// product runs in register tiles of kTileRows rows (4 x 32 scores, or 4 rows
+// x 32 channels of a weighted sum), so that eight FMA chains are in flight:
+// one row at a time is latency-bound. The head's slices are first copied into
+// contiguous scratch (k and v transposed for the dot products, channels
+// padded to 16), and the causal structure bounds every loop: probabilities
+// and score gradients above the diagonal are stored as zeros, so a tile may
+// run over them.
 namespace {
 
-constexpr int kLanes = 16;
+constexpr int kTileRows = 4;
 
 int RoundUp(int x, int m) { return (x + m - 1) / m * m; }
 
@@ -230,66 +303,119 @@ void GatherTransposed(float* dst, const float* base, size_t row, int T, int Tp, 
   }
 }
 
-// Sixteen floats as one value (GCC/Clang vector extension): a zmm register
-// with AVX-512, two ymm with AVX2; keeps the accumulators out of memory.
-typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
-
-inline Lanes LoadLanes(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
+// dst (T, hdp) = the hd channels of T rows at base; channels hd..hdp stay as they are (zero).
+void GatherRows(float* dst, const float* base, size_t row, int T, int hdp, int hd) {
+  for (int s = 0; s < T; ++s) std::memcpy(dst + static_cast<size_t>(s) * hdp, base + s * row, sizeof(float) * hd);
 }
 
-// out[s] = scale * sum_i x[i] * mt[i][s] for s < n (writes up to RoundUp(n, 16)
-// entries of out); mt is (k, Tp) with Tp >= RoundUp(n, 16).
-void DotWithColumns(float* out, const float* x, const float* mt, int k, int n, int Tp, float scale) {
-  for (int s0 = 0; s0 < n; s0 += kLanes) {
-    Lanes acc = {};
-    for (int i = 0; i < k; ++i) acc += (x[i] * scale) * LoadLanes(mt + static_cast<size_t>(i) * Tp + s0);
-    std::memcpy(out + s0, &acc, sizeof(acc));
+// The hd channels of T rows of src (T, hdp) into base (row stride `row`).
+void ScatterRows(float* base, size_t row, const float* src, int T, int hdp, int hd) {
+  for (int s = 0; s < T; ++s) std::memcpy(base + s * row, src + static_cast<size_t>(s) * hdp, sizeof(float) * hd);
+}
+
+// out[r][s0 + j] = scale * sum_{i < k} x[r * ldx + i] * mt[i * ldm + s0 + j], for
+// R rows and 32 columns j: dot products of R rows with 32 columns of mt (k, ldm).
+template <int R>
+void DotTile(float* out, size_t ldo, const float* x, size_t ldx, const float* mt, size_t ldm, int k, int s0,
+             float scale) {
+  Lanes acc[R][2] = {};
+  for (int i = 0; i < k; ++i) {
+    const Lanes m0 = LoadLanes(mt + static_cast<size_t>(i) * ldm + s0);
+    const Lanes m1 = LoadLanes(mt + static_cast<size_t>(i) * ldm + s0 + kLanes);
+    for (int r = 0; r < R; ++r) {
+      const float xr = x[r * ldx + i];
+      acc[r][0] += xr * m0;
+      acc[r][1] += xr * m1;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    StoreLanes(out + r * ldo + s0, scale * acc[r][0]);
+    StoreLanes(out + r * ldo + s0 + kLanes, scale * acc[r][1]);
   }
 }
 
-// out[i] = sum_{s < n} w[s] * rows[s * stride + i] for i < hd.
-void WeightedRowSum(float* out, const float* w, const float* rows, size_t stride, int n, int hd) {
-  int i0 = 0;
-  for (; i0 + kLanes <= hd; i0 += kLanes) {
-    Lanes acc = {};
-    for (int s = 0; s < n; ++s) acc += w[s] * LoadLanes(rows + s * stride + i0);
-    std::memcpy(out + i0, &acc, sizeof(acc));
+// A (T, T) weight matrix read as is (w_r_j at w[r * T + j]) or transposed
+// (at w[j * T + r]): the transposed products dk = ds^T q and dv = p^T dy then
+// need no transposed copies.
+struct Weights {
+  const float* w;
+  size_t row_stride, col_stride;
+  const float* Row(int r) const { return w + r * row_stride; }
+};
+
+// out[r][c0 + c] = sum_{lo <= j < hi} w_r_j * z[j * ldz + c0 + c], for R rows of
+// w and L * 16 channels c: weighted sums of the rows of z (*, ldz).
+template <int R, int L>
+void WeightedTile(float* out, size_t ldo, Weights w, const float* z, size_t ldz, int c0, int lo, int hi) {
+  Lanes acc[R][L] = {};
+  for (int j = lo; j < hi; ++j) {
+    Lanes zj[L];
+    for (int l = 0; l < L; ++l) zj[l] = LoadLanes(z + static_cast<size_t>(j) * ldz + c0 + l * kLanes);
+    const float* wj = w.w + j * w.col_stride;
+    for (int r = 0; r < R; ++r) {
+      const float wr = wj[r * w.row_stride];
+      for (int l = 0; l < L; ++l) acc[r][l] += wr * zj[l];
+    }
   }
-  for (int i = i0; i < hd; ++i) {
-    float acc = 0.0f;
-    for (int s = 0; s < n; ++s) acc += w[s] * rows[s * stride + i];
-    out[i] = acc;
+  for (int r = 0; r < R; ++r) {
+    for (int l = 0; l < L; ++l) StoreLanes(out + r * ldo + c0 + l * kLanes, acc[r][l]);
   }
+}
+
+// out (R, hdp) = w (R rows, columns lo..hi) @ z (hi rows, hdp channels).
+template <int R>
+void WeightedRows(float* out, size_t ldo, Weights w, const float* z, int hdp, int lo, int hi) {
+  int c0 = 0;
+  for (; c0 + 2 * kLanes <= hdp; c0 += 2 * kLanes) WeightedTile<R, 2>(out, ldo, w, z, hdp, c0, lo, hi);
+  if (c0 < hdp) WeightedTile<R, 1>(out, ldo, w, z, hdp, c0, lo, hi);
+}
+
+// Calls tile(t0, rows) for row blocks of kTileRows, then single rows: f is a
+// generic lambda taking std::integral_constant<int, R>.
+template <typename F>
+void ForRowTiles(int T, F&& tile) {
+  int t0 = 0;
+  for (; t0 + kTileRows <= T; t0 += kTileRows) tile(t0, std::integral_constant<int, kTileRows>{});
+  for (; t0 < T; ++t0) tile(t0, std::integral_constant<int, 1>{});
 }
 
 }  // namespace
 
 void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
   const int hd = C / H;
-  const int Tp = RoundUp(T, kLanes);
+  const int Tp = RoundUp(T, 2 * kLanes);
+  const int hdp = RoundUp(hd, kLanes);
   const size_t row = 3 * static_cast<size_t>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 #pragma omp parallel if (Parallel(static_cast<size_t>(B) * T * T * C / 2))
   {
-    std::vector<float> kt(static_cast<size_t>(hd) * Tp, 0.0f), scores(static_cast<size_t>(Tp));
+    // kt (hd, Tp): keys transposed; v, o (T, hdp); scores (kTileRows, Tp).
+    std::vector<float> kt(static_cast<size_t>(hd) * Tp, 0.0f), v(static_cast<size_t>(T) * hdp, 0.0f),
+        o(static_cast<size_t>(T) * hdp, 0.0f), scores(static_cast<size_t>(kTileRows) * Tp);
 #pragma omp for schedule(static)
     for (int bh = 0; bh < B * H; ++bh) {
       const int b = bh / H, h = bh % H;
       const float* base = qkv + static_cast<size_t>(b) * T * row;
+      float* a0 = att + static_cast<size_t>(bh) * T * T;
       GatherTransposed(kt.data(), base + C + h * hd, row, T, Tp, hd);
-      for (int t = 0; t < T; ++t) {
-        const int n = t + 1;  // causal: keys 0..t
-        float* a = att + (static_cast<size_t>(bh) * T + t) * T;
-        DotWithColumns(scores.data(), base + t * row + h * hd, kt.data(), hd, n, Tp, scale);
-        float maxv = scores[0];
-        for (int s = 1; s < n; ++s) maxv = std::max(maxv, scores[s]);
-        SoftmaxRow(a, scores.data(), n, maxv);
-        for (int s = n; s < T; ++s) a[s] = 0.0f;
-        WeightedRowSum(out + (static_cast<size_t>(b) * T + t) * C + h * hd, a, base + 2 * C + h * hd, row, n, hd);
-      }
+      GatherRows(v.data(), base + 2 * C + h * hd, row, T, hdp, hd);
+      ForRowTiles(T, [&](int t0, auto rows) {
+        constexpr int R = decltype(rows)::value;
+        const int keys = std::min(t0 + R, T);  // causal: row t sees keys 0..t
+        for (int s0 = 0; s0 < keys; s0 += 2 * kLanes) {
+          DotTile<R>(scores.data(), Tp, base + t0 * row + h * hd, row, kt.data(), Tp, hd, s0, scale);
+        }
+        for (int r = 0; r < R; ++r) {
+          const int n = t0 + r + 1;
+          const float* sr = scores.data() + static_cast<size_t>(r) * Tp;
+          float* a = a0 + static_cast<size_t>(t0 + r) * T;
+          SoftmaxRow(a, sr, n, RowMax(sr, n));
+          for (int s = n; s < T; ++s) a[s] = 0.0f;
+        }
+        const Weights p{a0 + static_cast<size_t>(t0) * T, static_cast<size_t>(T), 1};
+        WeightedRows<R>(o.data() + static_cast<size_t>(t0) * hdp, hdp, p, v.data(), hdp, 0, keys);
+      });
+      ScatterRows(out + static_cast<size_t>(b) * T * C + h * hd, C, o.data(), T, hdp, hd);
     }
   }
 }
@@ -297,14 +423,17 @@ void AttentionForward(float* out, float* att, const float* qkv, int B, int T, in
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
                        int C, int H) {
   const int hd = C / H;
-  const int Tp = RoundUp(T, kLanes);
+  const int Tp = RoundUp(T, 2 * kLanes);
+  const int hdp = RoundUp(hd, kLanes);
   const size_t row = 3 * static_cast<size_t>(C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 #pragma omp parallel if (Parallel(static_cast<size_t>(B) * T * T * C / 2))
   {
-    // dpre (T, T): the gradient of the pre-softmax scores; columns gathered into col.
-    std::vector<float> vt(static_cast<size_t>(hd) * Tp, 0.0f), datt(static_cast<size_t>(Tp)),
-        dpre(static_cast<size_t>(T) * T), col_p(static_cast<size_t>(T)), col_d(static_cast<size_t>(T));
+    // vt (hd, Tp): values transposed; q, k, dy and the result d (T, hdp);
+    // datt (kTileRows, Tp); ds = the gradient of the pre-softmax scores (T, T).
+    const size_t head = static_cast<size_t>(T) * hdp;
+    std::vector<float> vt(static_cast<size_t>(hd) * Tp, 0.0f), q(head, 0.0f), k(head, 0.0f), dy(head, 0.0f),
+        d(head, 0.0f), datt(static_cast<size_t>(kTileRows) * Tp), ds(static_cast<size_t>(T) * T);
 #pragma omp for schedule(static)
     for (int bh = 0; bh < B * H; ++bh) {
       const int b = bh / H, h = bh % H;
@@ -313,28 +442,42 @@ void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const f
       float* dbase = dqkv + static_cast<size_t>(b) * T * row;
       const float* a0 = att + static_cast<size_t>(bh) * T * T;
       GatherTransposed(vt.data(), base + 2 * C + h * hd, row, T, Tp, hd);
-      // Rows t: datt[s] = dy_t . v_s; dpre = p (datt - sum_s p datt) / sqrt(hd); dq_t = sum_s dpre[s] k_s.
-      for (int t = 0; t < T; ++t) {
-        const int n = t + 1;
-        const float* a = a0 + static_cast<size_t>(t) * T;
-        DotWithColumns(datt.data(), dy0 + static_cast<size_t>(t) * C, vt.data(), hd, n, Tp, 1.0f);
-        float weighted = 0.0f;
-        for (int s = 0; s < n; ++s) weighted += a[s] * datt[s];
-        float* dp = dpre.data() + static_cast<size_t>(t) * T;
-        for (int s = 0; s < n; ++s) dp[s] = a[s] * (datt[s] - weighted) * scale;
-        WeightedRowSum(dbase + t * row + h * hd, dp, base + C + h * hd, row, n, hd);
-      }
-      // Columns s: dk_s = sum_{t>=s} dpre[t][s] q_t and dv_s = sum_{t>=s} p[t][s] dy_t,
-      // accumulated in registers rather than row by row.
-      for (int s = 0; s < T; ++s) {
-        const int n = T - s;
-        for (int j = 0; j < n; ++j) {
-          col_p[static_cast<size_t>(j)] = a0[static_cast<size_t>(s + j) * T + s];
-          col_d[static_cast<size_t>(j)] = dpre[static_cast<size_t>(s + j) * T + s];
+      GatherRows(q.data(), base + h * hd, row, T, hdp, hd);
+      GatherRows(k.data(), base + C + h * hd, row, T, hdp, hd);
+      GatherRows(dy.data(), dy0, C, T, hdp, hd);
+      // Rows t: datt[s] = dy_t . v_s; ds = p (datt - sum_s p datt) / sqrt(hd); dq_t = sum_s ds[t][s] k_s.
+      ForRowTiles(T, [&](int t0, auto rows) {
+        constexpr int R = decltype(rows)::value;
+        const int keys = std::min(t0 + R, T);
+        for (int s0 = 0; s0 < keys; s0 += 2 * kLanes) {
+          DotTile<R>(datt.data(), Tp, dy0 + static_cast<size_t>(t0) * C, C, vt.data(), Tp, hd, s0, 1.0f);
         }
-        WeightedRowSum(dbase + s * row + C + h * hd, col_d.data(), base + s * row + h * hd, row, n, hd);
-        WeightedRowSum(dbase + s * row + 2 * C + h * hd, col_p.data(), dy0 + static_cast<size_t>(s) * C, C, n, hd);
-      }
+        for (int r = 0; r < R; ++r) {
+          const int n = t0 + r + 1;
+          const float* a = a0 + static_cast<size_t>(t0 + r) * T;
+          const float* dr = datt.data() + static_cast<size_t>(r) * Tp;
+          const float weighted = RowDot(a, dr, n);
+          float* dp = ds.data() + static_cast<size_t>(t0 + r) * T;
+          for (int s = 0; s < n; ++s) dp[s] = a[s] * (dr[s] - weighted) * scale;
+          for (int s = n; s < T; ++s) dp[s] = 0.0f;
+        }
+        const Weights w{ds.data() + static_cast<size_t>(t0) * T, static_cast<size_t>(T), 1};
+        WeightedRows<R>(d.data() + static_cast<size_t>(t0) * hdp, hdp, w, k.data(), hdp, 0, keys);
+      });
+      ScatterRows(dbase + h * hd, row, d.data(), T, hdp, hd);
+      // Rows s of the transposes: dk_s = sum_{t>=s} ds[t][s] q_t, dv_s = sum_{t>=s} p[t][s] dy_t.
+      ForRowTiles(T, [&](int s0, auto rows) {
+        constexpr int R = decltype(rows)::value;
+        const Weights w{ds.data() + s0, 1, static_cast<size_t>(T)};
+        WeightedRows<R>(d.data() + static_cast<size_t>(s0) * hdp, hdp, w, q.data(), hdp, s0, T);
+      });
+      ScatterRows(dbase + C + h * hd, row, d.data(), T, hdp, hd);
+      ForRowTiles(T, [&](int s0, auto rows) {
+        constexpr int R = decltype(rows)::value;
+        const Weights p{a0 + s0, 1, static_cast<size_t>(T)};
+        WeightedRows<R>(d.data() + static_cast<size_t>(s0) * hdp, hdp, p, dy.data(), hdp, s0, T);
+      });
+      ScatterRows(dbase + 2 * C + h * hd, row, d.data(), T, hdp, hd);
     }
   }
 }
