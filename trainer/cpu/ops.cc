@@ -108,12 +108,12 @@ inline float SoftmaxRow(float* out, const float* in, int n, float max_in) {
   if (j < n) {  // the tail as one vector, its unused lanes zeroed
     const int rest = n - j;
     float tail[kLanes] = {};
-    std::memcpy(tail, in + j, sizeof(float) * rest);
+    for (int l = 0; l < rest; ++l) tail[l] = in[j + l];  // short copies: loops, not libc calls
     const IntLanes lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     Lanes e = ExpLanes(LoadLanes(tail) - max_in);
     e = lane < rest ? e : Lanes{};
     StoreLanes(tail, e);
-    std::memcpy(out + j, tail, sizeof(float) * rest);
+    for (int l = 0; l < rest; ++l) out[j + l] = tail[l];
     acc += e;
   }
   const float sum = SumLanes(acc);
@@ -305,12 +305,16 @@ void GatherTransposed(float* dst, const float* base, size_t row, int T, int Tp, 
 
 // dst (T, hdp) = the hd channels of T rows at base; channels hd..hdp stay as they are (zero).
 void GatherRows(float* dst, const float* base, size_t row, int T, int hdp, int hd) {
-  for (int s = 0; s < T; ++s) std::memcpy(dst + static_cast<size_t>(s) * hdp, base + s * row, sizeof(float) * hd);
+  for (int s = 0; s < T; ++s) {
+    for (int i = 0; i < hd; ++i) dst[static_cast<size_t>(s) * hdp + i] = base[s * row + i];
+  }
 }
 
 // The hd channels of T rows of src (T, hdp) into base (row stride `row`).
 void ScatterRows(float* base, size_t row, const float* src, int T, int hdp, int hd) {
-  for (int s = 0; s < T; ++s) std::memcpy(base + s * row, src + static_cast<size_t>(s) * hdp, sizeof(float) * hd);
+  for (int s = 0; s < T; ++s) {
+    for (int i = 0; i < hd; ++i) base[s * row + i] = src[static_cast<size_t>(s) * hdp + i];
+  }
 }
 
 // out[r][s0 + j] = scale * sum_{i < k} x[r * ldx + i] * mt[i * ldm + s0 + j], for
