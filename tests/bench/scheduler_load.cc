@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -266,8 +267,11 @@ double ProcessCpuSeconds(pid_t pid) {
   return (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
 }
 
-// The PostgreSQL server's processes: the postmaster and its children.
-double PostgresCpuSeconds(const std::string& data_dir) {
+// The PostgreSQL server's processes: the postmaster and its children (those
+// still running: an autovacuum worker that has exited is not counted). With
+// by_process, adds each one's CPU seconds under its title ("postgres:
+// walwriter", "postgres: postgres load [local] idle", ...).
+double PostgresCpuSeconds(const std::string& data_dir, std::map<pid_t, std::pair<std::string, double>>* by_process = nullptr) {
   std::ifstream pidfile(data_dir + "/postmaster.pid");
   pid_t postmaster = 0;
   pidfile >> postmaster;
@@ -282,7 +286,16 @@ double PostgresCpuSeconds(const std::string& data_dir) {
     size_t close = line.rfind(')');
     if (close == std::string::npos) continue;
     std::vector<std::string> f = absl::StrSplit(line.substr(close + 2), ' ');
-    if (f.size() > 1 && std::atoi(f[1].c_str()) == postmaster) total += ProcessCpuSeconds(pid);
+    if (f.size() > 1 && std::atoi(f[1].c_str()) == postmaster) {
+      const double cpu = ProcessCpuSeconds(pid);
+      total += cpu;
+      if (by_process != nullptr) {
+        std::ifstream cmdline(entry.path() / "cmdline");
+        std::string title;
+        std::getline(cmdline, title, '\0');
+        (*by_process)[pid] = {title, cpu};
+      }
+    }
   }
   return total;
 }
@@ -390,7 +403,8 @@ int Main() {
 
   std::vector<WorkerResult> results(workers);
   std::vector<std::thread> threads;
-  const double pg_cpu0 = pg ? PostgresCpuSeconds(pg->dir() + "/data") : 0;
+  std::map<pid_t, std::pair<std::string, double>> pg_processes0, pg_processes;
+  const double pg_cpu0 = pg ? PostgresCpuSeconds(pg->dir() + "/data", &pg_processes0) : 0;
   const double self_cpu0 = ProcessCpuSeconds(getpid());
   const double child_cpu0 = child ? ProcessCpuSeconds(child->pid()) : 0;
   start = absl::Now();
@@ -412,7 +426,7 @@ int Main() {
   while (cq.Next(&tag, &ok)) {
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  const double pg_cpu = pg ? PostgresCpuSeconds(pg->dir() + "/data") - pg_cpu0 : 0;
+  const double pg_cpu = pg ? PostgresCpuSeconds(pg->dir() + "/data", &pg_processes) - pg_cpu0 : 0;
   const double self_cpu = ProcessCpuSeconds(getpid()) - self_cpu0;
   const double child_cpu = child ? ProcessCpuSeconds(child->pid()) - child_cpu0 : 0;
   double load[1] = {0};
@@ -453,6 +467,13 @@ int Main() {
           }
         }
       }
+    }
+  }
+  if (absl::GetFlag(FLAGS_pg_stats)) {
+    for (const auto& [pid, process] : pg_processes) {
+      auto before = pg_processes0.find(pid);
+      const double cpu = process.second - (before == pg_processes0.end() ? 0 : before->second.second);
+      if (cpu >= 0.05) std::printf("  pg process %6d %7.2f s CPU  %s\n", pid, cpu, process.first.c_str());
     }
   }
   if (std::getenv("NORMSWEEP_LOAD_DEBUG") != nullptr) {
