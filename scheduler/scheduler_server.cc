@@ -27,6 +27,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Stor
   builder.RegisterService(s->sweep_service_.get());
   builder.RegisterService(s->worker_service_.get());
   builder.SetMaxReceiveMessageSize(16 << 20);
+  // Small unary calls: no bandwidth-delay probing (PING frames that adjust
+  // flow-control windows for bulk transfers) and no channelz bookkeeping.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
   // Sync-API handler threads block on the database; a burst of sync calls
   // starts more of them, and those beyond max_pollers end when idle.
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, options.min_pollers);
