@@ -719,13 +719,29 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
       " last_train_loss = CASE WHEN r.train_step >= tr.last_step THEN r.train_loss ELSE tr.last_train_loss END,"
       " last_val_loss = CASE WHEN r.val_step >= tr.last_step THEN r.val_loss ELSE tr.last_val_loss END,"
       " update_seq = nextval('trial_update_seq')"
-      " FROM r WHERE tr.id = r.trial_id AND tr.worker_id = r.worker_id AND tr.attempts = r.attempt"
-      " AND tr.state = 'RUNNING' RETURNING r.i, tr.id, tr.sweep_id),"
-      " m AS (INSERT INTO trial_metrics AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
-      " grad_norm, tokens_per_s) SELECT t.id, u.step, u.lr, u.train_loss, u.val_loss, u.val_accuracy,"
-      " u.grad_norm, u.tokens_per_s FROM unnest($10::int[], $11::int[], $12::float8[], $13::float8[],"
+      // Every stored row of the lease's attempt has step <= last_step (a new
+      // lease deletes the rows and resets last_step). Steps above last_step
+      // as this statement's snapshot saw it (old: a row that is not re-read
+      // when the trial's row was updated concurrently) are new: they are
+      // inserted plainly, which costs PostgreSQL less than the speculative
+      // insertion of ON CONFLICT (an index probe, a lock and a WAL record
+      // per row). If a concurrent statement stored them meanwhile (another
+      // replica, the same batch re-sent), the unique index fails this
+      // statement and the caller runs it again.
+      " FROM r JOIN trials old ON old.id = r.trial_id"
+      " WHERE tr.id = r.trial_id AND tr.worker_id = r.worker_id AND tr.attempts = r.attempt"
+      " AND tr.state = 'RUNNING' RETURNING r.i, tr.id, tr.sweep_id, old.last_step AS old_last),"
+      " u AS (SELECT t.id AS trial_id, u.*, u.step > t.old_last AS fresh"
+      " FROM unnest($10::int[], $11::int[], $12::float8[], $13::float8[],"
       " $14::float8[], $15::float8[], $16::float8[], $17::float8[])"
-      " AS u(i, step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s) JOIN t ON t.i = u.i"
+      " AS u(i, step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s)"
+      " JOIN t ON t.i = u.i),"
+      " mn AS (INSERT INTO trial_metrics (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
+      " grad_norm, tokens_per_s) SELECT u.trial_id, u.step, u.lr, u.train_loss, u.val_loss, u.val_accuracy,"
+      " u.grad_norm, u.tokens_per_s FROM u WHERE u.fresh),"
+      " m AS (INSERT INTO trial_metrics AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
+      " grad_norm, tokens_per_s) SELECT u.trial_id, u.step, u.lr, u.train_loss, u.val_loss, u.val_accuracy,"
+      " u.grad_norm, u.tokens_per_s FROM u WHERE NOT u.fresh"
       " ON CONFLICT (trial_id, step) DO UPDATE SET"
       " lr = COALESCE(tm.lr, EXCLUDED.lr), train_loss = COALESCE(tm.train_loss, EXCLUDED.train_loss),"
       " val_loss = COALESCE(tm.val_loss, EXCLUDED.val_loss),"
@@ -753,8 +769,13 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
           return out;
         });
     // A deadlock with another statement (e.g. a heartbeat renewing the same
-    // worker's trials) aborts this one; the whole group is safe to re-run.
-    if (written.ok() || written.status().code() != absl::StatusCode::kAborted) break;
+    // worker's trials) aborts this one, and so does a plain insert of a step
+    // that a concurrent statement stored (unique violation, see above); the
+    // whole group is safe to re-run.
+    if (written.ok() || (written.status().code() != absl::StatusCode::kAborted &&
+                         written.status().code() != absl::StatusCode::kAlreadyExists)) {
+      break;
+    }
   }
   if (!written.ok()) {
     for (ProgressItem* item : group) item->result = written.status();

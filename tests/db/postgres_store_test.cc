@@ -221,6 +221,84 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
 }
 
 // Its own server: the test stops and restarts it.
+// Two replicas (two stores on one database) receive the same progress
+// batches at once, as when a worker re-sends a batch that timed out to
+// another replica: every call succeeds and every step is stored once, with
+// the values of whichever arrived first (new steps are inserted plainly; the
+// loser of a race fails on the unique index and runs its group again).
+TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
+  const std::string conninfo = NewDatabase("race");
+  PostgresStoreOptions options;
+  options.connect.conninfo = conninfo;
+  auto a = PostgresStore::Open(options);
+  auto b = PostgresStore::Open(options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  v1::SweepSpec spec;
+  spec.set_name("race");
+  spec.set_max_attempts(1);
+  std::vector<NewTrial> trials(4);
+  for (int i = 0; i < 4; ++i) {
+    trials[i].index = i;
+    trials[i].config.set_placement("pre");
+    trials[i].config.set_lr(1e-3);
+  }
+  ASSERT_TRUE((*a)->CreateSweep("", spec, trials, kT0).ok());
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  const int64_t w = *(*a)->RegisterWorker(reg, kT0);
+  std::vector<v1::Trial> leased;
+  for (int i = 0; i < 4; ++i) {
+    auto t = (*a)->LeaseTrial(w, kT0, absl::Minutes(10));
+    ASSERT_TRUE(t.ok() && t->has_value());
+    leased.push_back(**t);
+  }
+  // Connected and prepared before the race, so that neither store is done
+  // before the other has started.
+  for (PostgresStore* store : {a->get(), b->get()}) {
+    v1::ReportProgressRequest warm;
+    warm.set_worker_id(w);
+    warm.set_trial_id(leased[0].id());
+    warm.set_attempt(leased[0].attempts());
+    ASSERT_TRUE(store->ReportProgress(warm, kT0).ok());
+  }
+  constexpr int kBatches = 100;
+  auto report = [&](PostgresStore* store, double loss) {
+    for (int batch = 0; batch < kBatches; ++batch) {
+      for (const v1::Trial& t : leased) {
+        v1::ReportProgressRequest req;
+        req.set_worker_id(w);
+        req.set_trial_id(t.id());
+        req.set_attempt(t.attempts());
+        for (int s = 1; s <= 5; ++s) {
+          v1::MetricPoint* p = req.add_points();
+          p->set_step(batch * 5 + s);
+          p->set_train_loss(loss);
+          if (s == 5 && loss > 0) p->set_val_loss(loss);  // only store a carries evaluations
+        }
+        auto r = store->ReportProgress(req, kT0);
+        EXPECT_TRUE(r.ok()) << r.status();
+      }
+    }
+  };
+  std::thread ta(report, a->get(), 1.0), tb(report, b->get(), -1.0);
+  ta.join();
+  tb.join();
+  auto conn = Connect(conninfo);
+  auto rows = conn->Exec(
+      "SELECT count(*), count(DISTINCT (trial_id, step)), count(val_loss),"
+      " count(*) FILTER (WHERE train_loss NOT IN (1, -1)) FROM trial_metrics");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->GetInt64(0, 0), 4 * kBatches * 5);
+  EXPECT_EQ(rows->GetInt64(0, 1), 4 * kBatches * 5);
+  EXPECT_EQ(rows->GetInt64(0, 2), 4 * kBatches);  // filled in whichever batch came second
+  EXPECT_EQ(rows->GetInt64(0, 3), 0);
+  for (const v1::Trial& t : leased) {
+    auto stored = (*a)->GetTrial(t.id());
+    ASSERT_TRUE(stored.ok());
+    EXPECT_EQ(stored->last_step(), kBatches * 5);
+  }
+}
+
 TEST(ConnectionLossTest, StoreRecoversWhenTheDatabaseComesBack) {
   auto pg = testing::PostgresInstance::Start();
   ASSERT_TRUE(pg.ok()) << pg.status();
