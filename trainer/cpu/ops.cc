@@ -594,23 +594,4 @@ void SinusoidalPositions(float* out, int T, int C) {
   }
 }
 
-double SquaredNorm(const float* x, size_t n) {
-  // Per-thread partials summed in thread order (an OpenMP reduction's order is unspecified).
-  std::vector<double> partial(static_cast<size_t>(omp_get_max_threads()), 0.0);
-  int used = 1;
-#pragma omp parallel if (Parallel(n))
-  {
-#pragma omp single
-    used = omp_get_num_threads();
-    size_t i0, i1;
-    ThreadRange(n, &i0, &i1);
-    double acc = 0.0;
-    for (size_t i = i0; i < i1; ++i) acc += static_cast<double>(x[i]) * x[i];
-    partial[static_cast<size_t>(omp_get_thread_num())] = acc;
-  }
-  double total = 0.0;
-  for (int i = 0; i < used; ++i) total += partial[static_cast<size_t>(i)];
-  return total;
-}
-
 }  // namespace normsweep::trainer::cpu

@@ -75,9 +75,6 @@ void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* tar
 // PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(...), into out (T,C).
 void SinusoidalPositions(float* out, int T, int C);
 
-// Sum of squares in double, deterministic for a given thread count.
-double SquaredNorm(const float* x, size_t n);
-
 }  // namespace normsweep::trainer::cpu
 
 #endif  // NORMSWEEP_TRAINER_CPU_OPS_H_
