@@ -29,8 +29,6 @@ double SumOfSquares(const float* x, size_t n) {
 }
 }  // namespace
 
-const float* CpuBackend::BlockActivations::out() const { return pre_ln ? res2 : ln2_out; }
-
 StatusOr<std::unique_ptr<Backend>> CpuBackend::Create(const BackendOptions& options) {
   TRAINER_RETURN_IF_ERROR(ValidateModelConfig(options.model));
   if (options.threads < 1) return InvalidArgument("threads: must be >= 1");
@@ -71,37 +69,14 @@ void CpuBackend::EnsureCapacity(int B) {
   const int per_part = (B + options_.threads - 1) / options_.threads;
   if (per_part <= part_capacity_) return;
   const size_t N = static_cast<size_t>(per_part) * model_.seq_len;
-  const size_t C = model_.d_model, F = model_.d_ff, H = model_.heads, T = model_.seq_len;
+  const size_t C = model_.d_model, F = model_.d_ff;
   const bool dropout = model_.dropout > 0.0f;
   for (Part& part : parts_) {
     // Lay out every buffer of the part in one arena.
-    std::vector<std::pair<float**, size_t>> plan;
+    BufferPlan plan;
     plan.push_back({&part.emb_out, N * C});
     if (dropout) plan.push_back({&part.emb_mask, N * C});
-    part.blocks.assign(static_cast<size_t>(model_.layers), BlockActivations{});
-    for (BlockActivations& a : part.blocks) {
-      a.pre_ln = model_.placement == Placement::kPreLN;
-      plan.push_back({&a.ln1_out, N * C});
-      plan.push_back({&a.ln1_mean, N});
-      plan.push_back({&a.ln1_rstd, N});
-      plan.push_back({&a.qkv, N * 3 * C});
-      plan.push_back({&a.att, static_cast<size_t>(per_part) * H * T * T});
-      plan.push_back({&a.atty, N * C});
-      plan.push_back({&a.attn_out, N * C});
-      plan.push_back({&a.res1, N * C});
-      plan.push_back({&a.ln2_out, N * C});
-      plan.push_back({&a.ln2_mean, N});
-      plan.push_back({&a.ln2_rstd, N});
-      plan.push_back({&a.fc1_act, N * F});
-      plan.push_back({&a.ffn_out, N * C});
-      plan.push_back({&a.res2, N * C});
-      if (dropout) {
-        plan.push_back({&a.attn_mask, N * C});
-        plan.push_back({&a.ffn_mask, N * C});
-      } else {
-        a.attn_mask = a.ffn_mask = nullptr;
-      }
-    }
+    PlanBlockActivations(model_, per_part, &part.blocks, &plan);
     plan.push_back({&part.lnf_out, N * C});
     plan.push_back({&part.lnf_mean, N});
     plan.push_back({&part.lnf_rstd, N});
@@ -114,15 +89,10 @@ void CpuBackend::EnsureCapacity(int B) {
     plan.push_back({&part.d_d, N * C});
     plan.push_back({&part.d_qkv, N * 3 * C});
     plan.push_back({&part.d_act, N * F});
-    size_t total = 0;
-    for (auto& [ptr, n] : plan) total += (n + 15) & ~size_t{15};  // 64-byte aligned chunks
-    part.arena.assign(total + 16, 0.0f);
+    part.arena.assign(ArenaFloats(plan, 16) + 16, 0.0f);  // 64-byte aligned chunks
     float* base = part.arena.data();
     while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
-    for (auto& [ptr, n] : plan) {
-      *ptr = base;
-      base += (n + 15) & ~size_t{15};
-    }
+    AssignArena(plan, base, 16);
   }
   part_capacity_ = per_part;
 }

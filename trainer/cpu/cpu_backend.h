@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "trainer/activations.h"
 #include "trainer/backend.h"
 
 namespace normsweep::trainer::cpu {
@@ -41,17 +42,6 @@ class CpuBackend final : public Backend {
   Status OptimizerStep(const OptimizerStepArgs& args) override;
 
  private:
-  // Saved activations of one block, each (N, ...) for the N = b*T rows of a part.
-  struct BlockActivations {
-    float* x_in = nullptr;  // the block's input (the previous block's output)
-    float *ln1_out, *ln1_mean, *ln1_rstd;
-    float *qkv, *att, *atty, *attn_out, *res1;
-    float *ln2_out, *ln2_mean, *ln2_rstd;
-    float *fc1_act, *ffn_out, *res2;
-    float *attn_mask, *ffn_mask;  // dropout keep masks, when dropout > 0
-    const float* out() const;     // Post-LN: ln2_out; Pre-LN: res2
-    bool pre_ln = false;
-  };
 
   // Sequences [b0, b1) of a batch, taken by one part.
   struct Slice {

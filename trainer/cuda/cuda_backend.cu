@@ -11,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "trainer/activations.h"
 #include "trainer/cpu/ops.h"
 #include "trainer/cuda/kernels.cuh"
 #include "trainer/optimizer.h"
@@ -75,17 +76,6 @@ bool GraphsEnabled() {
   return env == nullptr || std::strcmp(env, "0") != 0;
 }
 
-// Saved activations of one block, as in the CPU backend.
-struct BlockActivations {
-  float* x_in = nullptr;
-  float *ln1_out, *ln1_mean, *ln1_rstd;
-  float *qkv, *att, *atty, *attn_out, *res1;
-  float *ln2_out, *ln2_mean, *ln2_rstd;
-  float *fc1_act, *ffn_out, *res2;
-  float *attn_mask = nullptr, *ffn_mask = nullptr;
-  bool pre_ln = false;
-  const float* out() const { return pre_ln ? res2 : ln2_out; }
-};
 
 class CudaBackend final : public Backend {
  public:
@@ -319,31 +309,10 @@ Status CudaBackend::EnsureCapacity(int B) {
   const size_t C = model_.d_model, F = model_.d_ff, H = model_.heads, T = model_.seq_len;
   const size_t V = kVocabSize;
   const bool dropout = model_.dropout > 0.0f;
-  std::vector<std::pair<float**, size_t>> plan;
+  BufferPlan plan;
   plan.push_back({&emb_out_, N * C});
   if (dropout) plan.push_back({&emb_mask_, N * C});
-  blocks_.assign(static_cast<size_t>(model_.layers), BlockActivations{});
-  for (BlockActivations& a : blocks_) {
-    a.pre_ln = model_.placement == Placement::kPreLN;
-    plan.push_back({&a.ln1_out, N * C});
-    plan.push_back({&a.ln1_mean, N});
-    plan.push_back({&a.ln1_rstd, N});
-    plan.push_back({&a.qkv, N * 3 * C});
-    plan.push_back({&a.att, static_cast<size_t>(B) * H * T * T});
-    plan.push_back({&a.atty, N * C});
-    plan.push_back({&a.attn_out, N * C});
-    plan.push_back({&a.res1, N * C});
-    plan.push_back({&a.ln2_out, N * C});
-    plan.push_back({&a.ln2_mean, N});
-    plan.push_back({&a.ln2_rstd, N});
-    plan.push_back({&a.fc1_act, N * F});
-    plan.push_back({&a.ffn_out, N * C});
-    plan.push_back({&a.res2, N * C});
-    if (dropout) {
-      plan.push_back({&a.attn_mask, N * C});
-      plan.push_back({&a.ffn_mask, N * C});
-    }
-  }
+  PlanBlockActivations(model_, B, &blocks_, &plan);
   plan.push_back({&lnf_out_, N * C});
   plan.push_back({&lnf_mean_, N});
   plan.push_back({&lnf_rstd_, N});
@@ -356,14 +325,9 @@ Status CudaBackend::EnsureCapacity(int B) {
   plan.push_back({&datt_, static_cast<size_t>(B) * H * T * T});
   plan.push_back({&partial_, cuda::ColumnReducePartialFloats(static_cast<int>(N),
                                                              static_cast<int>(std::max({3 * C, F, V})))});
-  size_t total = 0;
-  for (auto& [ptr, n] : plan) total += (n + 63) & ~size_t{63};  // 256-byte aligned
   float* arena = nullptr;
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&arena, total, true));
-  for (auto& [ptr, n] : plan) {
-    *ptr = arena;
-    arena += (n + 63) & ~size_t{63};
-  }
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&arena, ArenaFloats(plan, 64), true));  // 256-byte aligned buffers
+  AssignArena(plan, arena, 64);
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_inputs_, N, true));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_targets_, N, true));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_loss_, N, true));
