@@ -42,7 +42,6 @@ class CpuBackend final : public Backend {
   Status OptimizerStep(const OptimizerStepArgs& args) override;
 
  private:
-
   // Sequences [b0, b1) of a batch, taken by one part.
   struct Slice {
     int b0 = 0, b1 = 0;
