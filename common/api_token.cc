@@ -45,7 +45,7 @@ void AttachApiToken(grpc::ClientContext* ctx, const std::string& token) {
   if (!token.empty()) ctx->AddMetadata(kHeader, absl::StrCat(kBearer, token));
 }
 
-grpc::Status CheckApiToken(const grpc::ServerContext& ctx, const std::string& token) {
+grpc::Status CheckApiToken(const grpc::ServerContextBase& ctx, const std::string& token) {
   if (token.empty()) return grpc::Status::OK;
   const auto& metadata = ctx.client_metadata();
   const auto it = metadata.find(kHeader);

@@ -29,7 +29,7 @@ void AttachApiToken(grpc::ClientContext* ctx, const std::string& token);
 // OK when token is empty or the call carries exactly it; UNAUTHENTICATED
 // (saying whether the header was missing or wrong, never echoing it)
 // otherwise. The comparison takes the same time wherever the strings differ.
-grpc::Status CheckApiToken(const grpc::ServerContext& ctx, const std::string& token);
+grpc::Status CheckApiToken(const grpc::ServerContextBase& ctx, const std::string& token);
 
 }  // namespace normsweep
 
