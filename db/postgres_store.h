@@ -23,7 +23,7 @@ struct PostgresStoreOptions {
   int progress_writers = 2;
   // LeaseTrial calls arriving together take their trials in one statement.
   int lease_group_size = 64;
-  int lease_takers = 1;
+  int lease_takers = 2;
   // FinishTrial calls arriving together are written in one statement.
   int finish_group_size = 64;
   int finish_writers = 1;
