@@ -1,7 +1,10 @@
 // The production Store on PostgreSQL through libpq. Several schedulers may
 // share one database: leasing is one transaction with FOR UPDATE SKIP
 // LOCKED, and every write is idempotent or guarded by the lease it belongs to.
-// Thread-safe: each call borrows a connection from the pool.
+// Thread-safe: each call borrows a connection from the pool. Leases,
+// progress and results are queued for the group runners' threads, which
+// write a group in one statement and answer it (the synchronous calls wait
+// for that answer).
 #ifndef NORMSWEEP_DB_POSTGRES_STORE_H_
 #define NORMSWEEP_DB_POSTGRES_STORE_H_
 
