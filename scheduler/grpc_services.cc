@@ -1,5 +1,6 @@
 #include "scheduler/grpc_services.h"
 
+#include "common/api_token.h"
 #include "common/grpc_status.h"
 
 namespace normsweep::scheduler {
@@ -15,11 +16,21 @@ grpc::Status Reply(SchedulerMetrics& metrics, const char* method, absl::StatusOr
   return grpc::Status::OK;
 }
 
+// The API token check, counted as an RPC error like any other.
+grpc::Status Authenticate(SchedulerMetrics& metrics, const char* method, const grpc::ServerContextBase& context,
+                          const std::string& token) {
+  grpc::Status status = CheckApiToken(context, token);
+  if (!status.ok()) metrics.RpcError(method, absl::StatusCode::kUnauthenticated);
+  return status;
+}
+
 }  // namespace
 
 #define NS_UNARY(Service, Method, Request, Response)                                              \
-  grpc::Status Service::Method(grpc::ServerContext*, const v1::Request* request, v1::Response* response) { \
-    return Reply(metrics_, #Method, scheduler_.Method(*request), response);                        \
+  grpc::Status Service::Method(grpc::ServerContext* context, const v1::Request* request,               \
+                               v1::Response* response) {                                                 \
+    if (grpc::Status auth = Authenticate(metrics_, #Method, *context, api_token_); !auth.ok()) return auth;  \
+    return Reply(metrics_, #Method, scheduler_.Method(*request), response);                              \
   }
 
 NS_UNARY(SweepServiceImpl, SubmitSweep, SubmitSweepRequest, SubmitSweepResponse)
@@ -39,6 +50,10 @@ NS_UNARY(WorkerServiceImpl, Heartbeat, HeartbeatRequest, HeartbeatResponse)
   grpc::ServerUnaryReactor* WorkerServiceImpl::Method(grpc::CallbackServerContext* context,           \
                                                       const v1::Request* request, v1::Response* response) { \
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();                                    \
+    if (grpc::Status auth = Authenticate(metrics_, #Method, *context, api_token_); !auth.ok()) {      \
+      reactor->Finish(auth);                                                                          \
+      return reactor;                                                                                 \
+    }                                                                                                 \
     scheduler_.Method##Async(*request, [this, reactor, response](absl::StatusOr<v1::Response> result) { \
       reactor->Finish(Reply(metrics_, #Method, std::move(result), response));                         \
     });                                                                                               \
@@ -53,6 +68,7 @@ NS_CALLBACK(FinishTrial, FinishTrialRequest, FinishTrialResponse)
 
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,
                                           grpc::ServerWriter<v1::WatchSweepEvent>* writer) {
+  if (grpc::Status auth = Authenticate(metrics_, "WatchSweep", *context, api_token_); !auth.ok()) return auth;
   absl::Status status = scheduler_.WatchSweep(
       *request, [writer](const v1::WatchSweepEvent& event) { return writer->Write(event); },
       [context] { return context->IsCancelled(); });

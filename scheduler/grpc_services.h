@@ -6,6 +6,8 @@
 #ifndef NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 #define NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 
+#include <string>
+
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
 #include "scheduler/scheduler.h"
@@ -15,7 +17,8 @@ namespace normsweep::scheduler {
 
 class SweepServiceImpl final : public v1::SweepService::Service {
  public:
-  SweepServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics) : scheduler_(scheduler), metrics_(metrics) {}
+  SweepServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics, std::string api_token = "")
+      : scheduler_(scheduler), metrics_(metrics), api_token_(std::move(api_token)) {}
 
   grpc::Status SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest*, v1::SubmitSweepResponse*) override;
   grpc::Status GetSweep(grpc::ServerContext*, const v1::GetSweepRequest*, v1::GetSweepResponse*) override;
@@ -30,6 +33,7 @@ class SweepServiceImpl final : public v1::SweepService::Service {
  private:
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
+  const std::string api_token_;  // empty: calls need no token
 };
 
 // The three calls of every trial's lifecycle use the callback API: the
@@ -43,7 +47,8 @@ using WorkerServiceBase = v1::WorkerService::WithCallbackMethod_LeaseTrial<
 
 class WorkerServiceImpl final : public WorkerServiceBase {
  public:
-  WorkerServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics) : scheduler_(scheduler), metrics_(metrics) {}
+  WorkerServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics, std::string api_token = "")
+      : scheduler_(scheduler), metrics_(metrics), api_token_(std::move(api_token)) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
                               v1::RegisterWorkerResponse*) override;
@@ -58,6 +63,7 @@ class WorkerServiceImpl final : public WorkerServiceBase {
  private:
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
+  const std::string api_token_;  // empty: calls need no token
 };
 
 }  // namespace normsweep::scheduler

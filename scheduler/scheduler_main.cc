@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/api_token.h"
 #include "common/clock.h"
 #include "db/postgres_store.h"
 #include "scheduler/scheduler_server.h"
@@ -66,11 +67,18 @@ Options OptionsFromFlags() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "normsweep-scheduler [flags]\n"
-      "Database: NORMSWEEP_DATABASE_URL or the PG* environment variables.");
+      "Database: NORMSWEEP_DATABASE_URL or the PG* environment variables.\n"
+      "API token (optional): NORMSWEEP_API_TOKEN or NORMSWEEP_API_TOKEN_FILE; when set, every call must carry it.");
   absl::ParseCommandLine(argc, argv);
   // Debian's Abseil checks every Mutex for lock-order cycles; measurable on hot paths.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  const Options options = OptionsFromFlags();
+  Options options = OptionsFromFlags();
+  absl::StatusOr<std::string> api_token = normsweep::ApiTokenFromEnvironment();
+  if (!api_token.ok()) {
+    std::fprintf(stderr, "normsweep-scheduler: %s\n", std::string(api_token.status().message()).c_str());
+    return 2;
+  }
+  options.server.api_token = *api_token;
 
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t signals;
@@ -101,7 +109,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "normsweep-scheduler: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  std::fprintf(stderr, "normsweep-scheduler: gRPC on port %d, /metrics on port %d\n", (*server)->grpc_port(),
+  std::fprintf(stderr, "normsweep-scheduler: gRPC on port %d (%s), /metrics on port %d\n", (*server)->grpc_port(),
+               options.server.api_token.empty() ? "no API token" : "API token required",
                (*server)->metrics_port());
   if (!options.port_file.empty()) {
     const std::string tmp = options.port_file + ".tmp";

@@ -17,8 +17,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Stor
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->metrics_ = std::make_unique<SchedulerMetrics>(*s->registry_);
   s->scheduler_ = std::make_unique<Scheduler>(store, clock, *s->metrics_, options.scheduler);
-  s->sweep_service_ = std::make_unique<SweepServiceImpl>(*s->scheduler_, *s->metrics_);
-  s->worker_service_ = std::make_unique<WorkerServiceImpl>(*s->scheduler_, *s->metrics_);
+  s->sweep_service_ = std::make_unique<SweepServiceImpl>(*s->scheduler_, *s->metrics_, options.api_token);
+  s->worker_service_ = std::make_unique<WorkerServiceImpl>(*s->scheduler_, *s->metrics_, options.api_token);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -35,6 +35,9 @@ struct SchedulerServerOptions {
   // on every network event), so keep as few as gRPC's defaults.
   int min_pollers = 1;
   int max_pollers = 2;
+  // When not empty, every SweepService and WorkerService call must carry it
+  // (common/api_token.h); health checking and reflection stay open.
+  std::string api_token;
   SchedulerOptions scheduler;
 };
 

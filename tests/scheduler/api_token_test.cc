@@ -1,0 +1,155 @@
+// The API token over real gRPC: a scheduler started with one refuses every
+// SweepService and WorkerService call (sync, callback and streaming) that
+// does not carry it, changes nothing for them, still answers health checks,
+// and serves the real clients (the CLI's SweepClient, the worker's
+// GrpcSchedulerClient) that are given the token.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "client/sweep_client.h"
+#include "common/api_token.h"
+#include "common/clock.h"
+#include "db/memory_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "normsweep/v1/worker_service.grpc.pb.h"
+#include "scheduler/scheduler_server.h"
+#include "worker/scheduler_client.h"
+
+namespace normsweep::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "correct horse battery staple";
+
+class ApiTokenTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SchedulerServerOptions options;
+    options.grpc_address = "127.0.0.1:0";
+    options.metrics_address = "";
+    options.api_token = kToken;
+    auto server = SchedulerServer::Start(store_, RealClock::Get(), options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    address_ = absl::StrCat("127.0.0.1:", server_->grpc_port());
+    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    sweeps_ = v1::SweepService::NewStub(channel_);
+    workers_ = v1::WorkerService::NewStub(channel_);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  static v1::SubmitSweepRequest Submit() {
+    v1::SubmitSweepRequest r;
+    r.set_request_id("token-test");
+    v1::SweepSpec* s = r.mutable_spec();
+    s->set_name("token");
+    s->mutable_base()->set_d_model(32);
+    s->mutable_base()->set_heads(2);
+    s->mutable_base()->set_steps(10);
+    s->add_placements("pre");
+    s->add_warmup_steps(0);
+    s->add_peak_lrs(1e-3);
+    s->add_seeds(0);
+    return r;
+  }
+
+  db::MemoryStore store_;
+  std::unique_ptr<SchedulerServer> server_;
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::SweepService::Stub> sweeps_;
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
+};
+
+TEST_F(ApiTokenTest, CallsWithoutTheTokenAreRefusedAndChangeNothing) {
+  for (const char* header : {"", "Bearer wrong", "correct horse battery staple"}) {
+    grpc::ClientContext ctx;
+    if (*header != '\0') ctx.AddMetadata("authorization", header);
+    v1::SubmitSweepResponse resp;
+    const grpc::Status s = sweeps_->SubmitSweep(&ctx, Submit(), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << header;
+    EXPECT_THAT(s.error_message(), HasSubstr(*header == '\0' ? "requires an API token" : "wrong API token"));
+    EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr(kToken)));
+  }
+  // The worker's callback calls and the watch stream are guarded too.
+  grpc::ClientContext lctx;
+  v1::LeaseTrialRequest lease;
+  lease.set_worker_id(1);
+  v1::LeaseTrialResponse lresp;
+  EXPECT_EQ(workers_->LeaseTrial(&lctx, lease, &lresp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext rctx;
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  v1::RegisterWorkerResponse rresp;
+  EXPECT_EQ(workers_->RegisterWorker(&rctx, reg, &rresp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext wctx;
+  v1::WatchSweepRequest watch;
+  watch.set_sweep_id(1);
+  auto reader = sweeps_->WatchSweep(&wctx, watch);
+  v1::WatchSweepEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  // Nothing was stored: with the token, there are no sweeps.
+  client::SweepClient with_token(address_, absl::Seconds(10), kToken);
+  auto listed = with_token.ListSweeps(v1::SWEEP_STATE_UNSPECIFIED);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(listed->empty());
+}
+
+TEST_F(ApiTokenTest, TheRealClientsWithTheTokenWork) {
+  client::SweepClient cli(address_, absl::Seconds(10), kToken);
+  auto submitted = cli.Submit(Submit().spec(), "token-test", false);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  client::SweepClient no_token(address_, absl::Seconds(10));
+  auto refused = no_token.GetSweep(submitted->sweep().id());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
+
+  worker::GrpcSchedulerClient worker(address_, absl::Seconds(10), kToken);
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w1");
+  reg.add_devices("cpu");
+  auto registered = worker.RegisterWorker(reg);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  v1::LeaseTrialRequest lease;
+  lease.set_worker_id(registered->worker_id());
+  auto leased = worker.LeaseTrial(lease);
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  EXPECT_TRUE(leased->leased());
+  worker::GrpcSchedulerClient worker_without(address_, absl::Seconds(10));
+  EXPECT_EQ(worker_without.LeaseTrial(lease).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(ApiTokenTest, HealthCheckNeedsNoToken) {
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext ctx;
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = s;
+                   done = true;
+                   cv.notify_one();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+}  // namespace
+}  // namespace normsweep::scheduler
