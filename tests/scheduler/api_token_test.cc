@@ -4,11 +4,7 @@
 // and serves the real clients (the CLI's SweepClient, the worker's
 // GrpcSchedulerClient) that are given the token.
 #include <grpcpp/create_channel.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/security/credentials.h>
-
-#include <condition_variable>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "client/sweep_client.h"
@@ -20,6 +16,7 @@
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
 #include "scheduler/scheduler_server.h"
+#include "tests/common/grpc_health.h"
 #include "worker/scheduler_client.h"
 
 namespace normsweep::scheduler {
@@ -131,24 +128,10 @@ TEST_F(ApiTokenTest, TheRealClientsWithTheTokenWork) {
 }
 
 TEST_F(ApiTokenTest, HealthCheckNeedsNoToken) {
-  grpc::GenericStub stub(channel_);
-  grpc::ClientContext ctx;
-  grpc::Slice empty("");
-  grpc::ByteBuffer request(&empty, 1), response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   std::lock_guard<std::mutex> lock(mu);
-                   status = s;
-                   done = true;
-                   cv.notify_one();
-                 });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::string bytes;
+  const grpc::Status status = testing::CallHealthCheck(channel_, &bytes);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // SERVING
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "scheduler/scheduler_server.h"
 #include "scheduler/sweep_expander.h"
 #include "prometheus/text_serializer.h"
+#include "tests/common/grpc_health.h"
 #include "tests/common/postgres_instance.h"
 
 namespace normsweep::scheduler {
@@ -466,32 +467,10 @@ TEST_F(GrpcApiTest, ListWorkersOverGrpc) {
 }
 
 TEST_F(GrpcApiTest, HealthCheckSaysServing) {
-  // grpc.health.v1.Health/Check with an empty HealthCheckRequest; the reply
-  // is HealthCheckResponse{status: SERVING}, i.e. the bytes 08 01.
-  grpc::GenericStub stub(channel_);
-  grpc::ClientContext ctx;
-  grpc::ByteBuffer request, response;
-  grpc::Slice empty("");
-  request = grpc::ByteBuffer(&empty, 1);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   std::lock_guard<std::mutex> lock(mu);
-                   status = s;
-                   done = true;
-                   cv.notify_one();
-                 });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
   std::string bytes;
-  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+  const grpc::Status status = testing::CallHealthCheck(channel_, &bytes);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // HealthCheckResponse{status: SERVING}
 }
 
 TEST_F(GrpcApiTest, ReflectionListsTheServices) {
