@@ -31,6 +31,12 @@ struct LossStats {
   int64_t count = 0;      // targets that count (target != -1)
   int64_t correct = 0;    // argmax == target among them
   double mean() const { return count > 0 ? loss_sum / static_cast<double>(count) : 0.0; }
+  LossStats& operator+=(const LossStats& o) {
+    loss_sum += o.loss_sum;
+    count += o.count;
+    correct += o.correct;
+    return *this;
+  }
 };
 
 struct OptimizerStepArgs {

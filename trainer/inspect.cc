@@ -50,8 +50,7 @@ StatusOr<InspectResult> EvaluateCheckpoint(const InspectOptions& o) {
   for (int64_t first = 0; first < l.windows; first += o.batch_size) {
     const int count = static_cast<int>(std::min<int64_t>(o.batch_size, l.windows - first));
     TRAINER_ASSIGN_OR_RETURN(LossStats s, l.backend->Evaluate(ConsecutiveWindows(l.bytes, 0, static_cast<int>(first), count, T)));
-    total.loss_sum += s.loss_sum;
-    total.count += s.count;
+    total += s;
   }
   return InspectResult{total.mean(), total.count, l.windows};
 }

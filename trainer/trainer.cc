@@ -29,9 +29,7 @@ StatusOr<Evaluation> Evaluate(Backend& backend, const Dataset& data, const Train
   for (int i = 0; i < batches; ++i) {
     StatusOr<LossStats> r = backend.Evaluate(data.ValidationBatch(i, s.batch_size, s.model.seq_len));
     if (!r.ok()) return r.status();
-    total.loss_sum += r->loss_sum;
-    total.count += r->count;
-    total.correct += r->correct;
+    total += *r;
   }
   Evaluation e;
   e.loss = total.mean();

@@ -331,11 +331,7 @@ StatusOr<LossStats> CpuBackend::ForwardBackward(const Batch& batch, uint64_t dro
     grad_sq_norms_[t] = sq;
   }
   LossStats stats;
-  for (const LossStats& s : part_stats) {
-    stats.loss_sum += s.loss_sum;
-    stats.count += s.count;
-    stats.correct += s.correct;
-  }
+  for (const LossStats& s : part_stats) stats += s;
   return stats;
 }
 
@@ -355,11 +351,7 @@ StatusOr<LossStats> CpuBackend::Evaluate(const Batch& batch) {
     }
   }
   LossStats stats;
-  for (const LossStats& s : part_stats) {
-    stats.loss_sum += s.loss_sum;
-    stats.count += s.count;
-    stats.correct += s.correct;
-  }
+  for (const LossStats& s : part_stats) stats += s;
   return stats;
 }
 
