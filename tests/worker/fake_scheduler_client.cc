@@ -87,6 +87,12 @@ int FakeSchedulerClient::MaxStepLocked(int64_t id) {
 
 bool FakeSchedulerClient::HeldLocked(int64_t id) { return trials_[id].held; }
 
+absl::Status FakeSchedulerClient::Reachable() {
+  if (!unavailable_) return absl::OkStatus();
+  ++unavailable_calls_;
+  return absl::UnavailableError("fake scheduler down");
+}
+
 absl::Status FakeSchedulerClient::CheckLease(int64_t worker, int64_t trial, int32_t attempt) {
   auto it = trials_.find(trial);
   if (it == trials_.end()) return absl::NotFoundError(absl::StrCat("trial_id ", trial, " not found"));
@@ -100,10 +106,7 @@ absl::Status FakeSchedulerClient::CheckLease(int64_t worker, int64_t trial, int3
 
 absl::StatusOr<v1::RegisterWorkerResponse> FakeSchedulerClient::RegisterWorker(const v1::RegisterWorkerRequest& request) {
   absl::MutexLock lock(&mu_);
-  if (unavailable_) {
-    ++unavailable_calls_;
-    return absl::UnavailableError("fake scheduler down");
-  }
+  if (absl::Status up = Reachable(); !up.ok()) return up;
   v1::RegisterWorkerResponse r;
   worker_id_ = 42 + registrations_++;
   worker_known_ = true;
@@ -115,10 +118,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> FakeSchedulerClient::RegisterWorker(c
 
 absl::StatusOr<v1::LeaseTrialResponse> FakeSchedulerClient::LeaseTrial(const v1::LeaseTrialRequest& request) {
   absl::MutexLock lock(&mu_);
-  if (unavailable_) {
-    ++unavailable_calls_;
-    return absl::UnavailableError("fake scheduler down");
-  }
+  if (absl::Status up = Reachable(); !up.ok()) return up;
   if (!worker_known_ || request.worker_id() != worker_id_) {
     return absl::NotFoundError(absl::StrCat("worker_id ", request.worker_id(), " not found"));
   }
@@ -140,10 +140,7 @@ absl::StatusOr<v1::LeaseTrialResponse> FakeSchedulerClient::LeaseTrial(const v1:
 
 absl::StatusOr<v1::HeartbeatResponse> FakeSchedulerClient::Heartbeat(const v1::HeartbeatRequest& request) {
   absl::MutexLock lock(&mu_);
-  if (unavailable_) {
-    ++unavailable_calls_;
-    return absl::UnavailableError("fake scheduler down");
-  }
+  if (absl::Status up = Reachable(); !up.ok()) return up;
   heartbeats_.push_back(request);
   v1::HeartbeatResponse response;
   for (const v1::TrialLease& l : request.leases()) {
@@ -159,10 +156,7 @@ absl::StatusOr<v1::HeartbeatResponse> FakeSchedulerClient::Heartbeat(const v1::H
 
 absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(const v1::ReportProgressRequest& request) {
   absl::MutexLock lock(&mu_);
-  if (unavailable_) {
-    ++unavailable_calls_;
-    return absl::UnavailableError("fake scheduler down");
-  }
+  if (absl::Status up = Reachable(); !up.ok()) return up;
   absl::Status held = CheckLease(request.worker_id(), request.trial_id(), request.attempt());
   if (!held.ok()) return held;
   TrialRecord& r = trials_[request.trial_id()];
@@ -177,10 +171,7 @@ absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(c
 
 absl::StatusOr<v1::FinishTrialResponse> FakeSchedulerClient::FinishTrial(const v1::FinishTrialRequest& request) {
   absl::MutexLock lock(&mu_);
-  if (unavailable_) {
-    ++unavailable_calls_;
-    return absl::UnavailableError("fake scheduler down");
-  }
+  if (absl::Status up = Reachable(); !up.ok()) return up;
   absl::Status held = CheckLease(request.worker_id(), request.trial_id(), request.attempt());
   if (!held.ok()) return held;
   TrialRecord& r = trials_[request.trial_id()];

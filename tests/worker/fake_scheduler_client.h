@@ -71,6 +71,8 @@ class FakeSchedulerClient : public SchedulerClient {
   absl::Mutex mu_;
 
  private:
+  // UNAVAILABLE (counted) while SetUnavailable(true), as a down scheduler.
+  absl::Status Reachable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckLease(int64_t worker, int64_t trial, int32_t attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
