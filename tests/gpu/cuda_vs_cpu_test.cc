@@ -114,17 +114,28 @@ struct Variant {
   Positions positions;
   float dropout;
 };
-class CudaVsCpuTest : public ::testing::TestWithParam<Variant> {};
+// A CPU and a CUDA backend of the variant's model with the same weights.
+class CudaVsCpuTest : public ::testing::TestWithParam<Variant> {
+ protected:
+  void MakeBoth(int batch, uint64_t weight_seed) {
+    model_ = Model(GetParam().placement, GetParam().positions, GetParam().dropout);
+    cpu_ = Make("cpu", model_, batch);
+    gpu_ = Make("cuda:0", model_, batch);
+    ASSERT_TRUE(cpu_ && gpu_);
+    const std::vector<float> params = InitParameters(cpu_->layout(), model_, weight_seed);
+    ASSERT_TRUE(cpu_->SetParameters(params).ok());
+    ASSERT_TRUE(gpu_->SetParameters(params).ok());
+  }
+  ModelConfig model_;
+  std::unique_ptr<Backend> cpu_, gpu_;
+};
 
 TEST_P(CudaVsCpuTest, LossAndEveryGradientMatch) {
   SKIP_WITHOUT_GPU();
-  const ModelConfig model = Model(GetParam().placement, GetParam().positions, GetParam().dropout);
-  auto cpu = Make("cpu", model, 4);
-  auto gpu = Make("cuda:0", model, 4);
-  ASSERT_TRUE(cpu && gpu);
-  const std::vector<float> params = InitParameters(cpu->layout(), model, 11);
-  ASSERT_TRUE(cpu->SetParameters(params).ok());
-  ASSERT_TRUE(gpu->SetParameters(params).ok());
+  ASSERT_NO_FATAL_FAILURE(MakeBoth(4, 11));
+  const ModelConfig& model = model_;
+  Backend* cpu = cpu_.get();
+  Backend* gpu = gpu_.get();
   const Batch batch = RandomBatch(5, 4, model.seq_len);
   auto lc = cpu->ForwardBackward(batch, 99);
   auto lg = gpu->ForwardBackward(batch, 99);
@@ -149,13 +160,10 @@ TEST_P(CudaVsCpuTest, LossAndEveryGradientMatch) {
 
 TEST_P(CudaVsCpuTest, TenAdamStepsTrackTheCpu) {
   SKIP_WITHOUT_GPU();
-  const ModelConfig model = Model(GetParam().placement, GetParam().positions, GetParam().dropout);
-  auto cpu = Make("cpu", model, 8);
-  auto gpu = Make("cuda:0", model, 8);
-  ASSERT_TRUE(cpu && gpu);
-  const std::vector<float> params = InitParameters(cpu->layout(), model, 2);
-  ASSERT_TRUE(cpu->SetParameters(params).ok());
-  ASSERT_TRUE(gpu->SetParameters(params).ok());
+  ASSERT_NO_FATAL_FAILURE(MakeBoth(8, 2));
+  const ModelConfig& model = model_;
+  Backend* cpu = cpu_.get();
+  Backend* gpu = gpu_.get();
   auto data = MakeDataset(DataConfig{}, model.seq_len, 8);
   ASSERT_TRUE(data.ok());
   for (int step = 1; step <= 10; ++step) {
