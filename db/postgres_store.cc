@@ -199,13 +199,9 @@ absl::StatusOr<T> WithConnection(PgPool& pool, Fn&& fn) {
 // memory store and the ON CONFLICT clause do across batches.
 std::vector<v1::MetricPoint> MergeByStep(const v1::ReportProgressRequest& req) {
   std::map<int32_t, v1::MetricPoint> merged;
-  std::vector<int32_t> order;
   for (const v1::MetricPoint& p : req.points()) {
     auto [it, inserted] = merged.try_emplace(p.step(), p);
-    if (inserted) {
-      order.push_back(p.step());
-      continue;
-    }
+    if (inserted) continue;
     v1::MetricPoint& s = it->second;
     if (!s.has_lr() && p.has_lr()) s.set_lr(p.lr());
     if (!s.has_train_loss() && p.has_train_loss()) s.set_train_loss(p.train_loss());
@@ -214,8 +210,9 @@ std::vector<v1::MetricPoint> MergeByStep(const v1::ReportProgressRequest& req) {
     if (!s.has_grad_norm() && p.has_grad_norm()) s.set_grad_norm(p.grad_norm());
     if (!s.has_tokens_per_s() && p.has_tokens_per_s()) s.set_tokens_per_s(p.tokens_per_s());
   }
-  std::vector<v1::MetricPoint> out;
-  for (int32_t step : order) out.push_back(merged[step]);
+  std::vector<v1::MetricPoint> out;  // in step order, as a stored batch's arrays are
+  out.reserve(merged.size());
+  for (auto& [step, p] : merged) out.push_back(std::move(p));
   return out;
 }
 
@@ -487,7 +484,8 @@ void PostgresStore::LeaseGroupStatement(std::vector<LeaseItem*>& group) {
       "  FROM pick WHERE t.id = pick.id AND pick.lim = 0 AND t.state = 'PENDING'"
       "  RETURNING pick.pos AS leased_pos, ", kTrialColumns, "),"
       // A retry starts its history afresh.
-      " dm AS (DELETE FROM trial_metrics m USING u WHERE m.trial_id = u.id AND u.attempts > 1),"
+      " db AS (DELETE FROM trial_metric_batches m USING u WHERE m.trial_id = u.id AND u.attempts > 1),"
+      " dl AS (DELETE FROM trial_metric_late m USING u WHERE m.trial_id = u.id AND u.attempts > 1),"
       " dg AS (DELETE FROM layer_grad_norms g USING u WHERE g.trial_id = u.id AND u.attempts > 1)"
       " SELECT wk.pos, w.worker_id IS NOT NULL, pick.lim, u.* FROM wk"
       " LEFT JOIN w ON w.pos = wk.pos LEFT JOIN pick ON pick.pos = wk.pos LEFT JOIN u ON u.leased_pos = wk.pos"
@@ -568,7 +566,10 @@ absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseSlowPath(int64_t wo
           PgParams().Add(trial_id).Add(worker_id).AddMicros(now + lease).AddMicros(now)));
       ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(u, 0));
       if (t.attempts() > 1) {  // a retry starts its history afresh
-        RETURN_IF_ERROR(conn.Exec("DELETE FROM trial_metrics WHERE trial_id = $1", PgParams().Add(trial_id)).status());
+        RETURN_IF_ERROR(
+            conn.Exec("DELETE FROM trial_metric_batches WHERE trial_id = $1", PgParams().Add(trial_id)).status());
+        RETURN_IF_ERROR(
+            conn.Exec("DELETE FROM trial_metric_late WHERE trial_id = $1", PgParams().Add(trial_id)).status());
         RETURN_IF_ERROR(conn.Exec("DELETE FROM layer_grad_norms WHERE trial_id = $1", PgParams().Add(trial_id)).status());
       }
       leased = std::move(t);
@@ -602,7 +603,8 @@ absl::StatusOr<HeartbeatResult> PostgresStore::Heartbeat(int64_t worker_id,
     ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_renew_leases",
         "UPDATE trials t SET lease_expires_at = " NS_TS(2)
         " FROM unnest($3::bigint[], $4::int[]) AS l(id, attempt), sweeps s"
-        " WHERE t.id = l.id AND t.attempts = l.attempt AND t.worker_id = $1 AND t.state = 'RUNNING'"
+        // COALESCE: by id, not through trials_leases (see RunProgressStatement).
+        " WHERE t.id = l.id AND t.attempts = l.attempt AND t.worker_id = $1 AND COALESCE(t.state, '') = 'RUNNING'"
         " AND s.id = t.sweep_id RETURNING t.id, s.state = 'CANCELLED'",
         PgParams().Add(worker_id).AddMicros(now + lease).Add(ids.Finish()).Add(attempts.Finish())));
     std::map<int64_t, bool> renewed;
@@ -664,16 +666,52 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
   std::sort(group.begin(), group.end(), [](const ProgressItem* a, const ProgressItem* b) {
     return a->request->trial_id() < b->request->trial_id();
   });
-  PgArray r_i, r_trial, r_worker, r_attempt, r_max, r_tstep, r_tloss, r_vstep, r_vloss;
-  PgArray m_i, step, lr, train, val, acc, gnorm, tps;
+  std::vector<ProgressItem*> pending = group;
+  // A trial left out of a statement's answer holds no lease, or another
+  // statement (another replica) stored progress for it first: those run again.
+  for (int round = 0; round < 3 && !pending.empty(); ++round) {
+    absl::StatusOr<std::vector<std::pair<int64_t, bool>>> written = RunProgressStatement(pending);
+    if (!written.ok()) {
+      for (ProgressItem* item : pending) item->result = written.status();
+      return;
+    }
+    std::vector<bool> stored(pending.size(), false);
+    for (const auto& [i, cancelled] : *written) {
+      stored[i] = true;
+      pending[i]->result = ProgressResult{cancelled};
+    }
+    std::vector<ProgressItem*> again;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (stored[i]) continue;
+      const v1::ReportProgressRequest& req = *pending[i]->request;
+      absl::StatusOr<v1::Trial> t = GetTrial(req.trial_id());
+      if (t.ok() && t->state() == v1::TRIAL_RUNNING && t->worker_id() == req.worker_id() &&
+          t->attempts() == req.attempt()) {
+        pending[i]->result = absl::AbortedError(
+            absl::StrCat("trial_id ", req.trial_id(), ": progress kept being written concurrently; retry"));
+        again.push_back(pending[i]);
+        continue;
+      }
+      pending[i]->result = t.ok() ? LeaseNotHeld(*t) : t.status();
+    }
+    pending = std::move(again);
+  }
+}
+
+absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgressStatement(
+    const std::vector<ProgressItem*>& group) {
+  PgArray r_i, r_trial, r_worker, r_attempt, r_max, r_tstep, r_tloss, r_vstep, r_vloss, r_lo, r_hi;
+  PgArray step, lr, train, val, acc, gnorm, tps;
   PgArray g_i, g_step, g_layer, g_matrix, g_norm;
+  int64_t points = 0;  // metric points so far: the flat arrays' length
   for (size_t i = 0; i < group.size(); ++i) {
     const v1::ReportProgressRequest& req = *group[i]->request;
     const int64_t idx = static_cast<int64_t>(i);
     int32_t max_step = 0, train_step = -1, val_step = -1;
     double train_loss = 0, val_loss = 0;
+    r_lo.Add(points + 1);  // 1-based, as SQL arrays are
     for (const v1::MetricPoint& p : MergeByStep(req)) {
-      m_i.Add(idx);
+      ++points;
       step.Add(static_cast<int64_t>(p.step()));
       lr.AddOptional(p.has_lr(), p.lr());
       train.AddOptional(p.has_train_loss(), p.train_loss());
@@ -685,6 +723,7 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
       if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
       if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
     }
+    r_hi.Add(points);
     for (const v1::LayerGradNorms& g : req.layer_grad_norms()) {
       for (const v1::LayerGradNorm& n : g.norms()) {
         g_i.Add(idx);
@@ -705,43 +744,69 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
     r_vloss.Add(val_loss);
   }
   PgParams p;
-  for (PgArray* a : {&r_i, &r_trial, &r_worker, &r_attempt, &r_max, &r_tstep, &r_tloss, &r_vstep, &r_vloss,
-                     &m_i, &step, &lr, &train, &val, &acc, &gnorm, &tps, &g_i, &g_step, &g_layer, &g_matrix, &g_norm}) {
+  for (PgArray* a : {&r_i, &r_trial, &r_worker, &r_attempt, &r_max, &r_tstep, &r_tloss, &r_vstep, &r_vloss, &r_lo,
+                     &r_hi, &step, &lr, &train, &val, &acc, &gnorm, &tps, &g_i, &g_step, &g_layer, &g_matrix,
+                     &g_norm}) {
     p.Add(a->Finish());
   }
-  // One statement: the lease checks, the trials' progress and both inserts
-  // commit together or not at all.
+  // One statement: the lease checks, the trials' progress and the inserts
+  // commit together or not at all. A batch whose first step is above the
+  // trial's last_step (the usual case) becomes one trial_metric_batches row,
+  // sliced from the flat arrays; any other batch goes to trial_metric_late
+  // step by step, with only the fields that the stored batches lack (see
+  // db/migrations/0005_metric_batches.sql).
   static const std::string kSql = absl::StrCat(
       "WITH r AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::int[], $6::int[],"
-      " $7::float8[], $8::int[], $9::float8[])"
-      " AS r(i, trial_id, worker_id, attempt, max_step, train_step, train_loss, val_step, val_loss)),"
+      " $7::float8[], $8::int[], $9::float8[], $10::int[], $11::int[])"
+      " AS r(i, trial_id, worker_id, attempt, max_step, train_step, train_loss, val_step, val_loss, lo, hi)),"
+      " m AS (SELECT $12::int[] AS step, $13::float8[] AS lr, $14::float8[] AS train_loss, $15::float8[] AS val_loss,"
+      " $16::float8[] AS val_accuracy, $17::float8[] AS grad_norm, $18::float8[] AS tokens_per_s),"
       " t AS (UPDATE trials tr SET last_step = GREATEST(tr.last_step, r.max_step),"
       " last_train_loss = CASE WHEN r.train_step >= tr.last_step THEN r.train_loss ELSE tr.last_train_loss END,"
       " last_val_loss = CASE WHEN r.val_step >= tr.last_step THEN r.val_loss ELSE tr.last_val_loss END,"
       " update_seq = nextval('trial_update_seq')"
-      // Every stored row of the lease's attempt has step <= last_step (a new
-      // lease deletes the rows and resets last_step). Steps above last_step
-      // as this statement's snapshot saw it (old: a row that is not re-read
-      // when the trial's row was updated concurrently) are new: they are
-      // inserted plainly, which costs PostgreSQL less than the speculative
-      // insertion of ON CONFLICT (an index probe, a lock and a WAL record
-      // per row). If a concurrent statement stored them meanwhile (another
-      // replica, the same batch re-sent), the unique index fails this
-      // statement and the caller runs it again.
+      // old is the trial's row as this statement's snapshot saw it; tr is
+      // re-read if a concurrent statement updated it meanwhile. Their
+      // last_step differ when another statement stored progress since the
+      // snapshot: what is new was decided on stale data, so the trial is
+      // left out here and the caller runs it again.
+      // The state test is written so that the planner cannot match it to the
+      // partial index trials_leases (WHERE state = 'RUNNING'): statistics
+      // from when the sweep was all PENDING made it loop over that whole
+      // index, dead entries included, once per trial (2-3x the cost of this
+      // statement) instead of looking each trial up by id.
       " FROM r JOIN trials old ON old.id = r.trial_id"
       " WHERE tr.id = r.trial_id AND tr.worker_id = r.worker_id AND tr.attempts = r.attempt"
-      " AND tr.state = 'RUNNING' RETURNING r.i, tr.id, tr.sweep_id, old.last_step AS old_last),"
-      " u AS (SELECT t.id AS trial_id, u.*, u.step > t.old_last AS fresh"
-      " FROM unnest($10::int[], $11::int[], $12::float8[], $13::float8[],"
-      " $14::float8[], $15::float8[], $16::float8[], $17::float8[])"
-      " AS u(i, step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s)"
-      " JOIN t ON t.i = u.i),"
-      " mn AS (INSERT INTO trial_metrics (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
-      " grad_norm, tokens_per_s) SELECT u.trial_id, u.step, u.lr, u.train_loss, u.val_loss, u.val_accuracy,"
-      " u.grad_norm, u.tokens_per_s FROM u WHERE u.fresh),"
-      " m AS (INSERT INTO trial_metrics AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
-      " grad_norm, tokens_per_s) SELECT u.trial_id, u.step, u.lr, u.train_loss, u.val_loss, u.val_accuracy,"
-      " u.grad_norm, u.tokens_per_s FROM u WHERE NOT u.fresh"
+      " AND COALESCE(tr.state, '') = 'RUNNING' AND tr.last_step = old.last_step"
+      " RETURNING r.i, r.lo, r.hi, tr.id, tr.sweep_id, old.last_step AS old_last),"
+      " b AS (INSERT INTO trial_metric_batches (trial_id, first_step, last_step, steps, lr, train_loss, val_loss,"
+      " val_accuracy, grad_norm, tokens_per_s)"
+      " SELECT t.id, m.step[t.lo], m.step[t.hi], m.step[t.lo:t.hi], m.lr[t.lo:t.hi], m.train_loss[t.lo:t.hi],"
+      " m.val_loss[t.lo:t.hi], m.val_accuracy[t.lo:t.hi], m.grad_norm[t.lo:t.hi], m.tokens_per_s[t.lo:t.hi]"
+      " FROM t, m WHERE t.lo <= t.hi AND m.step[t.lo] > t.old_last),"
+      " u AS (SELECT t.id AS trial_id, m.step[k] AS step, m.lr[k] AS lr, m.train_loss[k] AS train_loss,"
+      " m.val_loss[k] AS val_loss, m.val_accuracy[k] AS val_accuracy, m.grad_norm[k] AS grad_norm,"
+      " m.tokens_per_s[k] AS tokens_per_s, s.*"
+      " FROM t CROSS JOIN m CROSS JOIN LATERAL generate_series(t.lo, t.hi) AS k"
+      " LEFT JOIN LATERAL (SELECT true AS s_in, mb.lr[j] AS s_lr, mb.train_loss[j] AS s_train_loss,"
+      "  mb.val_loss[j] AS s_val_loss, mb.val_accuracy[j] AS s_val_accuracy, mb.grad_norm[j] AS s_grad_norm,"
+      "  mb.tokens_per_s[j] AS s_tokens_per_s"
+      "  FROM trial_metric_batches mb CROSS JOIN LATERAL array_position(mb.steps, m.step[k]) AS j"
+      "  WHERE mb.trial_id = t.id AND mb.first_step <= m.step[k] AND mb.last_step >= m.step[k]"
+      "  AND j IS NOT NULL) s ON true"
+      " WHERE t.lo <= t.hi AND m.step[t.lo] <= t.old_last),"
+      " l AS (INSERT INTO trial_metric_late AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
+      " grad_norm, tokens_per_s)"
+      " SELECT u.trial_id, u.step, CASE WHEN u.s_lr IS NULL THEN u.lr END,"
+      " CASE WHEN u.s_train_loss IS NULL THEN u.train_loss END, CASE WHEN u.s_val_loss IS NULL THEN u.val_loss END,"
+      " CASE WHEN u.s_val_accuracy IS NULL THEN u.val_accuracy END,"
+      " CASE WHEN u.s_grad_norm IS NULL THEN u.grad_norm END,"
+      " CASE WHEN u.s_tokens_per_s IS NULL THEN u.tokens_per_s END FROM u"
+      " WHERE u.s_in IS NULL OR (u.s_lr IS NULL AND u.lr IS NOT NULL)"
+      " OR (u.s_train_loss IS NULL AND u.train_loss IS NOT NULL) OR (u.s_val_loss IS NULL AND u.val_loss IS NOT NULL)"
+      " OR (u.s_val_accuracy IS NULL AND u.val_accuracy IS NOT NULL)"
+      " OR (u.s_grad_norm IS NULL AND u.grad_norm IS NOT NULL)"
+      " OR (u.s_tokens_per_s IS NULL AND u.tokens_per_s IS NOT NULL)"
       " ON CONFLICT (trial_id, step) DO UPDATE SET"
       " lr = COALESCE(tm.lr, EXCLUDED.lr), train_loss = COALESCE(tm.train_loss, EXCLUDED.train_loss),"
       " val_loss = COALESCE(tm.val_loss, EXCLUDED.val_loss),"
@@ -756,8 +821,8 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
       " OR (tm.grad_norm IS NULL AND EXCLUDED.grad_norm IS NOT NULL)"
       " OR (tm.tokens_per_s IS NULL AND EXCLUDED.tokens_per_s IS NOT NULL)),"
       " g AS (INSERT INTO layer_grad_norms (trial_id, step, layer, matrix, norm)"
-      " SELECT t.id, g.step, g.layer, g.matrix, g.norm FROM unnest($18::int[], $19::int[], $20::int[],"
-      " $21::text[], $22::float8[]) AS g(i, step, layer, matrix, norm) JOIN t ON t.i = g.i ON CONFLICT DO NOTHING)"
+      " SELECT t.id, g.step, g.layer, g.matrix, g.norm FROM unnest($19::int[], $20::int[], $21::int[],"
+      " $22::text[], $23::float8[]) AS g(i, step, layer, matrix, norm) JOIN t ON t.i = g.i ON CONFLICT DO NOTHING)"
       " SELECT t.i, s.state = 'CANCELLED' FROM t JOIN sweeps s ON s.id = t.sweep_id");
   absl::StatusOr<std::vector<std::pair<int64_t, bool>>> written;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -769,29 +834,15 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
           return out;
         });
     // A deadlock with another statement (e.g. a heartbeat renewing the same
-    // worker's trials) aborts this one, and so does a plain insert of a step
-    // that a concurrent statement stored (unique violation, see above); the
-    // whole group is safe to re-run.
+    // worker's trials) aborts this one, and so does a batch that a
+    // concurrent statement stored first (unique violation on
+    // trial_metric_batches); the whole group is safe to re-run.
     if (written.ok() || (written.status().code() != absl::StatusCode::kAborted &&
                          written.status().code() != absl::StatusCode::kAlreadyExists)) {
       break;
     }
   }
-  if (!written.ok()) {
-    for (ProgressItem* item : group) item->result = written.status();
-    return;
-  }
-  std::vector<bool> stored(group.size(), false);
-  for (const auto& [i, cancelled] : *written) {
-    stored[i] = true;
-    group[i]->result = ProgressResult{cancelled};
-  }
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (stored[i]) continue;
-    // Not written: an unknown trial or a lease this worker no longer holds.
-    absl::StatusOr<v1::Trial> t = GetTrial(group[i]->request->trial_id());
-    group[i]->result = t.ok() ? LeaseNotHeld(*t) : t.status();
-  }
+  return written;
 }
 
 absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialRequest& req, absl::Time now,
@@ -857,8 +908,10 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
       " error = f.err, lease_expires_at = NULL,"
       " finished_at = 'epoch'::timestamptz + f.now_us * interval '1 microsecond',"
       " update_seq = nextval('trial_update_seq')"
+      // COALESCE: look trials up by id, not through trials_leases (see
+      // RunProgressStatement).
       " FROM f WHERE t.id = f.trial_id AND t.worker_id = f.worker_id AND t.attempts = f.attempt"
-      " AND t.state = 'RUNNING' RETURNING f.i, ", kTrialColumns);
+      " AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, ", kTrialColumns);
   std::vector<bool> written(group.size(), false);
   std::vector<int64_t> sweeps;
   absl::Status status;

@@ -87,6 +87,11 @@ class PostgresStore : public Store {
   // statement, then answers them.
   void WriteProgressGroup(std::vector<ProgressItem*>& group);
   void WriteProgressStatement(std::vector<ProgressItem*>& group);
+  // One statement for the group: (index in group, sweep cancelled) of each
+  // item written; an item left out holds no lease, or its trial's progress
+  // was written concurrently.
+  absl::StatusOr<std::vector<std::pair<int64_t, bool>>> RunProgressStatement(
+      const std::vector<ProgressItem*>& group);
 
   struct LeaseItem {
     int64_t worker_id;
