@@ -668,9 +668,12 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
   });
   std::vector<ProgressItem*> pending = group;
   // A trial left out of a statement's answer holds no lease, or another
-  // statement (another replica) stored progress for it first: those run again.
-  for (int round = 0; round < 3 && !pending.empty(); ++round) {
-    absl::StatusOr<std::vector<std::pair<int64_t, bool>>> written = RunProgressStatement(pending);
+  // statement (another replica) stored progress for it first: those run
+  // again, the second time with their trials' rows locked beforehand, so
+  // that nothing can change them between the statement's snapshot and its
+  // update.
+  for (int round = 0; round < 2 && !pending.empty(); ++round) {
+    absl::StatusOr<std::vector<std::pair<int64_t, bool>>> written = RunProgressStatement(pending, round > 0);
     if (!written.ok()) {
       for (ProgressItem* item : pending) item->result = written.status();
       return;
@@ -699,7 +702,7 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgressStatement(
-    const std::vector<ProgressItem*>& group) {
+    const std::vector<ProgressItem*>& group, bool lock_first) {
   PgArray r_i, r_trial, r_worker, r_attempt, r_max, r_tstep, r_tloss, r_vstep, r_vloss, r_lo, r_hi;
   PgArray step, lr, train, val, acc, gnorm, tps;
   PgArray g_i, g_step, g_layer, g_matrix, g_norm;
@@ -743,6 +746,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
     r_vstep.Add(static_cast<int64_t>(val_step));
     r_vloss.Add(val_loss);
   }
+  const std::string trial_ids = r_trial.Finish();
   PgParams p;
   for (PgArray* a : {&r_i, &r_trial, &r_worker, &r_attempt, &r_max, &r_tstep, &r_tloss, &r_vstep, &r_vloss, &r_lo,
                      &r_hi, &step, &lr, &train, &val, &acc, &gnorm, &tps, &g_i, &g_step, &g_layer, &g_matrix,
@@ -826,13 +830,27 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
       " SELECT t.i, s.state = 'CANCELLED' FROM t JOIN sweeps s ON s.id = t.sweep_id");
   absl::StatusOr<std::vector<std::pair<int64_t, bool>>> written;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    written = WithConnection<std::vector<std::pair<int64_t, bool>>>(
-        pool_, [&](PgConnection& conn) -> absl::StatusOr<std::vector<std::pair<int64_t, bool>>> {
-          ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_report_progress", kSql, p));
-          std::vector<std::pair<int64_t, bool>> out;
-          for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.GetInt64(i, 0), r.GetBool(i, 1));
-          return out;
-        });
+    if (lock_first) {
+      std::vector<std::pair<int64_t, bool>> out;
+      absl::Status st = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
+        RETURN_IF_ERROR(conn.ExecPrepared("ns_lock_trials",
+                                          "SELECT 1 FROM trials WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
+                                          PgParams().Add(trial_ids))
+                            .status());
+        ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_report_progress", kSql, p));
+        for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.GetInt64(i, 0), r.GetBool(i, 1));
+        return absl::OkStatus();
+      });
+      written = st.ok() ? absl::StatusOr<std::vector<std::pair<int64_t, bool>>>(std::move(out)) : st;
+    } else {
+      written = WithConnection<std::vector<std::pair<int64_t, bool>>>(
+          pool_, [&](PgConnection& conn) -> absl::StatusOr<std::vector<std::pair<int64_t, bool>>> {
+            ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_report_progress", kSql, p));
+            std::vector<std::pair<int64_t, bool>> out;
+            for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.GetInt64(i, 0), r.GetBool(i, 1));
+            return out;
+          });
+    }
     // A deadlock with another statement (e.g. a heartbeat renewing the same
     // worker's trials) aborts this one, and so does a batch that a
     // concurrent statement stored first (unique violation on

@@ -89,9 +89,10 @@ class PostgresStore : public Store {
   void WriteProgressStatement(std::vector<ProgressItem*>& group);
   // One statement for the group: (index in group, sweep cancelled) of each
   // item written; an item left out holds no lease, or its trial's progress
-  // was written concurrently.
+  // was written concurrently. lock_first: in a transaction that locks the
+  // trials' rows first, so that the latter cannot happen.
   absl::StatusOr<std::vector<std::pair<int64_t, bool>>> RunProgressStatement(
-      const std::vector<ProgressItem*>& group);
+      const std::vector<ProgressItem*>& group, bool lock_first);
 
   struct LeaseItem {
     int64_t worker_id;
