@@ -292,6 +292,12 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   EXPECT_EQ(rows->GetInt64(0, 1), 4 * kBatches * 5);
   EXPECT_EQ(rows->GetInt64(0, 2), 4 * kBatches);  // filled in whichever batch came second
   EXPECT_EQ(rows->GetInt64(0, 3), 0);
+  // Whichever store came second wrote only what the first lacked: a step's
+  // evaluation, one row each in trial_metric_late, never a training figure.
+  auto late = conn->Exec("SELECT count(*), count(train_loss) FROM trial_metric_late");
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_LE(late->GetInt64(0, 0), 4 * kBatches);
+  EXPECT_EQ(late->GetInt64(0, 1), 0);
   for (const v1::Trial& t : leased) {
     auto stored = (*a)->GetTrial(t.id());
     ASSERT_TRUE(stored.ok());

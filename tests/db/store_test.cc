@@ -3,6 +3,7 @@
 #include "db/store.h"
 
 #include <cmath>
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -381,6 +382,45 @@ TEST_P(StoreTest, ProgressIsIdempotentPerStepAndMergesEvalPoints) {
   ASSERT_TRUE(trial.ok());
   EXPECT_EQ(trial->last_step(), 3);
   EXPECT_TRUE(std::isnan(trial->last_train_loss()));
+}
+
+TEST_P(StoreTest, ProgressOutOfOrderAndOverlappingBatchesKeepEachStepOnce) {
+  Create("s", 1);
+  int64_t w = Worker();
+  v1::Trial t = Lease(w);
+  auto batch = [&](int first, int last, double train_loss, std::vector<int> evals) {
+    v1::ReportProgressRequest req;
+    req.set_worker_id(w);
+    req.set_trial_id(t.id());
+    req.set_attempt(t.attempts());
+    for (int step = last; step >= first; --step) {  // any order within a batch
+      v1::MetricPoint* p = req.add_points();
+      p->set_step(step);
+      p->set_train_loss(train_loss + step);
+      if (std::find(evals.begin(), evals.end(), step) != evals.end()) p->set_val_loss(100 + step);
+    }
+    auto r = store_->ReportProgress(req, kT0);
+    EXPECT_TRUE(r.ok()) << r.status();
+  };
+  batch(11, 20, 0, {20});
+  batch(1, 10, 0, {});       // arrives after the later batch
+  batch(8, 13, 50, {9, 12, 20});  // overlaps both: fills the evaluations of 9 and 12 only
+  batch(11, 20, 0, {20});    // re-sent
+  batch(21, 22, 0, {});
+  auto h = store_->GetTrialHistory(t.id());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->metrics.size(), 22u);
+  for (int i = 0; i < 22; ++i) {
+    const v1::MetricPoint& p = h->metrics[i];
+    EXPECT_EQ(p.step(), i + 1);
+    EXPECT_DOUBLE_EQ(p.train_loss(), i + 1) << "step " << p.step();  // the first value sent
+    const bool eval = p.step() == 9 || p.step() == 12 || p.step() == 20;
+    EXPECT_EQ(p.has_val_loss(), eval) << "step " << p.step();
+    if (eval) EXPECT_DOUBLE_EQ(p.val_loss(), 100 + p.step());
+  }
+  auto trial = store_->GetTrial(t.id());
+  ASSERT_TRUE(trial.ok());
+  EXPECT_EQ(trial->last_step(), 22);
 }
 
 TEST_P(StoreTest, RetriedTrialStartsItsHistoryAfresh) {
