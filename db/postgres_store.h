@@ -23,10 +23,10 @@ struct PostgresStoreOptions {
   // ReportProgress calls arriving together are written in one statement
   // (up to this many), by progress_writers threads (statements at once).
   int progress_group_size = 128;
-  int progress_writers = 2;
+  int progress_writers = 1;
   // LeaseTrial calls arriving together take their trials in one statement.
   int lease_group_size = 64;
-  int lease_takers = 2;
+  int lease_takers = 1;
   // FinishTrial calls arriving together are written in one statement.
   int finish_group_size = 64;
   int finish_writers = 1;
