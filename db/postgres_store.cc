@@ -828,28 +828,27 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
       " SELECT t.id, g.step, g.layer, g.matrix, g.norm FROM unnest($19::int[], $20::int[], $21::int[],"
       " $22::text[], $23::float8[]) AS g(i, step, layer, matrix, norm) JOIN t ON t.i = g.i ON CONFLICT DO NOTHING)"
       " SELECT t.i, s.state = 'CANCELLED' FROM t JOIN sweeps s ON s.id = t.sweep_id");
-  absl::StatusOr<std::vector<std::pair<int64_t, bool>>> written;
+  using Written = std::vector<std::pair<int64_t, bool>>;
+  auto run = [&](PgConnection& conn) -> absl::StatusOr<Written> {
+    ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_report_progress", kSql, p));
+    Written out;
+    for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.GetInt64(i, 0), r.GetBool(i, 1));
+    return out;
+  };
+  absl::StatusOr<Written> written;
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (lock_first) {
-      std::vector<std::pair<int64_t, bool>> out;
       absl::Status st = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
         RETURN_IF_ERROR(conn.ExecPrepared("ns_lock_trials",
                                           "SELECT 1 FROM trials WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
                                           PgParams().Add(trial_ids))
                             .status());
-        ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_report_progress", kSql, p));
-        for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.GetInt64(i, 0), r.GetBool(i, 1));
-        return absl::OkStatus();
+        written = run(conn);
+        return written.status();
       });
-      written = st.ok() ? absl::StatusOr<std::vector<std::pair<int64_t, bool>>>(std::move(out)) : st;
+      if (!st.ok()) written = st;
     } else {
-      written = WithConnection<std::vector<std::pair<int64_t, bool>>>(
-          pool_, [&](PgConnection& conn) -> absl::StatusOr<std::vector<std::pair<int64_t, bool>>> {
-            ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_report_progress", kSql, p));
-            std::vector<std::pair<int64_t, bool>> out;
-            for (int i = 0; i < r.rows(); ++i) out.emplace_back(r.GetInt64(i, 0), r.GetBool(i, 1));
-            return out;
-          });
+      written = WithConnection<Written>(pool_, run);
     }
     // A deadlock with another statement (e.g. a heartbeat renewing the same
     // worker's trials) aborts this one, and so does a batch that a
