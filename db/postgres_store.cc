@@ -925,10 +925,11 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
       " error = f.err, lease_expires_at = NULL,"
       " finished_at = 'epoch'::timestamptz + f.now_us * interval '1 microsecond',"
       " update_seq = nextval('trial_update_seq')"
-      // COALESCE: look trials up by id, not through trials_leases (see
+      // Trials looked up by id (= ANY: a generic plan that does so, instead
+      // of planning each call afresh), not through trials_leases (see
       // RunProgressStatement).
-      " FROM f WHERE t.id = f.trial_id AND t.worker_id = f.worker_id AND t.attempts = f.attempt"
-      " AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, ", kTrialColumns);
+      " FROM f WHERE t.id = ANY($2::bigint[]) AND t.id = f.trial_id AND t.worker_id = f.worker_id"
+      " AND t.attempts = f.attempt AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, ", kTrialColumns);
   std::vector<bool> written(group.size(), false);
   std::vector<int64_t> sweeps;
   absl::Status status;

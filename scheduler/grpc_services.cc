@@ -66,6 +66,63 @@ NS_CALLBACK(FinishTrial, FinishTrialRequest, FinishTrialResponse)
 
 #undef NS_CALLBACK
 
+namespace {
+
+// One StreamProgress stream: read a request, hand it to the Scheduler, write
+// its answer from whichever thread the Scheduler answers on, read the next.
+// Only one operation is ever pending, so the members need no lock: each step
+// starts the next from its own completion.
+class ProgressStream final : public grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse> {
+ public:
+  ProgressStream(Scheduler& scheduler, SchedulerMetrics& metrics, grpc::Status auth)
+      : scheduler_(scheduler), metrics_(metrics) {
+    if (!auth.ok()) {
+      Finish(auth);
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client half-closed (or went away): every request was answered
+      Finish(grpc::Status::OK);
+      return;
+    }
+    scheduler_.ReportProgressAsync(request_, [this](absl::StatusOr<v1::ReportProgressResponse> result) {
+      if (!result.ok()) {
+        metrics_.RpcError("StreamProgress", result.status().code());
+        Finish(ToGrpcStatus(result.status()));
+        return;
+      }
+      response_ = *std::move(result);
+      StartWrite(&response_);
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {  // the client went away
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  Scheduler& scheduler_;
+  SchedulerMetrics& metrics_;
+  v1::ReportProgressRequest request_;
+  v1::ReportProgressResponse response_;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse>* WorkerServiceImpl::StreamProgress(
+    grpc::CallbackServerContext* context) {
+  return new ProgressStream(scheduler_, metrics_, Authenticate(metrics_, "StreamProgress", *context, api_token_));
+}
+
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,
                                           grpc::ServerWriter<v1::WatchSweepEvent>* writer) {
   if (grpc::Status auth = Authenticate(metrics_, "WatchSweep", *context, api_token_); !auth.ok()) return auth;

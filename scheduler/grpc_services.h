@@ -41,9 +41,10 @@ class SweepServiceImpl final : public v1::SweepService::Service {
 // the store answers from its group runner's thread (db/group_runner.h), which
 // finishes the whole group's calls. No thread per call waits for the
 // database, and no thread is woken per call to send its answer.
+// StreamProgress too: one reactor per stream, one request in flight.
 using WorkerServiceBase = v1::WorkerService::WithCallbackMethod_LeaseTrial<
-    v1::WorkerService::WithCallbackMethod_ReportProgress<
-        v1::WorkerService::WithCallbackMethod_FinishTrial<v1::WorkerService::Service>>>;
+    v1::WorkerService::WithCallbackMethod_ReportProgress<v1::WorkerService::WithCallbackMethod_StreamProgress<
+        v1::WorkerService::WithCallbackMethod_FinishTrial<v1::WorkerService::Service>>>>;
 
 class WorkerServiceImpl final : public WorkerServiceBase {
  public:
@@ -59,6 +60,8 @@ class WorkerServiceImpl final : public WorkerServiceBase {
                                            v1::ReportProgressResponse*) override;
   grpc::ServerUnaryReactor* FinishTrial(grpc::CallbackServerContext*, const v1::FinishTrialRequest*,
                                         v1::FinishTrialResponse*) override;
+  grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse>* StreamProgress(
+      grpc::CallbackServerContext* context) override;
 
  private:
   Scheduler& scheduler_;

@@ -64,6 +64,9 @@ ABSL_FLAG(std::vector<std::string>, pg_settings, {},
           "Extra settings for the throwaway PostgreSQL, e.g. autovacuum=off,wal_level=minimal");
 ABSL_FLAG(bool, memory_store, false, "Use the in-memory store (measures gRPC and scheduler overhead only)");
 ABSL_FLAG(int, db_pool_size, 16, "Database connections of the in-process scheduler");
+ABSL_FLAG(bool, progress_stream, true,
+          "Report progress over one StreamProgress stream per worker "
+          "(false: a ReportProgress call per batch)");
 
 namespace normsweep {
 namespace {
@@ -130,8 +133,9 @@ class SimWorker {
     rpc->Finish(&registered_, &status_, this);
   }
 
-  // A completion (call finished, or the pacing alarm fired).
-  void Proceed() {
+  // A completion (call finished, stream operation done, or the pacing alarm
+  // fired); ok is the completion queue's verdict on stream operations.
+  void Proceed(bool ok) {
     switch (state_) {
       case State::kRegister:
         if (!status_.ok()) return Fail("RegisterWorker: ");
@@ -142,14 +146,33 @@ class SimWorker {
         out_->lease_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - lease_start_));
         out_->lease_at.push_back(lease_start_);
         if (!status_.ok()) return Fail("LeaseTrial: ");
-        if (!leased_.leased()) return Done();
+        if (!leased_.leased()) return CloseStreamThenDone();
         batch_ = 0;
         return SendProgress();
       case State::kProgress:
         if (!status_.ok()) return Fail("ReportProgress: ");
-        out_->points += steps_per_batch_;
-        if (++batch_ < batches_) return SendProgress();
-        return SendFinish();
+        return Reported();
+      case State::kStreamOpen:
+        if (!ok) return StreamBroken();
+        return WriteProgress();
+      case State::kStreamWrite:
+        if (!ok) return StreamBroken();
+        state_ = State::kStreamRead;
+        stream_->Read(&progress_response_, this);
+        return;
+      case State::kStreamRead:
+        if (!ok) return StreamBroken();
+        return Reported();
+      case State::kStreamBroken:
+        stream_.reset();
+        return Fail("StreamProgress: ");
+      case State::kStreamClosing:
+        state_ = State::kStreamClosed;
+        stream_->Finish(&status_, this);
+        return;
+      case State::kStreamClosed:
+        stream_.reset();
+        return Done();
       case State::kFinish:
         if (!status_.ok()) return Fail("FinishTrial: ");
         ++out_->lifecycles;
@@ -160,7 +183,12 @@ class SimWorker {
   }
 
  private:
-  enum class State { kRegister, kPacing, kLease, kProgress, kFinish, kDone };
+  enum class State {
+    kRegister, kPacing, kLease, kProgress, kFinish, kDone,
+    // StreamProgress: opening, a request written, its answer read, broken
+    // (collecting the status), half-closed, finished.
+    kStreamOpen, kStreamWrite, kStreamRead, kStreamBroken, kStreamClosing, kStreamClosed
+  };
 
   void NewContext() { ctx_ = std::make_unique<grpc::ClientContext>(); }
 
@@ -185,9 +213,9 @@ class SimWorker {
   }
 
   void SendProgress() {
-    state_ = State::kProgress;
     const v1::Trial& trial = leased_.trial();
-    v1::ReportProgressRequest progress;
+    v1::ReportProgressRequest& progress = progress_;
+    progress.Clear();
     progress.set_worker_id(registered_.worker_id());
     progress.set_trial_id(trial.id());
     progress.set_attempt(trial.attempts());
@@ -200,8 +228,42 @@ class SimWorker {
       p->set_grad_norm(1.0 + 0.001 * step);
       p->set_tokens_per_s(25000);
     }
-    NewContext();
-    stub_->AsyncReportProgress(ctx_.get(), progress, cq_)->Finish(&progress_response_, &status_, this);
+    if (!absl::GetFlag(FLAGS_progress_stream)) {
+      state_ = State::kProgress;
+      NewContext();
+      stub_->AsyncReportProgress(ctx_.get(), progress, cq_)->Finish(&progress_response_, &status_, this);
+      return;
+    }
+    if (stream_ == nullptr) {  // the worker's stream, kept open across its trials
+      state_ = State::kStreamOpen;
+      stream_ctx_ = std::make_unique<grpc::ClientContext>();
+      stream_ = stub_->AsyncStreamProgress(stream_ctx_.get(), cq_, this);
+      return;
+    }
+    WriteProgress();
+  }
+
+  void WriteProgress() {
+    state_ = State::kStreamWrite;
+    stream_->Write(progress_, this);
+  }
+
+  void Reported() {
+    out_->points += steps_per_batch_;
+    if (++batch_ < batches_) return SendProgress();
+    SendFinish();
+  }
+
+  // A stream operation failed: the server ended the stream; its status says why.
+  void StreamBroken() {
+    state_ = State::kStreamBroken;
+    stream_->Finish(&status_, this);
+  }
+
+  void CloseStreamThenDone() {
+    if (stream_ == nullptr) return Done();
+    state_ = State::kStreamClosing;
+    stream_->WritesDone(this);
   }
 
   void SendFinish() {
@@ -236,6 +298,8 @@ class SimWorker {
   std::atomic<int>* const running_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientContext> stream_ctx_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::ReportProgressRequest, v1::ReportProgressResponse>> stream_;
   std::unique_ptr<grpc::Alarm> alarm_;
   grpc::Status status_;
   State state_ = State::kRegister;
@@ -243,6 +307,7 @@ class SimWorker {
   absl::Time lease_start_;
   v1::RegisterWorkerResponse registered_;
   v1::LeaseTrialResponse leased_;
+  v1::ReportProgressRequest progress_;
   v1::ReportProgressResponse progress_response_;
   v1::FinishTrialResponse finish_response_;
 };
@@ -255,7 +320,7 @@ void DriveCompletions(grpc::CompletionQueue* cq, std::atomic<int>* running) {
     const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(100);
     switch (cq->AsyncNext(&tag, &ok, deadline)) {
       case grpc::CompletionQueue::GOT_EVENT:
-        static_cast<SimWorker*>(tag)->Proceed();
+        static_cast<SimWorker*>(tag)->Proceed(ok);
         break;
       case grpc::CompletionQueue::TIMEOUT:
         break;

@@ -96,6 +96,17 @@ TEST_F(ApiTokenTest, CallsWithoutTheTokenAreRefusedAndChangeNothing) {
   v1::WatchSweepEvent event;
   EXPECT_FALSE(reader->Read(&event));
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext pctx;
+  auto progress = workers_->StreamProgress(&pctx);
+  v1::ReportProgressRequest batch;
+  batch.set_worker_id(1);
+  batch.set_trial_id(1);
+  batch.set_attempt(1);
+  batch.add_points()->set_step(1);
+  progress->Write(batch);
+  v1::ReportProgressResponse answer;
+  EXPECT_FALSE(progress->Read(&answer));
+  EXPECT_EQ(progress->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
 
   // Nothing was stored: with the token, there are no sweeps.
   client::SweepClient with_token(address_, absl::Seconds(10), kToken);

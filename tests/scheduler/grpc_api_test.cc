@@ -445,6 +445,67 @@ TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {
   EXPECT_EQ(gresp.trial().last_step(), 5);
 }
 
+TEST_F(GrpcApiTest, StreamProgressAnswersEachBatchInOrderAndEndsOnTheFirstBadOne) {
+  auto batch = [&](int first_step, int64_t trial_id) {
+    v1::ReportProgressRequest p;
+    p.set_worker_id(worker_id_);
+    p.set_trial_id(trial_id);
+    p.set_attempt(leased_.attempts());
+    for (int step = first_step; step < first_step + 5; ++step) {
+      v1::MetricPoint* m = p.add_points();
+      m->set_step(step);
+      m->set_train_loss(10.0 - 0.1 * step);
+    }
+    return p;
+  };
+  {  // three batches (one re-sent), then half-close: OK
+    grpc::ClientContext ctx;
+    auto stream = workers_->StreamProgress(&ctx);
+    for (int first : {1, 6, 6}) {
+      ASSERT_TRUE(stream->Write(batch(first, leased_.id())));
+      v1::ReportProgressResponse resp;
+      ASSERT_TRUE(stream->Read(&resp));
+      EXPECT_FALSE(resp.cancel_requested());
+    }
+    ASSERT_TRUE(stream->WritesDone());
+    grpc::Status status = stream->Finish();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  grpc::ClientContext gctx;
+  v1::GetTrialRequest g;
+  g.set_trial_id(leased_.id());
+  v1::GetTrialResponse got;
+  ASSERT_TRUE(sweeps_->GetTrial(&gctx, g, &got).ok());
+  ASSERT_EQ(got.metrics_size(), 10);
+  EXPECT_EQ(got.metrics(9).step(), 10);
+  EXPECT_EQ(got.trial().last_step(), 10);
+
+  // A bad request ends the stream with its status (the field named), and
+  // what was sent after it is not stored.
+  const std::string before = Snapshot();
+  grpc::ClientContext ctx;
+  auto stream = workers_->StreamProgress(&ctx);
+  v1::ReportProgressRequest bad = batch(11, leased_.id());
+  bad.mutable_points(2)->set_step(-3);
+  ASSERT_TRUE(stream->Write(bad));
+  stream->Write(batch(11, leased_.id()));
+  v1::ReportProgressResponse resp;
+  EXPECT_FALSE(stream->Read(&resp));
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("points[2].step"));
+  EXPECT_EQ(Snapshot(), before);
+
+  // Unknown trial: NOT_FOUND, as ReportProgress says it.
+  grpc::ClientContext ctx2;
+  auto stream2 = workers_->StreamProgress(&ctx2);
+  ASSERT_TRUE(stream2->Write(batch(11, 987654321)));
+  EXPECT_FALSE(stream2->Read(&resp));
+  status = stream2->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("987654321"));
+}
+
 TEST_F(GrpcApiTest, ListWorkersOverGrpc) {
   const int64_t w2 = RegisterWorker("w2");
   grpc::ClientContext ctx;
