@@ -11,6 +11,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
@@ -30,13 +33,20 @@ class SchedulerClient {
 // True for errors after which the same call may succeed later.
 bool IsRetryable(const absl::Status& status);
 
-// Over a gRPC channel; every call has a deadline. Thread-safe (the stub is).
+// Over a gRPC channel; every call has a deadline. Thread-safe (the stub is;
+// progress reports are sent one at a time). ReportProgress goes over one
+// StreamProgress stream kept open across calls (cheaper for the scheduler
+// than a call per batch), with the same deadline for each batch's answer; a
+// stream that broke is reopened on the next call, and a batch whose stream
+// turned out stale (e.g. the scheduler restarted) is sent once more on a new
+// one (progress is idempotent).
 class GrpcSchedulerClient : public SchedulerClient {
  public:
   // target: "host:port" (insecure channel). api_token: sent with every call
   // when not empty (common/api_token.h).
   explicit GrpcSchedulerClient(const std::string& target, absl::Duration deadline = absl::Seconds(5),
                                std::string api_token = "");
+  ~GrpcSchedulerClient() override;
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request) override;
   absl::StatusOr<v1::LeaseTrialResponse> LeaseTrial(const v1::LeaseTrialRequest& request) override;
@@ -45,9 +55,13 @@ class GrpcSchedulerClient : public SchedulerClient {
   absl::StatusOr<v1::FinishTrialResponse> FinishTrial(const v1::FinishTrialRequest& request) override;
 
  private:
+  class ProgressStream;
+
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   const absl::Duration deadline_;
   const std::string api_token_;
+  absl::Mutex progress_mu_;
+  std::unique_ptr<ProgressStream> progress_ ABSL_GUARDED_BY(progress_mu_);
 };
 
 }  // namespace normsweep::worker

@@ -65,7 +65,7 @@ ABSL_FLAG(std::vector<std::string>, pg_settings, {},
 ABSL_FLAG(bool, memory_store, false, "Use the in-memory store (measures gRPC and scheduler overhead only)");
 ABSL_FLAG(int, db_pool_size, 16, "Database connections of the in-process scheduler");
 ABSL_FLAG(bool, progress_stream, true,
-          "Report progress over one StreamProgress stream per worker "
+          "Report progress over one StreamProgress stream per worker, as normsweep-worker does "
           "(false: a ReportProgress call per batch)");
 
 namespace normsweep {
