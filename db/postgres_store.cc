@@ -170,12 +170,14 @@ absl::Status LeaseNotHeld(const v1::Trial& t) {
                                                     t.attempts(), ")"));
 }
 
-// Marks sweeps COMPLETED whose trials are all final (sweep_ids empty: all).
+// Marks sweeps COMPLETED whose trials are all final (sweep_ids empty: all):
+// a sweep created without trials, and the periodic backstop for sweeps.open_trials.
 absl::Status CompleteSweeps(PgConnection& conn, const std::vector<int64_t>& sweep_ids, absl::Time now) {
   PgArray ids;
   for (int64_t id : sweep_ids) ids.Add(id);
   return conn
-      .ExecPrepared("ns_complete_sweeps", "UPDATE sweeps s SET state = 'COMPLETED', finished_at = " NS_TS(2)
+      .ExecPrepared("ns_complete_sweeps",
+                    "UPDATE sweeps s SET state = 'COMPLETED', open_trials = 0, finished_at = " NS_TS(2)
             " WHERE (cardinality($1::bigint[]) = 0 OR s.id = ANY($1::bigint[])) AND s.state = 'RUNNING'"
             " AND NOT EXISTS (SELECT 1 FROM trials t WHERE t.sweep_id = s.id AND t.state IN ('PENDING', 'RUNNING'))",
             PgParams().Add(sweep_ids.empty() ? std::string("{}") : ids.Finish()).AddMicros(now))
@@ -240,8 +242,8 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
         .Add(static_cast<int64_t>(trials.size())).AddMicros(now);
     ASSIGN_OR_RETURN(PgResult ins, conn.Exec(
         "INSERT INTO sweeps (request_id, name, spec, state, priority, max_attempts,"
-        " max_concurrent_trials, trial_count, created_at)"
-        " VALUES ($1, $2, $3::jsonb, 'RUNNING', $4, $5, $6, $7, " NS_TS(8) ")"
+        " max_concurrent_trials, trial_count, open_trials, created_at)"
+        " VALUES ($1, $2, $3::jsonb, 'RUNNING', $4, $5, $6, $7, $7, " NS_TS(8) ")"
         " ON CONFLICT (request_id) DO NOTHING RETURNING id", p));
     if (ins.rows() == 0) {  // request_id seen before
       ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat("SELECT ", kSweepColumns,
@@ -321,9 +323,10 @@ absl::StatusOr<v1::Sweep> PostgresStore::CancelSweep(int64_t sweep_id, absl::Tim
                                            " WHERE id = $1 AND state = 'RUNNING' RETURNING id",
                                            PgParams().Add(sweep_id).AddMicros(now)));
     if (r.rows() == 0) return CheckSweepExists(conn, sweep_id);  // finished already: unchanged
-    return conn.Exec("UPDATE trials SET state = 'CANCELLED', finished_at = " NS_TS(2) ","
+    return conn.Exec("WITH c AS (UPDATE trials SET state = 'CANCELLED', finished_at = " NS_TS(2) ","
                      " update_seq = nextval('trial_update_seq')"
-                     " WHERE sweep_id = $1 AND state = 'PENDING'",
+                     " WHERE sweep_id = $1 AND state = 'PENDING' RETURNING 1)"
+                     " UPDATE sweeps SET open_trials = open_trials - (SELECT count(*) FROM c) WHERE id = $1",
                      PgParams().Add(sweep_id).AddMicros(now))
         .status();
   }));
@@ -919,8 +922,8 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
   static const std::string kSql = absl::StrCat(
       "WITH f AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::text[],"
       " $6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::int[], $11::float8[], $12::text[], $13::bigint[])"
-      " AS f(i, trial_id, worker_id, attempt, outcome, fvl, bvl, ftl, fva, ds, tps, err, now_us))"
-      " UPDATE trials t SET state = f.outcome, final_val_loss = f.fvl, best_val_loss = f.bvl,"
+      " AS f(i, trial_id, worker_id, attempt, outcome, fvl, bvl, ftl, fva, ds, tps, err, now_us)),"
+      " u AS (UPDATE trials t SET state = f.outcome, final_val_loss = f.fvl, best_val_loss = f.bvl,"
       " final_train_loss = f.ftl, final_val_accuracy = f.fva, diverged_step = f.ds, tokens_per_s = f.tps,"
       " error = f.err, lease_expires_at = NULL,"
       " finished_at = 'epoch'::timestamptz + f.now_us * interval '1 microsecond',"
@@ -929,9 +932,18 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
       // of planning each call afresh), not through trials_leases (see
       // RunProgressStatement).
       " FROM f WHERE t.id = ANY($2::bigint[]) AND t.id = f.trial_id AND t.worker_id = f.worker_id"
-      " AND t.attempts = f.attempt AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, ", kTrialColumns);
+      " AND t.attempts = f.attempt AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, ", kTrialColumns,
+      ", f.now_us AS ns_now_us, t.sweep_id AS ns_sweep_id),"
+      // The sweeps' open trials go down by those just made final; a RUNNING
+      // sweep that reaches 0 is complete (db/migrations/0006_open_trials.sql).
+      " d AS (SELECT ns_sweep_id, count(*) AS n, max(ns_now_us) AS now_us FROM u GROUP BY ns_sweep_id),"
+      " s AS (UPDATE sweeps s SET open_trials = s.open_trials - d.n,"
+      " state = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING' THEN 'COMPLETED' ELSE s.state END,"
+      " finished_at = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING'"
+      "  THEN 'epoch'::timestamptz + d.now_us * interval '1 microsecond' ELSE s.finished_at END"
+      " FROM d WHERE s.id = d.ns_sweep_id)"
+      " SELECT * FROM u");
   std::vector<bool> written(group.size(), false);
-  std::vector<int64_t> sweeps;
   absl::Status status;
   for (int attempt = 0; attempt < 3; ++attempt) {
     status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
@@ -941,7 +953,6 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
         ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, row, 1));
         written[i] = true;
         group[i]->finished_now = true;
-        sweeps.push_back(t.sweep_id());
         group[i]->result = std::move(t);
       }
       return true;
@@ -964,19 +975,6 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
       group[i]->result = t.ok() ? LeaseNotHeld(*t) : t.status();
     }
   }
-  if (sweeps.empty()) return;
-  // After the commit above, so that of two last trials finishing at once
-  // the later check sees both final.
-  std::sort(sweeps.begin(), sweeps.end());
-  sweeps.erase(std::unique(sweeps.begin(), sweeps.end()), sweeps.end());
-  absl::Status completed = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
-    RETURN_IF_ERROR(CompleteSweeps(conn, sweeps, group.front()->now));
-    return true;
-  }).status();
-  if (!completed.ok()) {
-    // The trials are final; maintenance completes the sweep on its next pass.
-    std::fprintf(stderr, "normsweep: completing sweeps failed: %s\n", completed.ToString().c_str());
-  }
 }
 
 absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
@@ -993,7 +991,13 @@ absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
         "  ELSE NULL END,"
         " lease_expires_at = NULL, update_seq = nextval('trial_update_seq')"
         " FROM sweeps s WHERE s.id = t.sweep_id AND t.state = 'RUNNING' AND t.lease_expires_at < " NS_TS(1)
-        " RETURNING t.state)"
+        " RETURNING t.state, t.sweep_id),"
+        // Those made final leave their sweeps' open trials (see FinishStatement).
+        " d AS (SELECT sweep_id, count(*) AS n FROM expired WHERE state <> 'PENDING' GROUP BY sweep_id),"
+        " s AS (UPDATE sweeps s SET open_trials = s.open_trials - d.n,"
+        " state = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING' THEN 'COMPLETED' ELSE s.state END,"
+        " finished_at = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING' THEN " NS_TS(1)
+        "  ELSE s.finished_at END FROM d WHERE s.id = d.sweep_id)"
         " SELECT state, count(*) FROM expired GROUP BY state",
         PgParams().AddMicros(now)));
     ExpiryResult result;

@@ -305,6 +305,97 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   }
 }
 
+// sweeps.open_trials (0006_open_trials.sql) always equals the sweep's
+// PENDING + RUNNING trials, through finishing, expiry (requeued or failed)
+// and cancellation, and completes the sweep when it reaches 0.
+TEST(OpenTrialsTest, CountFollowsEveryTransitionAndCompletesTheSweep) {
+  const std::string conninfo = NewDatabase("open_trials");
+  PostgresStoreOptions options;
+  options.connect.conninfo = conninfo;
+  auto opened = PostgresStore::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  PostgresStore& store = **opened;
+  auto conn = Connect(conninfo);
+  auto expect_consistent = [&](int64_t sweep_id, int64_t open, const std::string& state) {
+    auto r = conn->Exec(
+        "SELECT s.open_trials, (SELECT count(*) FROM trials t WHERE t.sweep_id = s.id"
+        " AND t.state IN ('PENDING', 'RUNNING')), s.state FROM sweeps s WHERE s.id = $1",
+        PgParams().Add(sweep_id));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->GetInt64(0, 0), open);
+    EXPECT_EQ(r->GetInt64(0, 1), open);
+    EXPECT_EQ(r->GetString(0, 2), state);
+  };
+  auto create = [&](int n, int max_attempts) {
+    v1::SweepSpec spec;
+    spec.set_name("open");
+    spec.set_max_attempts(max_attempts);
+    std::vector<NewTrial> trials(n);
+    for (int i = 0; i < n; ++i) {
+      trials[i].index = i;
+      trials[i].config.set_placement("pre");
+      trials[i].config.set_lr(1e-3);
+    }
+    auto created = store.CreateSweep("", spec, trials, kT0);
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created->sweep.id();
+  };
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  const int64_t w = *store.RegisterWorker(reg, kT0);
+  auto lease = [&] {
+    auto t = store.LeaseTrial(w, kT0, absl::Minutes(1));
+    EXPECT_TRUE(t.ok() && t->has_value());
+    return **t;
+  };
+  auto finish = [&](const v1::Trial& t, absl::Time at) {
+    v1::FinishTrialRequest f;
+    f.set_worker_id(w);
+    f.set_trial_id(t.id());
+    f.set_attempt(t.attempts());
+    f.set_outcome(v1::TRIAL_SUCCEEDED);
+    auto done = store.FinishTrial(f, at, nullptr);
+    EXPECT_TRUE(done.ok()) << done.status();
+  };
+
+  // A: finished, requeued by expiry, then cancelled.
+  const int64_t a = create(4, 2);
+  expect_consistent(a, 4, "RUNNING");
+  v1::Trial a1 = lease(), a2 = lease();
+  finish(a1, kT0);
+  finish(a1, kT0);  // re-sent: counted once
+  expect_consistent(a, 3, "RUNNING");
+  ASSERT_TRUE(store.ExpireLeases(kT0 + absl::Minutes(2)).ok());  // a2 back to PENDING
+  expect_consistent(a, 3, "RUNNING");
+  ASSERT_TRUE(store.CancelSweep(a, kT0 + absl::Minutes(3)).ok());
+  expect_consistent(a, 0, "CANCELLED");
+
+  // B: one finished, the last one fails by expiry: complete at the expiry.
+  const int64_t b = create(2, 1);
+  v1::Trial b1 = lease(), b2 = lease();
+  finish(b1, kT0 + absl::Minutes(4));
+  expect_consistent(b, 1, "RUNNING");
+  const absl::Time expiry = kT0 + absl::Minutes(10);
+  auto expired = store.ExpireLeases(expiry);
+  ASSERT_TRUE(expired.ok()) << expired.status();
+  EXPECT_EQ(expired->failed, 1);
+  expect_consistent(b, 0, "COMPLETED");
+  auto sweep = store.GetSweep(b);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->finished_at().seconds(), absl::ToUnixSeconds(expiry));
+
+  // C: completed by its last FinishTrial, at that call's time.
+  const int64_t c = create(1, 1);
+  const absl::Time last = kT0 + absl::Minutes(20);
+  finish(lease(), last);
+  expect_consistent(c, 0, "COMPLETED");
+  sweep = store.GetSweep(c);
+  ASSERT_TRUE(sweep.ok());
+  EXPECT_EQ(sweep->finished_at().seconds(), absl::ToUnixSeconds(last));
+  (void)a2;
+  (void)b2;
+}
+
 TEST(ConnectionLossTest, StoreRecoversWhenTheDatabaseComesBack) {
   auto pg = testing::PostgresInstance::Start();
   ASSERT_TRUE(pg.ok()) << pg.status();
