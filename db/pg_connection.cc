@@ -110,11 +110,13 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgConn
   std::unique_ptr<PgConnection> c(new PgConnection(conn.release()));
   PgParams p;
   p.Add(absl::StrCat(absl::ToInt64Milliseconds(options.statement_timeout)));
+  p.Add(options.generic_plans ? "force_generic_plan" : "auto");
   // No JIT: our statements are short and prepared; a generic plan whose
   // estimate crossed jit_above_cost was compiled again on every execution
   // (70-80 ms each, measured with tests/bench/scheduler_load).
   absl::StatusOr<PgResult> r =
-      c->Exec("SELECT set_config('statement_timeout', $1, false), set_config('jit', 'off', false)", p);
+      c->Exec("SELECT set_config('statement_timeout', $1, false), set_config('jit', 'off', false),"
+              " set_config('plan_cache_mode', $2, false)", p);
   if (!r.ok()) return r.status();
   return c;
 }

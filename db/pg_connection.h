@@ -101,6 +101,10 @@ struct PgConnectOptions {
   absl::Duration statement_timeout = absl::Seconds(10);
   absl::Duration connect_timeout = absl::Seconds(5);
   std::string application_name = "normsweep";
+  // plan_cache_mode = force_generic_plan: for connections that run only the
+  // hot prepared statements (PostgresStore's group runners), whose generic
+  // plans are what they need; planning afresh costs them more than it saves.
+  bool generic_plans = false;
 };
 
 class PgConnection {

@@ -503,7 +503,7 @@ void PostgresStore::LeaseGroupStatement(std::vector<LeaseItem*>& group) {
   p.Add(workers.Finish()).Add(nows.Finish()).Add(expires.Finish());
   absl::Status status;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
+    status = WithConnection<bool>(hot_pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
       ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_lease_group", kSql, p));
       if (r.rows() != static_cast<int>(group.size())) return absl::InternalError("lease: unexpected row count");
       for (int i = 0; i < r.rows(); ++i) {
@@ -624,8 +624,19 @@ absl::StatusOr<HeartbeatResult> PostgresStore::Heartbeat(int64_t worker_id,
   });
 }
 
+namespace {
+
+PgConnectOptions HotConnectOptions(PgConnectOptions options) {
+  options.generic_plans = true;
+  return options;
+}
+
+}  // namespace
+
 PostgresStore::PostgresStore(const PostgresStoreOptions& options, std::string description)
     : pool_(options.connect, options.pool_size),
+      hot_pool_(HotConnectOptions(options.connect),
+                options.progress_writers + options.lease_takers + options.finish_writers),
       description_(std::move(description)),
       progress_runner_(
           options.progress_writers, options.progress_group_size,
@@ -841,7 +852,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
   absl::StatusOr<Written> written;
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (lock_first) {
-      absl::Status st = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
+      absl::Status st = InTransaction(hot_pool_, [&](PgConnection& conn) -> absl::Status {
         RETURN_IF_ERROR(conn.ExecPrepared("ns_lock_trials",
                                           "SELECT 1 FROM trials WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
                                           PgParams().Add(trial_ids))
@@ -851,7 +862,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
       });
       if (!st.ok()) written = st;
     } else {
-      written = WithConnection<Written>(pool_, run);
+      written = WithConnection<Written>(hot_pool_, run);
     }
     // A deadlock with another statement (e.g. a heartbeat renewing the same
     // worker's trials) aborts this one, and so does a batch that a
@@ -946,7 +957,7 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
   std::vector<bool> written(group.size(), false);
   absl::Status status;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    status = WithConnection<bool>(pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
+    status = WithConnection<bool>(hot_pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
       ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_finish_trials", kSql, p));
       for (int row = 0; row < r.rows(); ++row) {
         const int64_t i = r.GetInt64(row, 0);
