@@ -37,6 +37,14 @@ std::unique_ptr<PgConnection> Connect(const std::string& conninfo) {
   return *std::move(conn);
 }
 
+std::unique_ptr<PostgresStore> OpenStore(const std::string& conninfo) {
+  PostgresStoreOptions options;
+  options.connect.conninfo = conninfo;
+  auto store = PostgresStore::Open(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
 TEST(SplitSqlStatementsTest, SplitsOutsideQuotesAndComments) {
   EXPECT_THAT(SplitSqlStatements("SELECT 1; SELECT 'a;b';\n-- c; d\nSELECT $$x;y$$;\n-- end\n"),
               ElementsAre("SELECT 1", " SELECT 'a;b'", "\n-- c; d\nSELECT $$x;y$$"));
@@ -138,10 +146,8 @@ TEST(PgConnectionTest, DescribeNeverShowsThePassword) {
 
 TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
   const std::string conninfo = NewDatabase("views");
-  PostgresStoreOptions options;
-  options.connect.conninfo = conninfo;
-  auto store = PostgresStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  std::unique_ptr<PostgresStore> store = OpenStore(conninfo);
+  ASSERT_NE(store, nullptr);
   // post/pre x lr {1e-3, 1e-2} x seeds {0, 1, 2}, warm-up 0.
   v1::SweepSpec spec;
   spec.set_name("views");
@@ -159,15 +165,15 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
       }
     }
   }
-  auto sweep = (*store)->CreateSweep("", spec, trials, kT0);
+  auto sweep = store->CreateSweep("", spec, trials, kT0);
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   v1::RegisterWorkerRequest reg;
   reg.set_name("w");
-  int64_t w = *(*store)->RegisterWorker(reg, kT0);
+  int64_t w = *store->RegisterWorker(reg, kT0);
   // Post-LN diverges at lr 1e-2; everything else converges to 2 + seed/10
   // (pre) or 2.5 + seed/10 (post).
   while (true) {
-    auto t = (*store)->LeaseTrial(w, kT0, absl::Minutes(1));
+    auto t = store->LeaseTrial(w, kT0, absl::Minutes(1));
     ASSERT_TRUE(t.ok());
     if (!t->has_value()) break;
     const v1::Trial& trial = **t;
@@ -183,7 +189,7 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
       f.set_outcome(v1::TRIAL_SUCCEEDED);
       f.mutable_result()->set_final_val_loss((post ? 2.5 : 2.0) + trial.config().seed() / 10.0);
     }
-    ASSERT_TRUE((*store)->FinishTrial(f, kT0, nullptr).ok());
+    ASSERT_TRUE(store->FinishTrial(f, kT0, nullptr).ok());
   }
   auto conn = Connect(conninfo);
   auto summary = conn->Exec(
@@ -310,11 +316,9 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
 // and cancellation, and completes the sweep when it reaches 0.
 TEST(OpenTrialsTest, CountFollowsEveryTransitionAndCompletesTheSweep) {
   const std::string conninfo = NewDatabase("open_trials");
-  PostgresStoreOptions options;
-  options.connect.conninfo = conninfo;
-  auto opened = PostgresStore::Open(options);
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  PostgresStore& store = **opened;
+  std::unique_ptr<PostgresStore> opened = OpenStore(conninfo);
+  ASSERT_NE(opened, nullptr);
+  PostgresStore& store = *opened;
   auto conn = Connect(conninfo);
   auto expect_consistent = [&](int64_t sweep_id, int64_t open, const std::string& state) {
     auto r = conn->Exec(
