@@ -768,10 +768,11 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
     p.Add(a->Finish());
   }
   // One statement: the lease checks, the trials' progress and the inserts
-  // commit together or not at all. A batch whose first step is above the
-  // trial's last_step (the usual case) becomes one trial_metric_batches row,
-  // sliced from the flat arrays; any other batch goes to trial_metric_late
-  // step by step, with only the fields that the stored batches lack (see
+  // commit together or not at all. A batch's steps above the trial's
+  // last_step (all of them, usually) become one trial_metric_batches row,
+  // sliced from the flat arrays; its other steps (a re-sent or late batch, an
+  // evaluation that missed its step's batch) go to trial_metric_late one by
+  // one, with only the fields that the stored batches lack (see
   // db/migrations/0005_metric_batches.sql).
   static const std::string kSql = absl::StrCat(
       "WITH r AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::int[], $6::int[],"
@@ -797,22 +798,27 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
       " WHERE tr.id = r.trial_id AND tr.worker_id = r.worker_id AND tr.attempts = r.attempt"
       " AND COALESCE(tr.state, '') = 'RUNNING' AND tr.last_step = old.last_step"
       " RETURNING r.i, r.lo, r.hi, tr.id, tr.sweep_id, old.last_step AS old_last),"
+      // f: where the batch's new steps begin (its steps are in order); only a
+      // batch that starts at or below last_step needs them counted.
+      " tf AS (SELECT t.*, CASE WHEN t.lo > t.hi OR m.step[t.lo] > t.old_last THEN t.lo"
+      "  ELSE t.lo + (SELECT count(*)::int FROM unnest(m.step[t.lo:t.hi]) AS x(s) WHERE x.s <= t.old_last) END AS f"
+      "  FROM t, m),"
       " b AS (INSERT INTO trial_metric_batches (trial_id, first_step, last_step, steps, lr, train_loss, val_loss,"
       " val_accuracy, grad_norm, tokens_per_s)"
-      " SELECT t.id, m.step[t.lo], m.step[t.hi], m.step[t.lo:t.hi], m.lr[t.lo:t.hi], m.train_loss[t.lo:t.hi],"
-      " m.val_loss[t.lo:t.hi], m.val_accuracy[t.lo:t.hi], m.grad_norm[t.lo:t.hi], m.tokens_per_s[t.lo:t.hi]"
-      " FROM t, m WHERE t.lo <= t.hi AND m.step[t.lo] > t.old_last),"
+      " SELECT t.id, m.step[t.f], m.step[t.hi], m.step[t.f:t.hi], m.lr[t.f:t.hi], m.train_loss[t.f:t.hi],"
+      " m.val_loss[t.f:t.hi], m.val_accuracy[t.f:t.hi], m.grad_norm[t.f:t.hi], m.tokens_per_s[t.f:t.hi]"
+      " FROM tf t, m WHERE t.f <= t.hi),"
       " u AS (SELECT t.id AS trial_id, m.step[k] AS step, m.lr[k] AS lr, m.train_loss[k] AS train_loss,"
       " m.val_loss[k] AS val_loss, m.val_accuracy[k] AS val_accuracy, m.grad_norm[k] AS grad_norm,"
       " m.tokens_per_s[k] AS tokens_per_s, s.*"
-      " FROM t CROSS JOIN m CROSS JOIN LATERAL generate_series(t.lo, t.hi) AS k"
+      " FROM tf t CROSS JOIN m CROSS JOIN LATERAL generate_series(t.lo, t.f - 1) AS k"
       " LEFT JOIN LATERAL (SELECT true AS s_in, mb.lr[j] AS s_lr, mb.train_loss[j] AS s_train_loss,"
       "  mb.val_loss[j] AS s_val_loss, mb.val_accuracy[j] AS s_val_accuracy, mb.grad_norm[j] AS s_grad_norm,"
       "  mb.tokens_per_s[j] AS s_tokens_per_s"
       "  FROM trial_metric_batches mb CROSS JOIN LATERAL array_position(mb.steps, m.step[k]) AS j"
       "  WHERE mb.trial_id = t.id AND mb.first_step <= m.step[k] AND mb.last_step >= m.step[k]"
       "  AND j IS NOT NULL) s ON true"
-      " WHERE t.lo <= t.hi AND m.step[t.lo] <= t.old_last),"
+      " WHERE t.lo < t.f),"
       " l AS (INSERT INTO trial_metric_late AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
       " grad_norm, tokens_per_s)"
       " SELECT u.trial_id, u.step, CASE WHEN u.s_lr IS NULL THEN u.lr END,"

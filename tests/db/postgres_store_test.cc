@@ -311,6 +311,63 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   }
 }
 
+// How 0005_metric_batches.sql stores progress: a batch's new steps as one
+// row of arrays, the rest (an evaluation that missed its step's batch, a
+// re-sent batch) step by step with only what the batches lack.
+TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
+  const std::string conninfo = NewDatabase("storage");
+  std::unique_ptr<PostgresStore> store = OpenStore(conninfo);
+  ASSERT_NE(store, nullptr);
+  v1::SweepSpec spec;
+  spec.set_name("storage");
+  spec.set_max_attempts(1);
+  std::vector<NewTrial> trials(1);
+  trials[0].config.set_placement("post");
+  trials[0].config.set_lr(1e-3);
+  ASSERT_TRUE(store->CreateSweep("", spec, trials, kT0).ok());
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  const int64_t w = *store->RegisterWorker(reg, kT0);
+  auto leased = store->LeaseTrial(w, kT0, absl::Minutes(1));
+  ASSERT_TRUE(leased.ok() && leased->has_value());
+  const v1::Trial t = **leased;
+  auto send = [&](int first, int last, int eval_step) {
+    v1::ReportProgressRequest req;
+    req.set_worker_id(w);
+    req.set_trial_id(t.id());
+    req.set_attempt(t.attempts());
+    for (int step = first; step <= last; ++step) {
+      v1::MetricPoint* p = req.add_points();
+      p->set_step(step);
+      if (step != eval_step) p->set_train_loss(step);
+      if (step == eval_step) p->set_val_loss(100 + step);
+    }
+    ASSERT_TRUE(store->ReportProgress(req, kT0).ok());
+  };
+  send(1, 10, -1);
+  send(10, 20, 10);  // step 10's evaluation, then new steps
+  send(1, 10, -1);   // re-sent: nothing to add
+  auto conn = Connect(conninfo);
+  auto batches = conn->Exec("SELECT first_step, last_step FROM trial_metric_batches ORDER BY first_step");
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_EQ(batches->rows(), 2);
+  EXPECT_EQ(batches->GetInt64(0, 0), 1);
+  EXPECT_EQ(batches->GetInt64(0, 1), 10);
+  EXPECT_EQ(batches->GetInt64(1, 0), 11);
+  EXPECT_EQ(batches->GetInt64(1, 1), 20);
+  auto late = conn->Exec("SELECT step, train_loss IS NULL, val_loss FROM trial_metric_late");
+  ASSERT_TRUE(late.ok()) << late.status();
+  ASSERT_EQ(late->rows(), 1);
+  EXPECT_EQ(late->GetInt64(0, 0), 10);
+  EXPECT_TRUE(late->GetBool(0, 1));
+  EXPECT_DOUBLE_EQ(late->GetDouble(0, 2), 110);
+  auto view = conn->Exec("SELECT count(*), count(val_loss), sum(train_loss) FROM trial_metrics");
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->GetInt64(0, 0), 20);
+  EXPECT_EQ(view->GetInt64(0, 1), 1);
+  EXPECT_DOUBLE_EQ(view->GetDouble(0, 2), 210);  // 1 + ... + 20, each step once
+}
+
 // sweeps.open_trials (0006_open_trials.sql) always equals the sweep's
 // PENDING + RUNNING trials, through finishing, expiry (requeued or failed)
 // and cancellation, and completes the sweep when it reaches 0.
