@@ -23,9 +23,15 @@ Status CopyTensor(const SafeTensorsFile& file, const std::string& name, const Te
   if (it == file.tensors.end()) return DataLoss("missing tensor '" + name + "'");
   const SafeTensor& t = it->second;
   if (t.shape != spec.shape || t.floats.size() != spec.size) {
-    std::string want, got;
-    for (int64_t d : spec.shape) want += (want.empty() ? "" : ",") + std::to_string(d);
-    for (int64_t d : t.shape) got += (got.empty() ? "" : ",") + std::to_string(d);
+    auto join = [](const std::vector<int64_t>& shape) {
+      std::string out;
+      for (int64_t d : shape) {
+        if (!out.empty()) out += ',';
+        out += std::to_string(d);
+      }
+      return out;
+    };
+    const std::string want = join(spec.shape), got = join(t.shape);
     return DataLoss("tensor '" + name + "' has shape [" + got + "] (dtype " + t.dtype + "), expected float [" +
                     want + "]");
   }
