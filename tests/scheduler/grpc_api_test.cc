@@ -16,6 +16,7 @@
 #include "normsweep/v1/worker_service.grpc.pb.h"
 #include "scheduler/scheduler_server.h"
 #include "scheduler/sweep_expander.h"
+#include "worker/scheduler_client.h"
 #include "prometheus/text_serializer.h"
 #include "tests/common/grpc_health.h"
 #include "tests/common/postgres_instance.h"
@@ -504,6 +505,46 @@ TEST_F(GrpcApiTest, StreamProgressAnswersEachBatchInOrderAndEndsOnTheFirstBadOne
   status = stream2->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
   EXPECT_THAT(status.error_message(), HasSubstr("987654321"));
+}
+
+// The worker's client sends progress over one stream: a refused batch ends
+// that stream, the next batch opens another; a stream the client cancels
+// mid-request leaves the scheduler serving.
+TEST_F(GrpcApiTest, WorkerClientReopensItsProgressStream) {
+  worker::GrpcSchedulerClient client(absl::StrCat("127.0.0.1:", server_->grpc_port()), absl::Seconds(10));
+  auto batch = [&](int first, int last) {
+    v1::ReportProgressRequest p;
+    p.set_worker_id(worker_id_);
+    p.set_trial_id(leased_.id());
+    p.set_attempt(leased_.attempts());
+    for (int step = first; step <= last; ++step) p.add_points()->set_step(step);
+    return p;
+  };
+  ASSERT_TRUE(client.ReportProgress(batch(1, 5)).ok());
+  v1::ReportProgressRequest bad = batch(6, 10);
+  bad.mutable_points(1)->set_step(-1);
+  absl::StatusOr<v1::ReportProgressResponse> refused = client.ReportProgress(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("points[1].step"));
+  absl::StatusOr<v1::ReportProgressResponse> next = client.ReportProgress(batch(6, 10));
+  EXPECT_TRUE(next.ok()) << next.status();
+
+  {  // cancelled by its client while the scheduler answers
+    grpc::ClientContext ctx;
+    auto stream = workers_->StreamProgress(&ctx);
+    stream->Write(batch(11, 12));
+    ctx.TryCancel();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  next = client.ReportProgress(batch(11, 15));
+  EXPECT_TRUE(next.ok()) << next.status();
+  grpc::ClientContext gctx;
+  v1::GetTrialRequest g;
+  g.set_trial_id(leased_.id());
+  v1::GetTrialResponse got;
+  ASSERT_TRUE(sweeps_->GetTrial(&gctx, g, &got).ok());
+  EXPECT_EQ(got.metrics_size(), 15);
+  EXPECT_EQ(got.trial().last_step(), 15);
 }
 
 TEST_F(GrpcApiTest, ListWorkersOverGrpc) {
