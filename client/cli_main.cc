@@ -1,7 +1,7 @@
 // normsweep: the command-line client of normsweep-scheduler.
 //
 //   normsweep submit FILE.yaml|FILE.json [--watch] [--dry-run] [--request-id ID]
-//   normsweep submit --name N --placements post,pre --warmup-steps 0,100 --lrs 1e-3,3e-3 \
+//   normsweep submit --name N --placements post,pre --warmup-steps 0,100 --lrs 1e-3,3e-3
 //                    [--seeds 0,1] [--set field=value ...] [--watch]
 //   normsweep watch ID | list [--state running|completed|cancelled] | show ID | cancel ID
 //   normsweep trial ID | results ID [--format table|csv|json]

@@ -416,7 +416,9 @@ TEST_P(StoreTest, ProgressOutOfOrderAndOverlappingBatchesKeepEachStepOnce) {
     EXPECT_DOUBLE_EQ(p.train_loss(), i + 1) << "step " << p.step();  // the first value sent
     const bool eval = p.step() == 9 || p.step() == 12 || p.step() == 20;
     EXPECT_EQ(p.has_val_loss(), eval) << "step " << p.step();
-    if (eval) EXPECT_DOUBLE_EQ(p.val_loss(), 100 + p.step());
+    if (eval) {
+      EXPECT_DOUBLE_EQ(p.val_loss(), 100 + p.step());
+    }
   }
   auto trial = store_->GetTrial(t.id());
   ASSERT_TRUE(trial.ok());

@@ -544,7 +544,9 @@ TEST_F(PrometheusGrafanaTest, EveryDashboardQueryReturnsData) {
     absl::StatusOr<std::vector<Variable>> vars = ResolveVariables(d);
     ASSERT_TRUE(vars.ok()) << vars.status();
     for (const Variable& v : *vars) {
-      if (v.name == "sweep") EXPECT_EQ(v.values, std::vector<std::string>{absl::StrCat(stack->sweep_id)});
+      if (v.name == "sweep") {
+        EXPECT_EQ(v.values, std::vector<std::string>{absl::StrCat(stack->sweep_id)});
+      }
     }
     const std::vector<Query> queries = PanelQueries(d);
     EXPECT_GE(queries.size(), 6u);

@@ -33,7 +33,9 @@ TEST(ProbesTest, LayerNormJacobianScalesAsSqrtDOverNorm) {
   for (size_t i = 0; i < rows->size(); ++i) {
     const LnJacobianRow& r = (*rows)[i];
     EXPECT_NEAR(r.spectral_norm / r.sqrt_d_over_norm, 1.0, 0.01) << "k = " << r.k;
-    if (i > 0) EXPECT_NEAR(r.spectral_norm / (*rows)[i - 1].spectral_norm, 0.5, 0.005) << "k = " << r.k;
+    if (i > 0) {
+      EXPECT_NEAR(r.spectral_norm / (*rows)[i - 1].spectral_norm, 0.5, 0.005) << "k = " << r.k;
+    }
   }
 }
 

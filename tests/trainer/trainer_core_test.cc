@@ -67,7 +67,7 @@ TEST(ScheduleTest, CosineHalfWay) {
 // ---- data ----
 
 TEST(DataTest, TranslateTaskIsDeterministicAndMasksTheSource) {
-  auto data = MakeDataset(DataConfig{.task = "translate"}, 32, 4);
+  auto data = MakeDataset(DataConfig{.task = "translate", .data_file = ""}, 32, 4);
   ASSERT_TRUE(data.ok());
   Batch a = (*data)->TrainBatch(1, 5, 4, 32), b = (*data)->TrainBatch(1, 5, 4, 32), c = (*data)->TrainBatch(2, 5, 4, 32);
   EXPECT_EQ(a.inputs, b.inputs);
