@@ -45,6 +45,21 @@ std::unique_ptr<PostgresStore> OpenStore(const std::string& conninfo) {
   return store.ok() ? *std::move(store) : nullptr;
 }
 
+// A sweep of n Pre-LN trials (lr 1e-3), created at kT0.
+absl::StatusOr<CreateSweepResult> CreateSweepOf(PostgresStore& store, const std::string& name, int n,
+                                                int max_attempts) {
+  v1::SweepSpec spec;
+  spec.set_name(name);
+  spec.set_max_attempts(max_attempts);
+  std::vector<NewTrial> trials(n);
+  for (int i = 0; i < n; ++i) {
+    trials[i].index = i;
+    trials[i].config.set_placement("pre");
+    trials[i].config.set_lr(1e-3);
+  }
+  return store.CreateSweep("", spec, trials, kT0);
+}
+
 TEST(SplitSqlStatementsTest, SplitsOutsideQuotesAndComments) {
   EXPECT_THAT(SplitSqlStatements("SELECT 1; SELECT 'a;b';\n-- c; d\nSELECT $$x;y$$;\n-- end\n"),
               ElementsAre("SELECT 1", " SELECT 'a;b'", "\n-- c; d\nSELECT $$x;y$$"));
@@ -318,13 +333,7 @@ TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
   const std::string conninfo = NewDatabase("storage");
   std::unique_ptr<PostgresStore> store = OpenStore(conninfo);
   ASSERT_NE(store, nullptr);
-  v1::SweepSpec spec;
-  spec.set_name("storage");
-  spec.set_max_attempts(1);
-  std::vector<NewTrial> trials(1);
-  trials[0].config.set_placement("post");
-  trials[0].config.set_lr(1e-3);
-  ASSERT_TRUE(store->CreateSweep("", spec, trials, kT0).ok());
+  ASSERT_TRUE(CreateSweepOf(*store, "storage", 1, 1).ok());
   v1::RegisterWorkerRequest reg;
   reg.set_name("w");
   const int64_t w = *store->RegisterWorker(reg, kT0);
@@ -388,16 +397,7 @@ TEST(OpenTrialsTest, CountFollowsEveryTransitionAndCompletesTheSweep) {
     EXPECT_EQ(r->GetString(0, 2), state);
   };
   auto create = [&](int n, int max_attempts) {
-    v1::SweepSpec spec;
-    spec.set_name("open");
-    spec.set_max_attempts(max_attempts);
-    std::vector<NewTrial> trials(n);
-    for (int i = 0; i < n; ++i) {
-      trials[i].index = i;
-      trials[i].config.set_placement("pre");
-      trials[i].config.set_lr(1e-3);
-    }
-    auto created = store.CreateSweep("", spec, trials, kT0);
+    auto created = CreateSweepOf(store, "open", n, max_attempts);
     EXPECT_TRUE(created.ok()) << created.status();
     return created->sweep.id();
   };

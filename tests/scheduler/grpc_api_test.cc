@@ -99,6 +99,18 @@ class GrpcApiTest : public ::testing::Test {
     return resp.worker_id();
   }
 
+  // GetTrial over gRPC (the trial with its metric history); fails the test
+  // when the call does.
+  v1::GetTrialResponse GetTrialOverGrpc(int64_t trial_id) {
+    grpc::ClientContext ctx;
+    v1::GetTrialRequest request;
+    request.set_trial_id(trial_id);
+    v1::GetTrialResponse response;
+    grpc::Status status = sweeps_->GetTrial(&ctx, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
   // Everything stored, as text: every sweep and trial, and row counts.
   std::string Snapshot() {
     std::string out;
@@ -437,11 +449,7 @@ TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {
   EXPECT_EQ(events.back().sweep().counts().diverged(), 2);
   EXPECT_EQ(events.back().sweep().counts().succeeded(), 6);
 
-  grpc::ClientContext gctx;
-  v1::GetTrialRequest g;
-  g.set_trial_id(trials[3].id());
-  v1::GetTrialResponse gresp;
-  ASSERT_TRUE(sweeps_->GetTrial(&gctx, g, &gresp).ok());
+  const v1::GetTrialResponse gresp = GetTrialOverGrpc(trials[3].id());
   EXPECT_EQ(gresp.metrics_size(), 5);
   EXPECT_EQ(gresp.trial().last_step(), 5);
 }
@@ -472,11 +480,7 @@ TEST_F(GrpcApiTest, StreamProgressAnswersEachBatchInOrderAndEndsOnTheFirstBadOne
     grpc::Status status = stream->Finish();
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
-  grpc::ClientContext gctx;
-  v1::GetTrialRequest g;
-  g.set_trial_id(leased_.id());
-  v1::GetTrialResponse got;
-  ASSERT_TRUE(sweeps_->GetTrial(&gctx, g, &got).ok());
+  const v1::GetTrialResponse got = GetTrialOverGrpc(leased_.id());
   ASSERT_EQ(got.metrics_size(), 10);
   EXPECT_EQ(got.metrics(9).step(), 10);
   EXPECT_EQ(got.trial().last_step(), 10);
@@ -538,11 +542,7 @@ TEST_F(GrpcApiTest, WorkerClientReopensItsProgressStream) {
   }
   next = client.ReportProgress(batch(11, 15));
   EXPECT_TRUE(next.ok()) << next.status();
-  grpc::ClientContext gctx;
-  v1::GetTrialRequest g;
-  g.set_trial_id(leased_.id());
-  v1::GetTrialResponse got;
-  ASSERT_TRUE(sweeps_->GetTrial(&gctx, g, &got).ok());
+  const v1::GetTrialResponse got = GetTrialOverGrpc(leased_.id());
   EXPECT_EQ(got.metrics_size(), 15);
   EXPECT_EQ(got.trial().last_step(), 15);
 }
