@@ -1,5 +1,8 @@
 #include "scheduler/grpc_services.h"
 
+#include <atomic>
+#include <vector>
+
 #include "common/api_token.h"
 #include "common/grpc_status.h"
 
@@ -66,31 +69,45 @@ NS_CALLBACK(FinishTrial, FinishTrialRequest, FinishTrialResponse)
 
 #undef NS_CALLBACK
 
-namespace {
-
 // One StreamProgress stream: read a request, hand it to the Scheduler, write
 // its answer from whichever thread the Scheduler answers on, read the next.
 // Only one operation is ever pending, so the members need no lock: each step
-// starts the next from its own completion.
-class ProgressStream final : public grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse> {
+// starts the next from its own completion (and no lock is held around
+// StartRead, StartWrite or Finish: gRPC may run the reaction inline).
+// CloseProgressStreams cancels the call; refs_ keeps the reactor alive while
+// it does (the stream deletes itself once gRPC is done with it and no one
+// else holds it).
+class WorkerServiceImpl::ProgressStream final
+    : public grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse> {
  public:
-  ProgressStream(Scheduler& scheduler, SchedulerMetrics& metrics, grpc::Status auth)
-      : scheduler_(scheduler), metrics_(metrics) {
+  ProgressStream(WorkerServiceImpl& service, grpc::CallbackServerContext* context, grpc::Status auth)
+      : service_(service), context_(context) {
     if (!auth.ok()) {
       Finish(auth);
+      return;
+    }
+    {
+      absl::MutexLock lock(&service_.streams_mu_);
+      if (!service_.closing_) {
+        service_.streams_.insert(this);
+        registered_ = true;
+      }
+    }
+    if (!registered_) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
       return;
     }
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client half-closed (or went away): every request was answered
+    if (!ok) {  // the client half-closed, went away, or the stream was cancelled
       Finish(grpc::Status::OK);
       return;
     }
-    scheduler_.ReportProgressAsync(request_, [this](absl::StatusOr<v1::ReportProgressResponse> result) {
+    service_.scheduler_.ReportProgressAsync(request_, [this](absl::StatusOr<v1::ReportProgressResponse> result) {
       if (!result.ok()) {
-        metrics_.RpcError("StreamProgress", result.status().code());
+        service_.metrics_.RpcError("StreamProgress", result.status().code());
         Finish(ToGrpcStatus(result.status()));
         return;
       }
@@ -100,27 +117,69 @@ class ProgressStream final : public grpc::ServerBidiReactor<v1::ReportProgressRe
   }
 
   void OnWriteDone(bool ok) override {
-    if (!ok) {  // the client went away
+    if (!ok) {  // the client went away, or the stream was cancelled
       Finish(grpc::Status::CANCELLED);
       return;
     }
     StartRead(&request_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (registered_) {
+      absl::MutexLock lock(&service_.streams_mu_);
+      service_.streams_.erase(this);
+    }
+    {
+      // gRPC frees the context once this returns: no Cancel after it.
+      absl::MutexLock lock(&done_mu_);
+      done_ = true;
+    }
+    Unref();
+  }
+
+  // The pending operation fails at once (the worker sees CANCELLED and
+  // resends the batch, if any, once a scheduler answers). Nothing when gRPC
+  // is already done with the call.
+  void Cancel() {
+    absl::MutexLock lock(&done_mu_);
+    if (!done_) context_->TryCancel();
+  }
+
+  void Ref() { refs_.fetch_add(1); }
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
 
  private:
-  Scheduler& scheduler_;
-  SchedulerMetrics& metrics_;
+  WorkerServiceImpl& service_;
+  grpc::CallbackServerContext* const context_;
+  bool registered_ = false;   // in service_.streams_; set before any reaction runs
+  std::atomic<int> refs_{1};  // gRPC's, until OnDone
+  absl::Mutex done_mu_;
+  bool done_ ABSL_GUARDED_BY(done_mu_) = false;
   v1::ReportProgressRequest request_;
   v1::ReportProgressResponse response_;
 };
 
-}  // namespace
-
 grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse>* WorkerServiceImpl::StreamProgress(
     grpc::CallbackServerContext* context) {
-  return new ProgressStream(scheduler_, metrics_, Authenticate(metrics_, "StreamProgress", *context, api_token_));
+  return new ProgressStream(*this, context, Authenticate(metrics_, "StreamProgress", *context, api_token_));
+}
+
+void WorkerServiceImpl::CloseProgressStreams() {
+  std::vector<ProgressStream*> open;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    closing_ = true;
+    for (ProgressStream* stream : streams_) {
+      stream->Ref();  // alive until cancelled, whatever gRPC does meanwhile
+      open.push_back(stream);
+    }
+  }
+  for (ProgressStream* stream : open) {
+    stream->Cancel();
+    stream->Unref();
+  }
 }
 
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,

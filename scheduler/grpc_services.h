@@ -6,7 +6,11 @@
 #ifndef NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 #define NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 
+#include <set>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
@@ -63,10 +67,21 @@ class WorkerServiceImpl final : public WorkerServiceBase {
   grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse>* StreamProgress(
       grpc::CallbackServerContext* context) override;
 
+  // Cancels every open StreamProgress stream (and refuses new ones with
+  // UNAVAILABLE): called before the server's Shutdown, so that it does not
+  // wait its deadline for streams that stay open between batches. A batch
+  // being stored meanwhile may or may not be; the worker sends it again.
+  void CloseProgressStreams();
+
+  class ProgressStream;  // one stream's reactor (grpc_services.cc)
+
  private:
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
   const std::string api_token_;  // empty: calls need no token
+  absl::Mutex streams_mu_;
+  std::set<ProgressStream*> streams_ ABSL_GUARDED_BY(streams_mu_);  // the open ones
+  bool closing_ ABSL_GUARDED_BY(streams_mu_) = false;
 };
 
 }  // namespace normsweep::scheduler

@@ -75,6 +75,9 @@ void SchedulerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   stop_.Notify();
+  // Workers' progress streams stay open between batches: end them now
+  // rather than at the shutdown deadline.
+  worker_service_->CloseProgressStreams();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   if (maintenance_.joinable()) maintenance_.join();
   exposer_.reset();

@@ -547,6 +547,27 @@ TEST_F(GrpcApiTest, WorkerClientReopensItsProgressStream) {
   EXPECT_EQ(got.trial().last_step(), 15);
 }
 
+// A stopping scheduler cancels the progress streams that wait for their
+// worker's next batch instead of waiting out its shutdown deadline (5 s),
+// and refuses new ones.
+TEST_F(GrpcApiTest, ShutdownEndsIdleProgressStreamsAtOnce) {
+  grpc::ClientContext ctx;
+  auto stream = workers_->StreamProgress(&ctx);
+  v1::ReportProgressRequest p;
+  p.set_worker_id(worker_id_);
+  p.set_trial_id(leased_.id());
+  p.set_attempt(leased_.attempts());
+  p.add_points()->set_step(1);
+  ASSERT_TRUE(stream->Write(p));
+  v1::ReportProgressResponse resp;
+  ASSERT_TRUE(stream->Read(&resp));  // answered; the stream now waits for the next batch
+  const absl::Time start = absl::Now();
+  server_->Shutdown();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "waited for the shutdown deadline";
+  EXPECT_FALSE(stream->Read(&resp));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
 TEST_F(GrpcApiTest, ListWorkersOverGrpc) {
   const int64_t w2 = RegisterWorker("w2");
   grpc::ClientContext ctx;
