@@ -5,8 +5,8 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
+#include "common/wait_for.h"
 #include "db/migrations.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
@@ -33,6 +33,16 @@ constexpr int kTrialColumnCount = 23;
 constexpr char kSweepColumns[] =
     "s.id, s.request_id, s.name, s.spec::text, s.state, s.trial_count, " NS_MICROS("s.created_at")
     ", " NS_MICROS("s.finished_at");
+
+// The CTE that takes trials just made final off their sweeps' open_trials and
+// completes a RUNNING sweep that reaches 0 (db/migrations/0006_open_trials.sql).
+// It reads a CTE d(sweep_id, n, finished_at): per sweep, how many trials
+// became final, and the sweep's finished_at should it complete.
+constexpr char kCloseOpenTrials[] =
+    " s AS (UPDATE sweeps s SET open_trials = s.open_trials - d.n,"
+    " state = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING' THEN 'COMPLETED' ELSE s.state END,"
+    " finished_at = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING' THEN d.finished_at ELSE s.finished_at END"
+    " FROM d WHERE s.id = d.sweep_id)";
 
 // A sweep at least this large is followed by ANALYZE trials (see CreateSweep).
 constexpr size_t kAnalyzeAfterTrials = 500;
@@ -423,14 +433,8 @@ absl::StatusOr<int64_t> PostgresStore::RegisterWorker(const v1::RegisterWorkerRe
 absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseTrial(int64_t worker_id,
                                                                    absl::Time now,
                                                                    absl::Duration lease) {
-  absl::StatusOr<std::optional<v1::Trial>> result;
-  absl::Notification done;
-  LeaseTrialAsync(worker_id, now, lease, [&](absl::StatusOr<std::optional<v1::Trial>> r) {
-    result = std::move(r);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
+  return WaitFor<std::optional<v1::Trial>>(
+      [&](LeaseDone done) { LeaseTrialAsync(worker_id, now, lease, std::move(done)); });
 }
 
 void PostgresStore::LeaseTrialAsync(int64_t worker_id, absl::Time now, absl::Duration lease, LeaseDone done) {
@@ -653,14 +657,7 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options, std::string de
 
 absl::StatusOr<ProgressResult> PostgresStore::ReportProgress(const v1::ReportProgressRequest& req,
                                                              absl::Time now) {
-  absl::StatusOr<ProgressResult> result;
-  absl::Notification done;
-  ReportProgressAsync(req, now, [&](absl::StatusOr<ProgressResult> r) {
-    result = std::move(r);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
+  return WaitFor<ProgressResult>([&](ProgressDone done) { ReportProgressAsync(req, now, std::move(done)); });
 }
 
 void PostgresStore::ReportProgressAsync(const v1::ReportProgressRequest& req, absl::Time, ProgressDone done) {
@@ -884,15 +881,13 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
 
 absl::StatusOr<v1::Trial> PostgresStore::FinishTrial(const v1::FinishTrialRequest& req, absl::Time now,
                                                      bool* finished_now) {
-  absl::StatusOr<v1::Trial> result;
-  bool now_final = false;
-  absl::Notification done;
-  FinishTrialAsync(req, now, [&](absl::StatusOr<v1::Trial> r, bool f) {
-    result = std::move(r);
-    now_final = f;
-    done.Notify();
+  bool now_final = false;  // written before done is called, read after
+  absl::StatusOr<v1::Trial> result = WaitFor<v1::Trial>([&](auto done) {
+    FinishTrialAsync(req, now, [&now_final, done = std::move(done)](absl::StatusOr<v1::Trial> t, bool f) {
+      now_final = f;
+      done(std::move(t));
+    });
   });
-  done.WaitForNotification();
   if (finished_now != nullptr) *finished_now = now_final;
   return result;
 }
@@ -951,15 +946,11 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
       " FROM f WHERE t.id = ANY($2::bigint[]) AND t.id = f.trial_id AND t.worker_id = f.worker_id"
       " AND t.attempts = f.attempt AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, ", kTrialColumns,
       ", f.now_us AS ns_now_us, t.sweep_id AS ns_sweep_id),"
-      // The sweeps' open trials go down by those just made final; a RUNNING
-      // sweep that reaches 0 is complete (db/migrations/0006_open_trials.sql).
-      " d AS (SELECT ns_sweep_id, count(*) AS n, max(ns_now_us) AS now_us FROM u GROUP BY ns_sweep_id),"
-      " s AS (UPDATE sweeps s SET open_trials = s.open_trials - d.n,"
-      " state = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING' THEN 'COMPLETED' ELSE s.state END,"
-      " finished_at = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING'"
-      "  THEN 'epoch'::timestamptz + d.now_us * interval '1 microsecond' ELSE s.finished_at END"
-      " FROM d WHERE s.id = d.ns_sweep_id)"
-      " SELECT * FROM u");
+      // The sweeps' open trials go down by those just made final.
+      " d AS (SELECT ns_sweep_id AS sweep_id, count(*) AS n,"
+      " 'epoch'::timestamptz + max(ns_now_us) * interval '1 microsecond' AS finished_at"
+      " FROM u GROUP BY ns_sweep_id),",
+      kCloseOpenTrials, " SELECT * FROM u");
   std::vector<bool> written(group.size(), false);
   absl::Status status;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -996,7 +987,7 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
 
 absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
   return WithConnection<ExpiryResult>(pool_, [&](PgConnection& conn) -> absl::StatusOr<ExpiryResult> {
-    ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat(
         "WITH expired AS (UPDATE trials t SET"
         " state = CASE WHEN s.state = 'CANCELLED' THEN 'CANCELLED'"
         "  WHEN t.attempts >= s.max_attempts THEN 'FAILED' ELSE 'PENDING' END,"
@@ -1009,13 +1000,10 @@ absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
         " lease_expires_at = NULL, update_seq = nextval('trial_update_seq')"
         " FROM sweeps s WHERE s.id = t.sweep_id AND t.state = 'RUNNING' AND t.lease_expires_at < " NS_TS(1)
         " RETURNING t.state, t.sweep_id),"
-        // Those made final leave their sweeps' open trials (see FinishStatement).
-        " d AS (SELECT sweep_id, count(*) AS n FROM expired WHERE state <> 'PENDING' GROUP BY sweep_id),"
-        " s AS (UPDATE sweeps s SET open_trials = s.open_trials - d.n,"
-        " state = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING' THEN 'COMPLETED' ELSE s.state END,"
-        " finished_at = CASE WHEN s.open_trials = d.n AND s.state = 'RUNNING' THEN " NS_TS(1)
-        "  ELSE s.finished_at END FROM d WHERE s.id = d.sweep_id)"
-        " SELECT state, count(*) FROM expired GROUP BY state",
+        // Those made final leave their sweeps' open trials.
+        " d AS (SELECT sweep_id, count(*) AS n, " NS_TS(1) " AS finished_at FROM expired"
+        " WHERE state <> 'PENDING' GROUP BY sweep_id),",
+        kCloseOpenTrials, " SELECT state, count(*) FROM expired GROUP BY state"),
         PgParams().AddMicros(now)));
     ExpiryResult result;
     for (int i = 0; i < r.rows(); ++i) {

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/wait_for.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "scheduler/sweep_expander.h"
@@ -209,7 +210,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(const v1::R
 }
 
 absl::StatusOr<v1::LeaseTrialResponse> Scheduler::LeaseTrial(const v1::LeaseTrialRequest& request) {
-  return Wait<v1::LeaseTrialResponse>([&](auto done) { LeaseTrialAsync(request, std::move(done)); });
+  return WaitFor<v1::LeaseTrialResponse>([&](auto done) { LeaseTrialAsync(request, std::move(done)); });
 }
 
 void Scheduler::LeaseTrialAsync(const v1::LeaseTrialRequest& request, Done<v1::LeaseTrialResponse> done) {
@@ -252,7 +253,7 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
 }
 
 absl::StatusOr<v1::ReportProgressResponse> Scheduler::ReportProgress(const v1::ReportProgressRequest& request) {
-  return Wait<v1::ReportProgressResponse>([&](auto done) { ReportProgressAsync(request, std::move(done)); });
+  return WaitFor<v1::ReportProgressResponse>([&](auto done) { ReportProgressAsync(request, std::move(done)); });
 }
 
 namespace {
@@ -315,7 +316,7 @@ void Scheduler::ReportProgressAsync(const v1::ReportProgressRequest& request,
 }
 
 absl::StatusOr<v1::FinishTrialResponse> Scheduler::FinishTrial(const v1::FinishTrialRequest& request) {
-  return Wait<v1::FinishTrialResponse>([&](auto done) { FinishTrialAsync(request, std::move(done)); });
+  return WaitFor<v1::FinishTrialResponse>([&](auto done) { FinishTrialAsync(request, std::move(done)); });
 }
 
 void Scheduler::FinishTrialAsync(const v1::FinishTrialRequest& request, Done<v1::FinishTrialResponse> done) {

@@ -14,7 +14,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "db/store.h"
@@ -84,19 +83,6 @@ class Scheduler {
 
  private:
   void NotifyChange();
-  // Runs start(done) and waits until done has been called.
-  template <typename T, typename Start>
-  static absl::StatusOr<T> Wait(Start&& start) {
-    absl::StatusOr<T> result;
-    absl::Notification finished;
-    start([&](absl::StatusOr<T> r) {
-      result = std::move(r);
-      finished.Notify();
-    });
-    finished.WaitForNotification();
-    return result;
-  }
-
   db::Store& store_;
   Clock& clock_;
   SchedulerMetrics& metrics_;
