@@ -99,6 +99,21 @@ class GrpcApiTest : public ::testing::Test {
     return resp.worker_id();
   }
 
+  // A progress batch for steps first..last (train loss 10 - 0.1 * step) of
+  // the leased trial's lease, for trial_id (default: the leased trial).
+  v1::ReportProgressRequest Batch(int first, int last, int64_t trial_id = 0) const {
+    v1::ReportProgressRequest p;
+    p.set_worker_id(worker_id_);
+    p.set_trial_id(trial_id != 0 ? trial_id : leased_.id());
+    p.set_attempt(leased_.attempts());
+    for (int step = first; step <= last; ++step) {
+      v1::MetricPoint* m = p.add_points();
+      m->set_step(step);
+      m->set_train_loss(10.0 - 0.1 * step);
+    }
+    return p;
+  }
+
   // GetTrial over gRPC (the trial with its metric history); fails the test
   // when the call does.
   v1::GetTrialResponse GetTrialOverGrpc(int64_t trial_id) {
@@ -455,23 +470,11 @@ TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {
 }
 
 TEST_F(GrpcApiTest, StreamProgressAnswersEachBatchInOrderAndEndsOnTheFirstBadOne) {
-  auto batch = [&](int first_step, int64_t trial_id) {
-    v1::ReportProgressRequest p;
-    p.set_worker_id(worker_id_);
-    p.set_trial_id(trial_id);
-    p.set_attempt(leased_.attempts());
-    for (int step = first_step; step < first_step + 5; ++step) {
-      v1::MetricPoint* m = p.add_points();
-      m->set_step(step);
-      m->set_train_loss(10.0 - 0.1 * step);
-    }
-    return p;
-  };
   {  // three batches (one re-sent), then half-close: OK
     grpc::ClientContext ctx;
     auto stream = workers_->StreamProgress(&ctx);
     for (int first : {1, 6, 6}) {
-      ASSERT_TRUE(stream->Write(batch(first, leased_.id())));
+      ASSERT_TRUE(stream->Write(Batch(first, first + 4)));
       v1::ReportProgressResponse resp;
       ASSERT_TRUE(stream->Read(&resp));
       EXPECT_FALSE(resp.cancel_requested());
@@ -490,10 +493,10 @@ TEST_F(GrpcApiTest, StreamProgressAnswersEachBatchInOrderAndEndsOnTheFirstBadOne
   const std::string before = Snapshot();
   grpc::ClientContext ctx;
   auto stream = workers_->StreamProgress(&ctx);
-  v1::ReportProgressRequest bad = batch(11, leased_.id());
+  v1::ReportProgressRequest bad = Batch(11, 15);
   bad.mutable_points(2)->set_step(-3);
   ASSERT_TRUE(stream->Write(bad));
-  stream->Write(batch(11, leased_.id()));
+  stream->Write(Batch(11, 15));
   v1::ReportProgressResponse resp;
   EXPECT_FALSE(stream->Read(&resp));
   grpc::Status status = stream->Finish();
@@ -504,7 +507,7 @@ TEST_F(GrpcApiTest, StreamProgressAnswersEachBatchInOrderAndEndsOnTheFirstBadOne
   // Unknown trial: NOT_FOUND, as ReportProgress says it.
   grpc::ClientContext ctx2;
   auto stream2 = workers_->StreamProgress(&ctx2);
-  ASSERT_TRUE(stream2->Write(batch(11, 987654321)));
+  ASSERT_TRUE(stream2->Write(Batch(11, 15, 987654321)));
   EXPECT_FALSE(stream2->Read(&resp));
   status = stream2->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << status.error_message();
@@ -516,31 +519,23 @@ TEST_F(GrpcApiTest, StreamProgressAnswersEachBatchInOrderAndEndsOnTheFirstBadOne
 // mid-request leaves the scheduler serving.
 TEST_F(GrpcApiTest, WorkerClientReopensItsProgressStream) {
   worker::GrpcSchedulerClient client(absl::StrCat("127.0.0.1:", server_->grpc_port()), absl::Seconds(10));
-  auto batch = [&](int first, int last) {
-    v1::ReportProgressRequest p;
-    p.set_worker_id(worker_id_);
-    p.set_trial_id(leased_.id());
-    p.set_attempt(leased_.attempts());
-    for (int step = first; step <= last; ++step) p.add_points()->set_step(step);
-    return p;
-  };
-  ASSERT_TRUE(client.ReportProgress(batch(1, 5)).ok());
-  v1::ReportProgressRequest bad = batch(6, 10);
+  ASSERT_TRUE(client.ReportProgress(Batch(1, 5)).ok());
+  v1::ReportProgressRequest bad = Batch(6, 10);
   bad.mutable_points(1)->set_step(-1);
   absl::StatusOr<v1::ReportProgressResponse> refused = client.ReportProgress(bad);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("points[1].step"));
-  absl::StatusOr<v1::ReportProgressResponse> next = client.ReportProgress(batch(6, 10));
+  absl::StatusOr<v1::ReportProgressResponse> next = client.ReportProgress(Batch(6, 10));
   EXPECT_TRUE(next.ok()) << next.status();
 
   {  // cancelled by its client while the scheduler answers
     grpc::ClientContext ctx;
     auto stream = workers_->StreamProgress(&ctx);
-    stream->Write(batch(11, 12));
+    stream->Write(Batch(11, 12));
     ctx.TryCancel();
     EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
-  next = client.ReportProgress(batch(11, 15));
+  next = client.ReportProgress(Batch(11, 15));
   EXPECT_TRUE(next.ok()) << next.status();
   const v1::GetTrialResponse got = GetTrialOverGrpc(leased_.id());
   EXPECT_EQ(got.metrics_size(), 15);
@@ -553,12 +548,7 @@ TEST_F(GrpcApiTest, WorkerClientReopensItsProgressStream) {
 TEST_F(GrpcApiTest, ShutdownEndsIdleProgressStreamsAtOnce) {
   grpc::ClientContext ctx;
   auto stream = workers_->StreamProgress(&ctx);
-  v1::ReportProgressRequest p;
-  p.set_worker_id(worker_id_);
-  p.set_trial_id(leased_.id());
-  p.set_attempt(leased_.attempts());
-  p.add_points()->set_step(1);
-  ASSERT_TRUE(stream->Write(p));
+  ASSERT_TRUE(stream->Write(Batch(1, 1)));
   v1::ReportProgressResponse resp;
   ASSERT_TRUE(stream->Read(&resp));  // answered; the stream now waits for the next batch
   const absl::Time start = absl::Now();
