@@ -106,38 +106,25 @@ inline void MicroKernel(const float* __restrict a, size_t a_stride, const float*
   StoreTile(acc, c, ldc, add_c, beta, m, n);
 }
 
-// dst (kc, kNR) = op(B)[k0 .. k0+kc, j0 .. j0+kNR), zero past column N.
-inline void PackB(float* dst, bool trans_b, const float* B, int ldb, int k0, int kc, int j0, int N) {
-  const int n = std::min(kNR, N - j0);
-  if (n < kNR) std::fill(dst, dst + static_cast<size_t>(kc) * kNR, 0.0f);
-  if (trans_b) {  // op(B)(k, j) = B[j, k]: contiguous in k
-    for (int j = 0; j < n; ++j) {
-      const float* src = B + static_cast<size_t>(j0 + j) * ldb + k0;
-      for (int k = 0; k < kc; ++k) dst[static_cast<size_t>(k) * kNR + j] = src[k];
-    }
-  } else {
+// One packed panel, dst (kc, W): dst[k * W + x] = X(k0 + k, x0 + x) for
+// x < count - x0, zero past it, where X(k, x) = X[k * ld + x] when
+// rows_by_k (each k-row contiguous in x), else X[x * ld + k]. op(B) packs
+// with W = kNR and rows_by_k = !trans_b; op(A), transposed, with W = kMR and
+// rows_by_k = trans_a.
+template <int W>
+inline void PackPanel(float* dst, bool rows_by_k, const float* X, int ld, int k0, int kc, int x0, int count) {
+  const int w = std::min(W, count - x0);
+  if (w < W) std::fill(dst, dst + static_cast<size_t>(kc) * W, 0.0f);
+  if (rows_by_k) {
     for (int k = 0; k < kc; ++k) {  // short rows: a loop, not a memcpy call
-      const float* src = B + static_cast<size_t>(k0 + k) * ldb + j0;
-      float* out = dst + static_cast<size_t>(k) * kNR;
-      for (int j = 0; j < n; ++j) out[j] = src[j];
-    }
-  }
-}
-
-// dst (kc, kMR) = op(A)[i0 .. i0+kMR, k0 .. k0+kc) transposed, zero past row M.
-inline void PackA(float* dst, bool trans_a, const float* A, int lda, int k0, int kc, int i0, int M) {
-  const int m = std::min(kMR, M - i0);
-  if (m < kMR) std::fill(dst, dst + static_cast<size_t>(kc) * kMR, 0.0f);
-  if (trans_a) {  // op(A)(i, k) = A[k, i]: contiguous in i
-    for (int k = 0; k < kc; ++k) {
-      const float* src = A + static_cast<size_t>(k0 + k) * lda + i0;
-      float* out = dst + static_cast<size_t>(k) * kMR;
-      for (int i = 0; i < m; ++i) out[i] = src[i];
+      const float* src = X + static_cast<size_t>(k0 + k) * ld + x0;
+      float* out = dst + static_cast<size_t>(k) * W;
+      for (int x = 0; x < w; ++x) out[x] = src[x];
     }
   } else {
-    for (int i = 0; i < m; ++i) {
-      const float* src = A + static_cast<size_t>(i0 + i) * lda + k0;
-      for (int k = 0; k < kc; ++k) dst[static_cast<size_t>(k) * kMR + i] = src[k];
+    for (int x = 0; x < w; ++x) {
+      const float* src = X + static_cast<size_t>(x0 + x) * ld + k0;
+      for (int k = 0; k < kc; ++k) dst[static_cast<size_t>(k) * W + x] = src[k];
     }
   }
 }
@@ -173,7 +160,7 @@ inline void Sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* 
       const float scale_c = k0 > 0 ? 1.0f : beta;
 #pragma omp for schedule(static)
       for (int jp = 0; jp < col_panels; ++jp) {
-        PackB(bp + static_cast<size_t>(jp) * kNR * kc, trans_b, B, ldb, k0, kc, jp * kNR, N);
+        PackPanel<kNR>(bp + static_cast<size_t>(jp) * kNR * kc, !trans_b, B, ldb, k0, kc, jp * kNR, N);
       }
 #pragma omp for schedule(static)
       for (int ip = 0; ip < row_panels; ++ip) {
@@ -184,7 +171,7 @@ inline void Sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* 
         const float* a = trans_a ? A + static_cast<size_t>(k0) * lda + i0 : A + static_cast<size_t>(i0) * lda + k0;
         size_t a_stride = static_cast<size_t>(lda);
         if (m < kMR) {
-          PackA(a_pack.data(), trans_a, A, lda, k0, kc, i0, M);
+          PackPanel<kMR>(a_pack.data(), trans_a, A, lda, k0, kc, i0, M);
           a = a_pack.data();
           a_stride = kMR;
         }
