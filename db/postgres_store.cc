@@ -757,11 +757,11 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
     r_vstep.Add(static_cast<int64_t>(val_step));
     r_vloss.Add(val_loss);
   }
-  const std::string trial_ids = r_trial.Finish();
+  const std::string trial_ids = r_trial.Finish();  // $2, and the lock_first statement's list
   PgParams p;
-  for (PgArray* a : {&r_i, &r_trial, &r_worker, &r_attempt, &r_max, &r_tstep, &r_tloss, &r_vstep, &r_vloss, &r_lo,
-                     &r_hi, &step, &lr, &train, &val, &acc, &gnorm, &tps, &g_i, &g_step, &g_layer, &g_matrix,
-                     &g_norm}) {
+  p.Add(r_i.Finish()).Add(trial_ids);
+  for (PgArray* a : {&r_worker, &r_attempt, &r_max, &r_tstep, &r_tloss, &r_vstep, &r_vloss, &r_lo, &r_hi, &step,
+                     &lr, &train, &val, &acc, &gnorm, &tps, &g_i, &g_step, &g_layer, &g_matrix, &g_norm}) {
     p.Add(a->Finish());
   }
   // One statement: the lease checks, the trials' progress and the inserts
