@@ -237,7 +237,11 @@ class SimWorker {
     if (stream_ == nullptr) {  // the worker's stream, kept open across its trials
       state_ = State::kStreamOpen;
       stream_ctx_ = std::make_unique<grpc::ClientContext>();
-      stream_ = stub_->AsyncStreamProgress(stream_ctx_.get(), cq_, this);
+      // Prepared, then started: with several --client_threads, the opening's
+      // completion can be taken by another thread before an Async...() call
+      // would have returned the stream to assign.
+      stream_ = stub_->PrepareAsyncStreamProgress(stream_ctx_.get(), cq_);
+      stream_->StartCall(this);
       return;
     }
     WriteProgress();

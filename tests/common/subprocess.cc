@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,9 +18,15 @@ namespace normsweep::testing {
 absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
                                              const std::map<std::string, std::string>& env,
                                              const std::string& log_path) {
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
+    // A test or benchmark that crashes takes its scheduler or worker with it
+    // instead of leaving it running. (The signal comes when the forking
+    // thread ends; tests start their processes from the main thread.)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, 1);
