@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <map>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/wait_for.h"
 #include "db/migrations.h"
@@ -22,7 +25,7 @@ using google::protobuf::util::TimeUtil;
 #define NS_MICROS(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
 
 constexpr char kTrialColumns[] =
-    "t.id, t.sweep_id, t.trial_index, t.config::text, t.variant, t.state, t.attempts,"
+    "t.id, t.sweep_id, t.trial_index, COALESCE(t.config_pb::text, t.config::text), t.variant, t.state, t.attempts,"
     " COALESCE(t.worker_id, 0), " NS_MICROS("t.lease_expires_at") ", t.last_step,"
     " t.last_train_loss, t.last_val_loss, t.final_val_loss, t.best_val_loss,"
     " t.final_train_loss, t.final_val_accuracy, t.diverged_step, t.tokens_per_s, t.error, "
@@ -70,17 +73,31 @@ std::string SpecToJson(const v1::SweepSpec& spec) {
   return json;
 }
 
+// A trial's stored config as kTrialColumns reads it: config_pb in bytea's
+// hex text form (\x...), or, for trials stored before migration 0007, the
+// config as JSON.
+absl::Status ParseStoredConfig(absl::string_view stored, v1::TrainConfig& config) {
+  if (!absl::ConsumePrefix(&stored, "\\x")) {
+    ASSIGN_OR_RETURN(config, trainer::TrainConfigFromJson(std::string(stored)));
+    return absl::OkStatus();
+  }
+  std::string bytes;
+  if (stored.size() % 2 != 0 || !std::all_of(stored.begin(), stored.end(), absl::ascii_isxdigit) ||
+      !config.ParseFromString(bytes = absl::HexStringToBytes(stored))) {
+    return absl::InvalidArgumentError("config_pb is not a TrainConfig");
+  }
+  return absl::OkStatus();
+}
+
 // The trial columns (kTrialColumns) start at column c0 of the result.
 absl::StatusOr<v1::Trial> ParseTrial(const PgResult& r, int row, int c0 = 0) {
   v1::Trial t;
   t.set_id(r.GetInt64(row, c0 + 0));
   t.set_sweep_id(r.GetInt64(row, c0 + 1));
   t.set_index(static_cast<int32_t>(r.GetInt64(row, c0 + 2)));
-  absl::StatusOr<v1::TrainConfig> config = trainer::TrainConfigFromJson(r.GetString(row, c0 + 3));
-  if (!config.ok()) {
-    return absl::DataLossError(absl::StrCat("trial ", t.id(), ": stored config: ", config.status().message()));
+  if (absl::Status st = ParseStoredConfig(r.GetString(row, c0 + 3), *t.mutable_config()); !st.ok()) {
+    return absl::DataLossError(absl::StrCat("trial ", t.id(), ": stored config: ", st.message()));
   }
-  *t.mutable_config() = *std::move(config);
   t.set_variant(r.GetString(row, c0 + 4));
   t.set_state(TrialStateFromName(r.GetString(row, c0 + 5)));
   t.set_attempts(static_cast<int32_t>(r.GetInt64(row, c0 + 6)));
@@ -270,7 +287,7 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
     }
     sweep_id = ins.GetInt64(0, 0);
     created = true;
-    PgArray idx, placement, warmup, lr, seed, variant, config;
+    PgArray idx, placement, warmup, lr, seed, variant, config, config_pb;
     for (const NewTrial& t : trials) {
       idx.Add(static_cast<int64_t>(t.index));
       placement.AddString(t.config.placement());
@@ -279,16 +296,17 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
       seed.Add(static_cast<int64_t>(t.config.seed()));
       variant.AddString(t.variant);
       config.AddString(trainer::TrainConfigToJson(t.config));
+      config_pb.AddString(absl::BytesToHexString(t.config.SerializeAsString()));
     }
     RETURN_IF_ERROR(conn.Exec(
         "INSERT INTO trials (sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, variant,"
-        " config, priority, state, created_at)"
-        " SELECT $1, u.i, u.p, u.w, u.lr, u.s, u.v, u.c::jsonb, $2, 'PENDING', " NS_TS(3)
-        " FROM unnest($4::int[], $5::text[], $6::int[], $7::float8[], $8::int[], $9::text[], $10::text[])"
-        " AS u(i, p, w, lr, s, v, c)",
+        " config, config_pb, priority, state, created_at)"
+        " SELECT $1, u.i, u.p, u.w, u.lr, u.s, u.v, u.c::jsonb, decode(u.pb, 'hex'), $2, 'PENDING', " NS_TS(3)
+        " FROM unnest($4::int[], $5::text[], $6::int[], $7::float8[], $8::int[], $9::text[], $10::text[],"
+        " $11::text[]) AS u(i, p, w, lr, s, v, c, pb)",
         PgParams().Add(sweep_id).Add(static_cast<int64_t>(spec.priority())).AddMicros(now)
             .Add(idx.Finish()).Add(placement.Finish()).Add(warmup.Finish()).Add(lr.Finish())
-            .Add(seed.Finish()).Add(variant.Finish()).Add(config.Finish())).status());
+            .Add(seed.Finish()).Add(variant.Finish()).Add(config.Finish()).Add(config_pb.Finish())).status());
     if (trials.empty()) RETURN_IF_ERROR(CompleteSweeps(conn, {sweep_id}, now));
     return absl::OkStatus();
   });

@@ -377,6 +377,50 @@ TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
   EXPECT_DOUBLE_EQ(view->GetDouble(0, 2), 210);  // 1 + ... + 20, each step once
 }
 
+// The scheduler reads a trial's config from config_pb (0007_trial_config_pb.sql),
+// the same TrainConfig as the queryable jsonb column; trials stored before
+// that migration have no config_pb and are read from the JSON.
+TEST(ConfigStorageTest, BinaryCopyMatchesTheJsonAndOlderRowsReadTheJson) {
+  const std::string conninfo = NewDatabase("config_pb");
+  std::unique_ptr<PostgresStore> store = OpenStore(conninfo);
+  ASSERT_NE(store, nullptr);
+  v1::SweepSpec spec;
+  spec.set_name("configs");
+  spec.set_max_attempts(1);
+  std::vector<NewTrial> trials(2);
+  for (int i = 0; i < 2; ++i) {
+    trials[i].index = i;
+    trials[i].config.set_placement(i == 0 ? "post" : "pre");
+    trials[i].config.set_lr(3e-4 * (i + 1));
+    trials[i].config.set_warmup_steps(400);
+    trials[i].config.set_layers(6);
+    trials[i].config.set_task("translate");
+  }
+  auto created = store->CreateSweep("", spec, trials, kT0);
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto conn = Connect(conninfo);
+  auto stored = conn->Exec(
+      "SELECT count(*), count(config_pb), bool_and(config ->> 'placement' IN ('post', 'pre')) FROM trials");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->GetInt64(0, 0), 2);
+  EXPECT_EQ(stored->GetInt64(0, 1), 2);
+  EXPECT_TRUE(stored->GetBool(0, 2));
+
+  ASSERT_TRUE(conn->Exec("UPDATE trials SET config_pb = NULL WHERE trial_index = 1").ok());
+  auto listed = store->ListTrials(created->sweep.id(), v1::TRIAL_STATE_UNSPECIFIED, -1, 10);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ((*listed)[i].config().SerializeAsString(), trials[i].config.SerializeAsString()) << i;
+  }
+
+  // Bytes that are not a TrainConfig are reported, not passed on.
+  ASSERT_TRUE(conn->Exec("UPDATE trials SET config_pb = '\\xffff' WHERE trial_index = 0").ok());
+  auto bad = store->GetTrial((*listed)[0].id());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad.status().message(), HasSubstr("config_pb"));
+}
+
 // sweeps.open_trials (0006_open_trials.sql) always equals the sweep's
 // PENDING + RUNNING trials, through finishing, expiry (requeued or failed)
 // and cancellation, and completes the sweep when it reaches 0.
