@@ -207,7 +207,6 @@ absl::StatusOr<std::optional<v1::Trial>> MemoryStore::LeaseTrial(int64_t worker_
   absl::MutexLock lock(&mu_);
   auto w = workers_.find(worker_id);
   if (w == workers_.end()) return NoWorker(worker_id);
-  w->second.last_heartbeat = now;
   // Running trials per sweep, for max_concurrent_trials.
   std::map<int64_t, int> running;
   for (const auto& [id, t] : trials_) {

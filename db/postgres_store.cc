@@ -475,21 +475,15 @@ void PostgresStore::LeaseGroup(std::vector<LeaseItem*>& group) {
 }
 
 void PostgresStore::LeaseGroupStatement(std::vector<LeaseItem*>& group) {
-  // One statement (its own transaction): touch the workers, take the first
-  // unlocked PENDING trials in queue order and lease the k-th to the k-th
-  // known worker, except trials of sweeps with max_concurrent_trials, whose
-  // worker takes the slow path.
+  // One statement (its own transaction): take the first unlocked PENDING
+  // trials in queue order and lease the k-th to the k-th known worker (a
+  // worker with several free slots may appear more than once), except
+  // trials of sweeps with max_concurrent_trials, whose worker takes the slow
+  // path. Worker rows are only read (0008_trials_worker_fk.sql).
   static const std::string kSql = absl::StrCat(
       "WITH wk AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY"
       "  AS wk(worker_id, now_us, expires_us, pos)),"
-      // A worker with several free slots may appear more than once. Worker
-      // rows are locked in id order, so two groups cannot deadlock.
-      " m AS (SELECT worker_id, max(now_us) AS now_us FROM wk GROUP BY worker_id),"
-      " locked AS (SELECT workers.id, m.now_us FROM workers JOIN m ON workers.id = m.worker_id"
-      "  ORDER BY workers.id FOR UPDATE OF workers),"
-      " touched AS (UPDATE workers SET last_heartbeat_at = 'epoch'::timestamptz + locked.now_us * interval '1 microsecond'"
-      "  FROM locked WHERE workers.id = locked.id RETURNING workers.id),"
-      " w AS (SELECT wk.* FROM wk JOIN touched ON touched.id = wk.worker_id),"
+      " w AS (SELECT wk.* FROM wk WHERE EXISTS (SELECT 1 FROM workers WHERE workers.id = wk.worker_id)),"
       " wn AS (SELECT w.*, row_number() OVER (ORDER BY w.pos) AS k FROM w),"
       // The queue's head, read in order from the trials_queue index: the
       // sweep's state is a per-row filter and its limit is joined after the
@@ -556,9 +550,8 @@ absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseSlowPath(int64_t wo
   std::optional<v1::Trial> leased;
   absl::Status status = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
     leased.reset();
-    ASSIGN_OR_RETURN(PgResult w, conn.Exec("UPDATE workers SET last_heartbeat_at = " NS_TS(2) " WHERE id = $1",
-                                           PgParams().Add(worker_id).AddMicros(now)));
-    if (w.affected() == 0) return NoWorker(worker_id);
+    ASSIGN_OR_RETURN(PgResult w, conn.Exec("SELECT 1 FROM workers WHERE id = $1", PgParams().Add(worker_id)));
+    if (w.rows() == 0) return NoWorker(worker_id);
     PgArray full;  // sweeps found at max_concurrent_trials in this transaction
     std::string full_sweeps = full.Finish();
     for (int round = 0; round < 64; ++round) {

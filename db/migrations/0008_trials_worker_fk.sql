@@ -1,0 +1,11 @@
+-- LeaseTrial no longer writes the worker's row (it refreshed
+-- last_heartbeat_at; Heartbeat, every 15 s by default against a 90 s
+-- timeout, keeps the worker live). Under load those writes were the
+-- hottest rows of the database: every lease group locked and updated its
+-- workers, and every page read of that small table pruned their dead
+-- versions. The foreign key from trials.worker_id added a row lock on the
+-- worker for every leased trial. Workers are never deleted, and the lease
+-- statement checks that the worker exists in the same statement that sets
+-- worker_id, as the metric tables' writes check the lease
+-- (0003_hot_path.sql), so the key is dropped.
+ALTER TABLE trials DROP CONSTRAINT trials_worker_id_fkey;
