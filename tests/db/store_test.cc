@@ -557,6 +557,22 @@ TEST_P(StoreTest, StatsCountTrialsSweepsAndWorkers) {
   EXPECT_EQ(stats->live_workers, 1);
 }
 
+// A worker is live by its RegisterWorker and Heartbeat calls; leasing does
+// not write its row (0008_trials_worker_fk.sql), so a worker that leases but
+// stopped heartbeating for longer than the timeout counts as gone.
+TEST_P(StoreTest, LivenessComesFromHeartbeatsNotLeases) {
+  Create("a", 2);
+  const int64_t w = Worker();  // registered at kT0
+  Lease(w, kT0 + absl::Seconds(100));
+  auto stats = store_->Stats(kT0 + absl::Seconds(50));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->live_workers, 0);
+  ASSERT_TRUE(store_->Heartbeat(w, {}, kT0 + absl::Seconds(100), kLease).ok());
+  stats = store_->Stats(kT0 + absl::Seconds(50));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->live_workers, 1);
+}
+
 TEST_P(StoreTest, ListsWorkersWithLivenessAndRunningTrials) {
   v1::RegisterWorkerRequest gpus;
   gpus.set_name("gpu-box");
