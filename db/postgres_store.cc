@@ -25,7 +25,7 @@ using google::protobuf::util::TimeUtil;
 #define NS_MICROS(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
 
 constexpr char kTrialColumns[] =
-    "t.id, t.sweep_id, t.trial_index, COALESCE(t.config_pb::text, t.config::text), t.variant, t.state, t.attempts,"
+    "t.id, t.sweep_id, t.trial_index, COALESCE(E'\\\\x' || encode(t.config_pb, 'hex'), t.config::text), t.variant, t.state, t.attempts,"
     " COALESCE(t.worker_id, 0), " NS_MICROS("t.lease_expires_at") ", t.last_step,"
     " t.last_train_loss, t.last_val_loss, t.final_val_loss, t.best_val_loss,"
     " t.final_train_loss, t.final_val_accuracy, t.diverged_step, t.tokens_per_s, t.error, "
@@ -73,9 +73,9 @@ std::string SpecToJson(const v1::SweepSpec& spec) {
   return json;
 }
 
-// A trial's stored config as kTrialColumns reads it: config_pb in bytea's
-// hex text form (\x...), or, for trials stored before migration 0007, the
-// config as JSON.
+// A trial's stored config as kTrialColumns reads it: config_pb in hex after
+// "\x" (encoded in SQL, whatever the server's bytea_output), or, for trials
+// stored before migration 0007, the config as JSON.
 absl::Status ParseStoredConfig(absl::string_view stored, v1::TrainConfig& config) {
   if (!absl::ConsumePrefix(&stored, "\\x")) {
     ASSIGN_OR_RETURN(config, trainer::TrainConfigFromJson(std::string(stored)));

@@ -382,6 +382,11 @@ TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
 // that migration have no config_pb and are read from the JSON.
 TEST(ConfigStorageTest, BinaryCopyMatchesTheJsonAndOlderRowsReadTheJson) {
   const std::string conninfo = NewDatabase("config_pb");
+  // Whatever the database's bytea output format.
+  ASSERT_TRUE(Connect(conninfo)
+                  ->Exec("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET bytea_output = escape',"
+                         " current_database()); END $$")
+                  .ok());
   std::unique_ptr<PostgresStore> store = OpenStore(conninfo);
   ASSERT_NE(store, nullptr);
   v1::SweepSpec spec;
