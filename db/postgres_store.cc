@@ -25,8 +25,8 @@ using google::protobuf::util::TimeUtil;
 #define NS_MICROS(col) "(extract(epoch FROM " col ") * 1000000)::bigint"
 
 constexpr char kTrialColumns[] =
-    "t.id, t.sweep_id, t.trial_index, COALESCE(E'\\\\x' || encode(t.config_pb, 'hex'), t.config::text), t.variant, t.state, t.attempts,"
-    " COALESCE(t.worker_id, 0), " NS_MICROS("t.lease_expires_at") ", t.last_step,"
+    "t.id, t.sweep_id, t.trial_index, COALESCE(E'\\\\x' || encode(t.config_pb, 'hex'), t.config::text),"
+    " t.variant, t.state, t.attempts, COALESCE(t.worker_id, 0), " NS_MICROS("t.lease_expires_at") ", t.last_step,"
     " t.last_train_loss, t.last_val_loss, t.final_val_loss, t.best_val_loss,"
     " t.final_train_loss, t.final_val_accuracy, t.diverged_step, t.tokens_per_s, t.error, "
     NS_MICROS("t.created_at") ", " NS_MICROS("t.started_at") ", " NS_MICROS("t.finished_at")
@@ -81,9 +81,8 @@ absl::Status ParseStoredConfig(absl::string_view stored, v1::TrainConfig& config
     ASSIGN_OR_RETURN(config, trainer::TrainConfigFromJson(std::string(stored)));
     return absl::OkStatus();
   }
-  std::string bytes;
   if (stored.size() % 2 != 0 || !std::all_of(stored.begin(), stored.end(), absl::ascii_isxdigit) ||
-      !config.ParseFromString(bytes = absl::HexStringToBytes(stored))) {
+      !config.ParseFromString(absl::HexStringToBytes(stored))) {
     return absl::InvalidArgumentError("config_pb is not a TrainConfig");
   }
   return absl::OkStatus();
