@@ -53,6 +53,18 @@ constexpr size_t kAnalyzeAfterTrials = 500;
 // Lease locks for sweeps with max_concurrent_trials: pg_advisory_xact_lock(class, sweep).
 constexpr int32_t kSweepLockClass = 0x4e53;  // "NS"
 
+// A retried trial starts its metric history afresh. Run after its lease is
+// taken and before the worker hears of it: nothing of the new attempt can
+// be written yet, and the old attempt's writes fail the attempt check.
+absl::Status ClearHistory(PgConnection& conn, const std::string& trial_ids) {
+  return conn.ExecPrepared("ns_clear_history",
+                           "WITH b AS (DELETE FROM trial_metric_batches WHERE trial_id = ANY($1::bigint[])),"
+                           " l AS (DELETE FROM trial_metric_late WHERE trial_id = ANY($1::bigint[]))"
+                           " DELETE FROM layer_grad_norms WHERE trial_id = ANY($1::bigint[])",
+                           PgParams().Add(trial_ids))
+      .status();
+}
+
 absl::Status NoSweep(int64_t id) { return absl::NotFoundError(absl::StrCat("sweep_id ", id, ": no such sweep")); }
 absl::Status NoTrial(int64_t id) { return absl::NotFoundError(absl::StrCat("trial_id ", id, ": no such trial")); }
 absl::Status NoWorker(int64_t id) {
@@ -500,11 +512,7 @@ void PostgresStore::LeaseGroupStatement(std::vector<LeaseItem*>& group) {
       "  started_at = COALESCE(t.started_at, 'epoch'::timestamptz + pick.now_us * interval '1 microsecond'),"
       "  last_step = 0, last_train_loss = NULL, last_val_loss = NULL, update_seq = nextval('trial_update_seq')"
       "  FROM pick WHERE t.id = pick.id AND pick.lim = 0 AND t.state = 'PENDING'"
-      "  RETURNING pick.pos AS leased_pos, ", kTrialColumns, "),"
-      // A retry starts its history afresh.
-      " db AS (DELETE FROM trial_metric_batches m USING u WHERE m.trial_id = u.id AND u.attempts > 1),"
-      " dl AS (DELETE FROM trial_metric_late m USING u WHERE m.trial_id = u.id AND u.attempts > 1),"
-      " dg AS (DELETE FROM layer_grad_norms g USING u WHERE g.trial_id = u.id AND u.attempts > 1)"
+      "  RETURNING pick.pos AS leased_pos, ", kTrialColumns, ")"
       " SELECT wk.pos, w.worker_id IS NOT NULL, pick.lim, u.* FROM wk"
       " LEFT JOIN w ON w.pos = wk.pos LEFT JOIN pick ON pick.pos = wk.pos LEFT JOIN u ON u.leased_pos = wk.pos"
       " ORDER BY wk.pos");
@@ -541,6 +549,29 @@ void PostgresStore::LeaseGroupStatement(std::vector<LeaseItem*>& group) {
   }
   if (!status.ok()) {
     for (LeaseItem* item : group) item->result = status;
+    return;
+  }
+  PgArray retried;
+  std::vector<LeaseItem*> retried_items;
+  for (LeaseItem* item : group) {
+    if (item->result.ok() && item->result->has_value() && (*item->result)->attempts() > 1) {
+      retried.Add((*item->result)->id());
+      retried_items.push_back(item);
+    }
+  }
+  if (retried_items.empty()) return;
+  const std::string ids = retried.Finish();
+  absl::Status cleared = WithConnection<bool>(hot_pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {
+    RETURN_IF_ERROR(ClearHistory(conn, ids));
+    return true;
+  }).status();
+  if (!cleared.ok()) {
+    // The lease stays unheard of and expires; the trial is retried then.
+    for (LeaseItem* item : retried_items) {
+      item->result = absl::Status(cleared.code(), absl::StrCat("trial_id ", (*item->result)->id(),
+                                                               ": clearing the last attempt's metrics: ",
+                                                               cleared.message()));
+    }
   }
 }
 
@@ -582,12 +613,10 @@ absl::StatusOr<std::optional<v1::Trial>> PostgresStore::LeaseSlowPath(int64_t wo
                        " update_seq = nextval('trial_update_seq') WHERE t.id = $1 RETURNING ", kTrialColumns),
           PgParams().Add(trial_id).Add(worker_id).AddMicros(now + lease).AddMicros(now)));
       ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(u, 0));
-      if (t.attempts() > 1) {  // a retry starts its history afresh
-        RETURN_IF_ERROR(
-            conn.Exec("DELETE FROM trial_metric_batches WHERE trial_id = $1", PgParams().Add(trial_id)).status());
-        RETURN_IF_ERROR(
-            conn.Exec("DELETE FROM trial_metric_late WHERE trial_id = $1", PgParams().Add(trial_id)).status());
-        RETURN_IF_ERROR(conn.Exec("DELETE FROM layer_grad_norms WHERE trial_id = $1", PgParams().Add(trial_id)).status());
+      if (t.attempts() > 1) {
+        PgArray id;
+        id.Add(trial_id);
+        RETURN_IF_ERROR(ClearHistory(conn, id.Finish()));
       }
       leased = std::move(t);
       return absl::OkStatus();

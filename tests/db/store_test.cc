@@ -83,6 +83,10 @@ class StoreTest : public ::testing::TestWithParam<Kind> {
     return r->sweep;
   }
 
+  // One trial leased, its progress stored, the lease expired and the trial
+  // leased again: the new attempt starts with no history.
+  void RetryStartsAfresh(int max_concurrent);
+
   int64_t Worker(const std::string& name = "w") {
     v1::RegisterWorkerRequest req;
     req.set_name(name);
@@ -426,15 +430,36 @@ TEST_P(StoreTest, ProgressOutOfOrderAndOverlappingBatchesKeepEachStepOnce) {
 }
 
 TEST_P(StoreTest, RetriedTrialStartsItsHistoryAfresh) {
-  Create("s", 1);
-  int64_t w = Worker();
+  // Leases of sweeps with max_concurrent_trials take another path.
+  for (int max_concurrent : {0, 1}) {
+    SCOPED_TRACE(absl::StrCat("max_concurrent_trials ", max_concurrent));
+    RetryStartsAfresh(max_concurrent);
+    if (HasFatalFailure()) return;
+  }
+}
+
+void StoreTest::RetryStartsAfresh(int max_concurrent) {
+  Create(absl::StrCat("s", max_concurrent), 1, 0, 3, max_concurrent);
+  int64_t w = Worker(absl::StrCat("w", max_concurrent));
   v1::Trial t = Lease(w, kT0);
   v1::ReportProgressRequest req;
   req.set_worker_id(w);
   req.set_trial_id(t.id());
   req.set_attempt(1);
   req.add_points()->set_step(7);
+  req.mutable_points(0)->set_train_loss(9);
+  v1::LayerGradNorms* g = req.add_layer_grad_norms();
+  g->set_step(0);
+  v1::LayerGradNorm* n = g->add_norms();
+  n->set_layer(0);
+  n->set_matrix("ffn.fc2");
+  n->set_norm(1.5);
   ASSERT_TRUE(store_->ReportProgress(req, kT0).ok());
+  v1::ReportProgressRequest late = req;  // step 7's evaluation, stored step by step
+  late.clear_layer_grad_norms();
+  late.mutable_points(0)->clear_train_loss();
+  late.mutable_points(0)->set_val_loss(8);
+  ASSERT_TRUE(store_->ReportProgress(late, kT0).ok());
   ASSERT_TRUE(store_->ExpireLeases(kT0 + absl::Minutes(5)).ok());
   v1::Trial again = Lease(w, kT0 + absl::Minutes(6));
   EXPECT_EQ(again.attempts(), 2);
@@ -442,6 +467,16 @@ TEST_P(StoreTest, RetriedTrialStartsItsHistoryAfresh) {
   auto h = store_->GetTrialHistory(t.id());
   ASSERT_TRUE(h.ok());
   EXPECT_THAT(h->metrics, IsEmpty());
+  EXPECT_THAT(h->layer_grad_norms, IsEmpty());
+  // The new attempt writes the same steps afresh.
+  req.set_attempt(2);
+  ASSERT_TRUE(store_->ReportProgress(req, kT0 + absl::Minutes(6)).ok());
+  h = store_->GetTrialHistory(t.id());
+  ASSERT_TRUE(h.ok());
+  ASSERT_EQ(h->metrics.size(), 1u);
+  EXPECT_EQ(h->metrics[0].train_loss(), 9);
+  EXPECT_FALSE(h->metrics[0].has_val_loss());
+  EXPECT_EQ(h->layer_grad_norms.size(), 1u);
 }
 
 TEST_P(StoreTest, FinishIsIdempotentAndCompletesTheSweep) {
