@@ -64,6 +64,8 @@ ABSL_FLAG(std::vector<std::string>, pg_settings, {},
           "Extra settings for the throwaway PostgreSQL, e.g. autovacuum=off,wal_level=minimal");
 ABSL_FLAG(bool, memory_store, false, "Use the in-memory store (measures gRPC and scheduler overhead only)");
 ABSL_FLAG(int, db_pool_size, 16, "Database connections of the in-process scheduler");
+ABSL_FLAG(double, timeline, 0,
+          "Also print how many lifecycles ended in each interval of this many seconds (0: no timeline)");
 ABSL_FLAG(bool, progress_stream, true,
           "Report progress over one StreamProgress stream per worker, as normsweep-worker does "
           "(false: a ReportProgress call per batch)");
@@ -610,6 +612,13 @@ int Main() {
   if (!steady.empty()) {
     const double s50 = Percentile(steady, 0.50), s99 = Percentile(steady, 0.99);
     std::printf("  after the first 1 s  p50 %.2f ms, p99 %.2f ms (%zu leases)\n", s50, s99, steady.size());
+  }
+  if (const double step = absl::GetFlag(FLAGS_timeline); step > 0) {
+    std::map<int64_t, int> ended;  // interval index -> lifecycles that ended in it
+    for (absl::Time t : finished) ++ended[static_cast<int64_t>(absl::ToDoubleSeconds(t - start) / step)];
+    for (const auto& [i, n] : ended) {
+      std::printf("  timeline %6.2f-%6.2f s  %5d lifecycles  %6.0f/s\n", i * step, (i + 1) * step, n, n / step);
+    }
   }
   if (child) {
     std::printf("  CPU per lifecycle    %.0f us normsweep-scheduler, %.0f us PostgreSQL, %.0f us simulated workers\n",
