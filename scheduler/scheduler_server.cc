@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "common/wake_listener.h"
 
 namespace normsweep::scheduler {
 
@@ -80,7 +81,7 @@ void SchedulerServer::Shutdown() {
   worker_service_->CloseProgressStreams();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   if (maintenance_.joinable()) maintenance_.join();
-  exposer_.reset();
+  StopListener(metrics_port_, [this] { exposer_.reset(); });
 }
 
 SchedulerServer::~SchedulerServer() { Shutdown(); }

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "common/api_token.h"
 #include "common/clock.h"
+#include "common/wake_listener.h"
 #include "worker/scheduler_client.h"
 #include "worker/slots.h"
 #include "worker/worker.h"
@@ -193,6 +194,7 @@ int main(int argc, char** argv) {
   }).detach();
 
   absl::Status status = worker.Run();
+  if (exposer != nullptr) normsweep::StopListener(metrics_port, [&exposer] { exposer.reset(); });
   if (!status.ok()) {
     std::fprintf(stderr, "normsweep-worker: %s\n", status.ToString().c_str());
     return 1;
