@@ -249,33 +249,22 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
 // loser of a race fails on the unique index and runs its group again).
 TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   const std::string conninfo = NewDatabase("race");
-  PostgresStoreOptions options;
-  options.connect.conninfo = conninfo;
-  auto a = PostgresStore::Open(options);
-  auto b = PostgresStore::Open(options);
-  ASSERT_TRUE(a.ok() && b.ok());
-  v1::SweepSpec spec;
-  spec.set_name("race");
-  spec.set_max_attempts(1);
-  std::vector<NewTrial> trials(4);
-  for (int i = 0; i < 4; ++i) {
-    trials[i].index = i;
-    trials[i].config.set_placement("pre");
-    trials[i].config.set_lr(1e-3);
-  }
-  ASSERT_TRUE((*a)->CreateSweep("", spec, trials, kT0).ok());
+  std::unique_ptr<PostgresStore> a = OpenStore(conninfo);
+  std::unique_ptr<PostgresStore> b = OpenStore(conninfo);
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  ASSERT_TRUE(CreateSweepOf(*a, "race", 4, 1).ok());
   v1::RegisterWorkerRequest reg;
   reg.set_name("w");
-  const int64_t w = *(*a)->RegisterWorker(reg, kT0);
+  const int64_t w = *a->RegisterWorker(reg, kT0);
   std::vector<v1::Trial> leased;
   for (int i = 0; i < 4; ++i) {
-    auto t = (*a)->LeaseTrial(w, kT0, absl::Minutes(10));
+    auto t = a->LeaseTrial(w, kT0, absl::Minutes(10));
     ASSERT_TRUE(t.ok() && t->has_value());
     leased.push_back(**t);
   }
   // Connected and prepared before the race, so that neither store is done
   // before the other has started.
-  for (PostgresStore* store : {a->get(), b->get()}) {
+  for (PostgresStore* store : {a.get(), b.get()}) {
     v1::ReportProgressRequest warm;
     warm.set_worker_id(w);
     warm.set_trial_id(leased[0].id());
@@ -301,7 +290,7 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
       }
     }
   };
-  std::thread ta(report, a->get(), 1.0), tb(report, b->get(), -1.0);
+  std::thread ta(report, a.get(), 1.0), tb(report, b.get(), -1.0);
   ta.join();
   tb.join();
   auto conn = Connect(conninfo);
@@ -320,7 +309,7 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   EXPECT_LE(late->GetInt64(0, 0), 4 * kBatches);
   EXPECT_EQ(late->GetInt64(0, 1), 0);
   for (const v1::Trial& t : leased) {
-    auto stored = (*a)->GetTrial(t.id());
+    auto stored = a->GetTrial(t.id());
     ASSERT_TRUE(stored.ok());
     EXPECT_EQ(stored->last_step(), kBatches * 5);
   }
