@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <thread>
 
 #include "absl/synchronization/notification.h"

@@ -76,7 +76,6 @@ namespace {
 struct WorkerResult {
   std::vector<double> lease_ms;
   std::vector<absl::Time> lease_at;
-  std::vector<double> lease_at_s;  // when each lease started, seconds into the run
   std::vector<absl::Time> finished_at;  // each lifecycle's end (FinishTrial answered)
   absl::Time drained_at = absl::InfiniteFuture();  // a lease first found the queue empty
   int lifecycles = 0;
