@@ -19,6 +19,8 @@ grpc::Status Reply(SchedulerMetrics& metrics, const char* method, absl::StatusOr
   return grpc::Status::OK;
 }
 
+grpc::Status ShuttingDown() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"); }
+
 // The API token check, counted as an RPC error like any other.
 grpc::Status Authenticate(SchedulerMetrics& metrics, const char* method, const grpc::ServerContextBase& context,
                           const std::string& token) {
@@ -48,138 +50,243 @@ NS_UNARY(WorkerServiceImpl, Heartbeat, HeartbeatRequest, HeartbeatResponse)
 
 #undef NS_UNARY
 
-// Finishes the call from whichever thread the Scheduler answers on.
-#define NS_CALLBACK(Method, Request, Response)                                                        \
-  grpc::ServerUnaryReactor* WorkerServiceImpl::Method(grpc::CallbackServerContext* context,           \
-                                                      const v1::Request* request, v1::Response* response) { \
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();                                    \
-    if (grpc::Status auth = Authenticate(metrics_, #Method, *context, api_token_); !auth.ok()) {      \
-      reactor->Finish(auth);                                                                          \
-      return reactor;                                                                                 \
-    }                                                                                                 \
-    scheduler_.Method##Async(*request, [this, reactor, response](absl::StatusOr<v1::Response> result) { \
-      reactor->Finish(Reply(metrics_, #Method, std::move(result), response));                         \
-    });                                                                                               \
-    return reactor;                                                                                   \
-  }
-
-NS_CALLBACK(LeaseTrial, LeaseTrialRequest, LeaseTrialResponse)
-NS_CALLBACK(ReportProgress, ReportProgressRequest, ReportProgressResponse)
-NS_CALLBACK(FinishTrial, FinishTrialRequest, FinishTrialResponse)
-
-#undef NS_CALLBACK
-
-// One StreamProgress stream: read a request, hand it to the Scheduler, write
-// its answer from whichever thread the Scheduler answers on, read the next.
-// Only one operation is ever pending, so the members need no lock: each step
-// starts the next from its own completion (and no lock is held around
-// StartRead, StartWrite or Finish: gRPC may run the reaction inline).
-// CloseProgressStreams cancels the call; refs_ keeps the reactor alive while
-// it does (the stream deletes itself once gRPC is done with it and no one
-// else holds it).
-class WorkerServiceImpl::ProgressStream final
-    : public grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse> {
+// A pending operation on the worker's completion queue: Serve's thread
+// calls Proceed when it completes. Every Call always has exactly one
+// operation pending, or one Scheduler call (counted, see Drain) whose answer
+// starts the next operation from the group runner's thread; so no two
+// threads touch a Call at once, and it deletes itself after its last.
+class WorkerServiceImpl::Call {
  public:
-  ProgressStream(WorkerServiceImpl& service, grpc::CallbackServerContext* context, grpc::Status auth)
-      : service_(service), context_(context) {
-    if (!auth.ok()) {
-      Finish(auth);
-      return;
-    }
-    {
-      absl::MutexLock lock(&service_.streams_mu_);
-      if (!service_.closing_) {
-        service_.streams_.insert(this);
-        registered_ = true;
-      }
-    }
-    if (!registered_) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
-      return;
-    }
-    StartRead(&request_);
+  virtual ~Call() = default;
+  virtual void Proceed(bool ok) = 0;
+};
+
+// LeaseTrial, ReportProgress, FinishTrial: wait for a call, hand it to the
+// Scheduler, send its answer.
+template <typename Request, typename Response>
+class WorkerServiceImpl::UnaryCall final : public WorkerServiceImpl::Call {
+ public:
+  using RequestFn = void (WorkerServiceImpl::*)(grpc::ServerContext*, Request*,
+                                                grpc::ServerAsyncResponseWriter<Response>*, grpc::CompletionQueue*,
+                                                grpc::ServerCompletionQueue*, void*);
+  using HandleFn = void (Scheduler::*)(const Request&, Scheduler::Done<Response>);
+
+  // Asks gRPC for the next call of this method.
+  UnaryCall(WorkerServiceImpl& service, const char* method, RequestFn request_fn, HandleFn handle)
+      : service_(service), method_(method), request_fn_(request_fn), handle_(handle), responder_(&context_) {
+    (service_.*request_fn_)(&context_, &request_, &responder_, service_.cq_, service_.cq_, this);
   }
 
-  void OnReadDone(bool ok) override {
-    if (!ok) {  // the client half-closed, went away, or the stream was cancelled
-      Finish(grpc::Status::OK);
+  void Proceed(bool ok) override {
+    // !ok: the server is shutting down (no call came), or the answer could
+    // not be sent (the client went away); either way this call is over.
+    if (service_.draining_ || !ok || answering_) {
+      delete this;
       return;
     }
-    service_.scheduler_.ReportProgressAsync(request_, [this](absl::StatusOr<v1::ReportProgressResponse> result) {
-      if (!result.ok()) {
-        service_.metrics_.RpcError("StreamProgress", result.status().code());
-        Finish(ToGrpcStatus(result.status()));
-        return;
+    answering_ = true;
+    new UnaryCall(service_, method_, request_fn_, handle_);  // the next call of this method
+    if (grpc::Status auth = Authenticate(service_.metrics_, method_, context_, service_.api_token_); !auth.ok()) {
+      responder_.FinishWithError(auth, this);
+      return;
+    }
+    if (!service_.BeginSchedulerCall()) {
+      responder_.FinishWithError(ShuttingDown(), this);
+      return;
+    }
+    (service_.scheduler_.*handle_)(request_, [this, service = &service_](absl::StatusOr<Response> result) {
+      grpc::Status status = Reply(service->metrics_, method_, std::move(result), &response_);
+      if (status.ok()) {
+        responder_.Finish(response_, status, this);
+      } else {
+        responder_.FinishWithError(status, this);
       }
-      response_ = *std::move(result);
-      StartWrite(&response_);
+      // Not `this` any more: Serve's thread may have deleted it.
+      service->EndSchedulerCall();
     });
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {  // the client went away, or the stream was cancelled
-      Finish(grpc::Status::CANCELLED);
-      return;
-    }
-    StartRead(&request_);
-  }
-
-  void OnDone() override {
-    if (registered_) {
-      absl::MutexLock lock(&service_.streams_mu_);
-      service_.streams_.erase(this);
-    }
-    {
-      // gRPC frees the context once this returns: no Cancel after it.
-      absl::MutexLock lock(&done_mu_);
-      done_ = true;
-    }
-    Unref();
-  }
-
-  // The pending operation fails at once (the worker sees CANCELLED and
-  // resends the batch, if any, once a scheduler answers). Nothing when gRPC
-  // is already done with the call.
-  void Cancel() {
-    absl::MutexLock lock(&done_mu_);
-    if (!done_) context_->TryCancel();
-  }
-
-  void Ref() { refs_.fetch_add(1); }
-  void Unref() {
-    if (refs_.fetch_sub(1) == 1) delete this;
   }
 
  private:
   WorkerServiceImpl& service_;
-  grpc::CallbackServerContext* const context_;
-  bool registered_ = false;   // in service_.streams_; set before any reaction runs
-  std::atomic<int> refs_{1};  // gRPC's, until OnDone
-  absl::Mutex done_mu_;
-  bool done_ ABSL_GUARDED_BY(done_mu_) = false;
+  const char* const method_;
+  const RequestFn request_fn_;
+  const HandleFn handle_;
+  grpc::ServerContext context_;
+  Request request_;
+  Response response_;
+  grpc::ServerAsyncResponseWriter<Response> responder_;
+  bool answering_ = false;  // the call came; the pending operation is its answer
+};
+
+// One StreamProgress stream: read a request, hand it to the Scheduler, write
+// its answer (from whichever thread the Scheduler answers on), read the
+// next. CloseProgressStreams cancels it while it is in service_.streams_.
+class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
+ public:
+  explicit ProgressStream(WorkerServiceImpl& service) : service_(service), stream_(&context_) {
+    service_.RequestStreamProgress(&context_, &stream_, service_.cq_, service_.cq_, this);
+  }
+
+  void Proceed(bool ok) override {
+    if (service_.draining_) {
+      Close();
+      return;
+    }
+    switch (state_) {
+      case State::kWaitingForCall:
+        if (!ok) {  // the server is shutting down
+          delete this;
+          return;
+        }
+        new ProgressStream(service_);  // the next stream
+        if (grpc::Status auth = Authenticate(service_.metrics_, "StreamProgress", context_, service_.api_token_);
+            !auth.ok()) {
+          Finish(auth);
+        } else if (!Register()) {
+          Finish(ShuttingDown());
+        } else {
+          Read();
+        }
+        return;
+      case State::kReading:
+        if (!ok) {  // the client half-closed, went away, or the stream was cancelled
+          Finish(grpc::Status::OK);
+          return;
+        }
+        if (!service_.BeginSchedulerCall()) {
+          Finish(ShuttingDown());
+          return;
+        }
+        state_ = State::kStoring;
+        service_.scheduler_.ReportProgressAsync(
+            request_, [this, service = &service_](absl::StatusOr<v1::ReportProgressResponse> result) {
+              if (!result.ok()) {
+                service->metrics_.RpcError("StreamProgress", result.status().code());
+                Finish(ToGrpcStatus(result.status()));
+              } else {
+                response_ = *std::move(result);
+                state_ = State::kWriting;
+                stream_.Write(response_, this);
+              }
+              service->EndSchedulerCall();  // not `this`: see UnaryCall
+            });
+        return;
+      case State::kStoring:  // never completes an operation
+        return;
+      case State::kWriting:
+        if (!ok) {  // the client went away, or the stream was cancelled
+          Finish(grpc::Status::CANCELLED);
+          return;
+        }
+        Read();
+        return;
+      case State::kFinishing:
+        Close();
+        return;
+    }
+  }
+
+  // The pending operation fails at once (the worker sees CANCELLED and
+  // resends the batch, if any, once a scheduler answers).
+  void Cancel() { context_.TryCancel(); }
+
+
+ private:
+  enum class State { kWaitingForCall, kReading, kStoring, kWriting, kFinishing };
+
+  // The state is set before the operation starts: it may complete at once.
+  void Read() {
+    state_ = State::kReading;
+    stream_.Read(&request_, this);
+  }
+  void Finish(const grpc::Status& status) {
+    state_ = State::kFinishing;
+    stream_.Finish(status, this);
+  }
+  bool Register() {
+    absl::MutexLock lock(&service_.mu_);
+    if (service_.closing_) return false;
+    service_.streams_.insert(this);
+    return true;
+  }
+  void Close() {
+    {
+      absl::MutexLock lock(&service_.mu_);
+      service_.streams_.erase(this);
+    }
+    delete this;
+  }
+
+  WorkerServiceImpl& service_;
+  grpc::ServerContext context_;
+  grpc::ServerAsyncReaderWriter<v1::ReportProgressResponse, v1::ReportProgressRequest> stream_;
+  State state_ = State::kWaitingForCall;
   v1::ReportProgressRequest request_;
   v1::ReportProgressResponse response_;
 };
 
-grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse>* WorkerServiceImpl::StreamProgress(
-    grpc::CallbackServerContext* context) {
-  return new ProgressStream(*this, context, Authenticate(metrics_, "StreamProgress", *context, api_token_));
+namespace {
+
+// Drain's tag: run on Serve's thread, so that no Proceed is running while
+// the queue shuts down.
+class DrainTag final : public WorkerServiceImpl::Call {
+ public:
+  explicit DrainTag(std::function<void()> run) : run_(std::move(run)) {}
+  void Proceed(bool) override {
+    run_();
+    delete this;
+  }
+
+ private:
+  std::function<void()> run_;
+};
+
+}  // namespace
+
+void WorkerServiceImpl::Serve(grpc::ServerCompletionQueue* cq) {
+  cq_ = cq;
+  using Lease = UnaryCall<v1::LeaseTrialRequest, v1::LeaseTrialResponse>;
+  using Progress = UnaryCall<v1::ReportProgressRequest, v1::ReportProgressResponse>;
+  using Finish = UnaryCall<v1::FinishTrialRequest, v1::FinishTrialResponse>;
+  new Lease(*this, "LeaseTrial", &WorkerServiceImpl::RequestLeaseTrial, &Scheduler::LeaseTrialAsync);
+  new Progress(*this, "ReportProgress", &WorkerServiceImpl::RequestReportProgress, &Scheduler::ReportProgressAsync);
+  new Finish(*this, "FinishTrial", &WorkerServiceImpl::RequestFinishTrial, &Scheduler::FinishTrialAsync);
+  new ProgressStream(*this);
+  void* tag;
+  bool ok;
+  while (cq->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
+}
+
+bool WorkerServiceImpl::BeginSchedulerCall() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  ++scheduler_calls_;
+  return true;
+}
+
+void WorkerServiceImpl::EndSchedulerCall() {
+  absl::MutexLock lock(&mu_);
+  --scheduler_calls_;
+}
+
+void WorkerServiceImpl::Drain() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    mu_.Await(absl::Condition(
+        +[](int* calls) { return *calls == 0; }, &scheduler_calls_));
+  }
+  drain_alarm_ = std::make_unique<grpc::Alarm>();
+  drain_alarm_->Set(cq_, gpr_now(GPR_CLOCK_MONOTONIC), new DrainTag([this] {
+                      draining_ = true;
+                      cq_->Shutdown();
+                    }));
 }
 
 void WorkerServiceImpl::CloseProgressStreams() {
-  std::vector<ProgressStream*> open;
-  {
-    absl::MutexLock lock(&streams_mu_);
-    closing_ = true;
-    for (ProgressStream* stream : streams_) {
-      stream->Ref();  // alive until cancelled, whatever gRPC does meanwhile
-      open.push_back(stream);
-    }
-  }
-  for (ProgressStream* stream : open) {
-    stream->Cancel();
-    stream->Unref();
-  }
+  absl::MutexLock lock(&mu_);
+  closing_ = true;
+  for (ProgressStream* stream : streams_) stream->Cancel();
 }
 
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,

@@ -2,10 +2,13 @@
 // absl::Status with the one shared mapping (common/grpc_status.h). Most
 // handlers use the sync API, which runs them on gRPC's thread pool, where
 // blocking on the database is allowed; the worker's hot calls use the
-// callback API and never block (no callback reactor thread is ever blocked).
+// completion-queue API on one thread that never blocks (WorkerServiceImpl).
 #ifndef NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 #define NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 
+#include <grpcpp/alarm.h>
+
+#include <memory>
 #include <set>
 #include <string>
 
@@ -40,15 +43,23 @@ class SweepServiceImpl final : public v1::SweepService::Service {
   const std::string api_token_;  // empty: calls need no token
 };
 
-// The three calls of every trial's lifecycle use the callback API: the
-// handler hands the request to the Scheduler's asynchronous call and returns;
-// the store answers from its group runner's thread (db/group_runner.h), which
-// finishes the whole group's calls. No thread per call waits for the
+// The worker's hot calls (LeaseTrial, ReportProgress, StreamProgress,
+// FinishTrial) use the completion-queue API, served by one thread (Serve):
+// each handler hands the request to the Scheduler's asynchronous call, and
+// the store answers from its group runner's thread (db/group_runner.h),
+// which starts the whole group's replies. No thread per call waits for the
 // database, and no thread is woken per call to send its answer.
-// StreamProgress too: one reactor per stream, one request in flight.
-using WorkerServiceBase = v1::WorkerService::WithCallbackMethod_LeaseTrial<
-    v1::WorkerService::WithCallbackMethod_ReportProgress<v1::WorkerService::WithCallbackMethod_StreamProgress<
-        v1::WorkerService::WithCallbackMethod_FinishTrial<v1::WorkerService::Service>>>>;
+//
+// Why not the callback API: in gRPC 1.51 its calls run on two "nexting"
+// threads that poll one completion queue, and every network event hands the
+// polling from one to the other (a futex wake-up and a context switch, about
+// 26 per trial lifecycle, 6-12 us each on a VM). With one thread on one
+// completion queue there is no one to hand to; the sync services' queues do
+// not poll in a server that also has a polled queue (a hybrid server), so
+// this thread is the scheduler's only poller.
+using WorkerServiceBase = v1::WorkerService::WithAsyncMethod_LeaseTrial<
+    v1::WorkerService::WithAsyncMethod_ReportProgress<v1::WorkerService::WithAsyncMethod_StreamProgress<
+        v1::WorkerService::WithAsyncMethod_FinishTrial<v1::WorkerService::Service>>>>;
 
 class WorkerServiceImpl final : public WorkerServiceBase {
  public:
@@ -58,14 +69,10 @@ class WorkerServiceImpl final : public WorkerServiceBase {
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
                               v1::RegisterWorkerResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
-  grpc::ServerUnaryReactor* LeaseTrial(grpc::CallbackServerContext*, const v1::LeaseTrialRequest*,
-                                       v1::LeaseTrialResponse*) override;
-  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext*, const v1::ReportProgressRequest*,
-                                           v1::ReportProgressResponse*) override;
-  grpc::ServerUnaryReactor* FinishTrial(grpc::CallbackServerContext*, const v1::FinishTrialRequest*,
-                                        v1::FinishTrialResponse*) override;
-  grpc::ServerBidiReactor<v1::ReportProgressRequest, v1::ReportProgressResponse>* StreamProgress(
-      grpc::CallbackServerContext* context) override;
+
+  // Runs the hot calls on cq (the server's, from AddCompletionQueue) until
+  // Drain has shut it down and it is empty. Call from one thread, once.
+  void Serve(grpc::ServerCompletionQueue* cq);
 
   // Cancels every open StreamProgress stream (and refuses new ones with
   // UNAVAILABLE): called before the server's Shutdown, so that it does not
@@ -73,15 +80,33 @@ class WorkerServiceImpl final : public WorkerServiceBase {
   // being stored meanwhile may or may not be; the worker sends it again.
   void CloseProgressStreams();
 
-  class ProgressStream;  // one stream's reactor (grpc_services.cc)
+  // After the server's Shutdown: waits until no Scheduler call is pending
+  // (their answers start operations on the queue), then has Serve shut the
+  // queue down, drop what is left and return.
+  void Drain();
+
+  class Call;  // a pending operation's tag (grpc_services.cc)
+  template <typename Request, typename Response>
+  class UnaryCall;
+  class ProgressStream;
 
  private:
+  // Counts a Scheduler call whose answer is still to come; false (and not
+  // counted) once Drain has begun: the call is answered UNAVAILABLE.
+  bool BeginSchedulerCall();
+  void EndSchedulerCall();
+
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
   const std::string api_token_;  // empty: calls need no token
-  absl::Mutex streams_mu_;
-  std::set<ProgressStream*> streams_ ABSL_GUARDED_BY(streams_mu_);  // the open ones
-  bool closing_ ABSL_GUARDED_BY(streams_mu_) = false;
+  grpc::ServerCompletionQueue* cq_ = nullptr;  // set by Serve
+  bool draining_ = false;                      // Serve's thread only
+  std::unique_ptr<grpc::Alarm> drain_alarm_;   // Drain's, fires on Serve's thread
+  absl::Mutex mu_;
+  int scheduler_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Drain has begun
+  std::set<ProgressStream*> streams_ ABSL_GUARDED_BY(mu_);  // the open ones
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace normsweep::scheduler

@@ -1,7 +1,6 @@
 #include "scheduler/scheduler_server.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
@@ -21,30 +20,43 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Stor
   s->sweep_service_ = std::make_unique<SweepServiceImpl>(*s->scheduler_, *s->metrics_, options.api_token);
   s->worker_service_ = std::make_unique<WorkerServiceImpl>(*s->scheduler_, *s->metrics_, options.api_token);
 
-  grpc::EnableDefaultHealthCheckService(true);
+  s->health_service_ = std::make_unique<HealthServiceImpl>(
+      std::vector<std::string>{v1::SweepService::service_full_name(), v1::WorkerService::service_full_name()});
+
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.grpc_address, grpc::InsecureServerCredentials(), &s->grpc_port_);
   builder.RegisterService(s->sweep_service_.get());
   builder.RegisterService(s->worker_service_.get());
+  builder.RegisterService(s->health_service_.get());
+  s->worker_cq_ = builder.AddCompletionQueue();
   builder.SetMaxReceiveMessageSize(16 << 20);
   // Small unary calls: no bandwidth-delay probing (PING frames that adjust
   // flow-control windows for bulk transfers) and no channelz bookkeeping.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
   // Sync-API handler threads block on the database; a burst of sync calls
-  // starts more of them, and those beyond max_pollers end when idle.
+  // starts more of them, and those beyond max_pollers end when idle. Their
+  // queues do not poll (worker_cq_ does: see grpc_services.h).
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, options.min_pollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, options.max_pollers);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->grpc_port_ == 0) {
+    s->server_.reset();
+    s->worker_cq_->Shutdown();  // never served: nothing pending on it
+    void* tag;
+    bool ok;
+    while (s->worker_cq_->Next(&tag, &ok)) {
+    }
+    s->worker_cq_.reset();
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", options.grpc_address));
   }
+  s->worker_thread_ = std::thread([server = s.get()] { server->worker_service_->Serve(server->worker_cq_.get()); });
   if (!options.metrics_address.empty()) {
     try {
       s->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_address);
     } catch (const std::exception& e) {  // civetweb reports bind errors by throwing
-      s->server_->Shutdown();
+      s->Shutdown();
       return absl::UnavailableError(absl::StrCat("cannot serve /metrics on ", options.metrics_address, ": ", e.what()));
     }
     s->exposer_->RegisterCollectable(s->registry_);
@@ -76,10 +88,15 @@ void SchedulerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   stop_.Notify();
-  // Workers' progress streams stay open between batches: end them now
-  // rather than at the shutdown deadline.
-  worker_service_->CloseProgressStreams();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (server_ != nullptr) {  // null when Start failed to listen
+    // Health watchers and workers' progress streams stay open: end them now
+    // rather than at the shutdown deadline.
+    health_service_->Shutdown();
+    worker_service_->CloseProgressStreams();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    worker_service_->Drain();
+    worker_thread_.join();
+  }
   if (maintenance_.joinable()) maintenance_.join();
   StopListener(metrics_port_, [this] { exposer_.reset(); });
 }

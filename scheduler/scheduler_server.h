@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "db/store.h"
 #include "scheduler/grpc_services.h"
+#include "scheduler/health_service.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_metrics.h"
 
@@ -29,10 +30,8 @@ struct SchedulerServerOptions {
   std::string grpc_address = "0.0.0.0:50051";    // port 0: pick a free one
   std::string metrics_address = "0.0.0.0:9464";  // empty: no /metrics
   absl::Duration maintenance_interval = absl::Seconds(5);
-  // gRPC sync server threads waiting for calls. The worker's hot calls use
-  // the callback API (grpc_services.h); the sync ones are rare, and every
-  // idle polling thread takes part in the pollset's hand-offs (futex wake-ups
-  // on every network event), so keep as few as gRPC's defaults.
+  // gRPC sync server threads waiting for calls. The worker's hot calls have
+  // their own thread (grpc_services.h); the sync ones are rare.
   int min_pollers = 1;
   int max_pollers = 2;
   // When not empty, every SweepService and WorkerService call must carry it
@@ -67,7 +66,10 @@ class SchedulerServer {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<SweepServiceImpl> sweep_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<HealthServiceImpl> health_service_;
+  std::unique_ptr<grpc::ServerCompletionQueue> worker_cq_;  // the hot calls' (grpc_services.h)
   std::unique_ptr<grpc::Server> server_;
+  std::thread worker_thread_;  // serves worker_cq_
   std::unique_ptr<prometheus::Exposer> exposer_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;

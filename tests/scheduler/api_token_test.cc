@@ -1,5 +1,5 @@
 // The API token over real gRPC: a scheduler started with one refuses every
-// SweepService and WorkerService call (sync, callback and streaming) that
+// SweepService and WorkerService call (sync, completion-queue and streaming) that
 // does not carry it, changes nothing for them, still answers health checks,
 // and serves the real clients (the CLI's SweepClient, the worker's
 // GrpcSchedulerClient) that are given the token.
@@ -78,7 +78,7 @@ TEST_F(ApiTokenTest, CallsWithoutTheTokenAreRefusedAndChangeNothing) {
     EXPECT_THAT(s.error_message(), HasSubstr(*header == '\0' ? "requires an API token" : "wrong API token"));
     EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr(kToken)));
   }
-  // The worker's callback calls and the watch stream are guarded too.
+  // The worker's completion-queue calls and the watch stream are guarded too.
   grpc::ClientContext lctx;
   v1::LeaseTrialRequest lease;
   lease.set_worker_id(1);
