@@ -121,14 +121,36 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgConn
   return c;
 }
 
-absl::StatusOr<PgResult> PgConnection::Exec(std::string_view sql, const PgParams& params) {
+namespace {
+
+// PgParams as libpq takes them. Lengths and formats only matter for binary
+// values (text is NUL-terminated); libpq wants them for all or none.
+struct LibpqParams {
+  explicit LibpqParams(const PgParams& params) : binary(params.binary()), formats(params.formats()) {
+    values.reserve(params.values().size());
+    lengths.reserve(params.values().size());
+    for (const auto& v : params.values()) {
+      values.push_back(v.has_value() ? v->data() : nullptr);
+      lengths.push_back(v.has_value() ? static_cast<int>(v->size()) : 0);
+    }
+  }
+  int count() const { return static_cast<int>(values.size()); }
+  const int* length_data() const { return binary ? lengths.data() : nullptr; }
+  const int* format_data() const { return binary ? formats.data() : nullptr; }
+
+  const bool binary;
+  const std::vector<int>& formats;
   std::vector<const char*> values;
-  values.reserve(params.values().size());
-  for (const auto& v : params.values()) values.push_back(v.has_value() ? v->c_str() : nullptr);
+  std::vector<int> lengths;
+};
+
+}  // namespace
+
+absl::StatusOr<PgResult> PgConnection::Exec(std::string_view sql, const PgParams& params) {
+  const LibpqParams p(params);
   std::string query(sql);
-  PGresult* raw = PQexecParams(conn_.get(), query.c_str(), static_cast<int>(values.size()),
-                               /*paramTypes=*/nullptr, values.data(), /*paramLengths=*/nullptr,
-                               /*paramFormats=*/nullptr, /*resultFormat=*/0);
+  PGresult* raw = PQexecParams(conn_.get(), query.c_str(), p.count(), /*paramTypes=*/nullptr, p.values.data(),
+                               p.length_data(), p.format_data(), /*resultFormat=*/0);
   return Check(raw);
 }
 
@@ -151,11 +173,9 @@ absl::StatusOr<PgResult> PgConnection::ExecPrepared(const std::string& name, std
     if (!prepared.ok()) return prepared.status();
     prepared_.insert(name);
   }
-  std::vector<const char*> values;
-  values.reserve(n);
-  for (const auto& v : params.values()) values.push_back(v.has_value() ? v->c_str() : nullptr);
-  return Check(PQexecPrepared(conn_.get(), name.c_str(), n, values.data(), /*paramLengths=*/nullptr,
-                              /*paramFormats=*/nullptr, /*resultFormat=*/0));
+  const LibpqParams p(params);
+  return Check(PQexecPrepared(conn_.get(), name.c_str(), n, p.values.data(), p.length_data(), p.format_data(),
+                              /*resultFormat=*/0));
 }
 
 std::string PgConnection::Describe() const {

@@ -25,8 +25,12 @@ absl::Status CheckId(const std::string& field, int64_t id) {
   return id > 0 ? absl::OkStatus() : Invalid(field, "required (a positive id)");
 }
 
+// Also refuses NUL characters, which PostgreSQL's text cannot hold (the
+// statement that stores a group of calls would fail for all of them).
 absl::Status CheckLength(const std::string& field, const std::string& value, size_t max) {
-  return value.size() <= max ? absl::OkStatus() : Invalid(field, absl::StrCat("at most ", max, " characters"));
+  if (value.size() > max) return Invalid(field, absl::StrCat("at most ", max, " characters"));
+  if (value.find('\0') != std::string::npos) return Invalid(field, "must not contain NUL characters");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> ParsePageToken(const std::string& token) {

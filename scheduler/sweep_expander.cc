@@ -141,6 +141,11 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
   // ---- scalar fields ----
   if (spec.name().empty()) return Invalid("spec.name", "required");
   if (spec.name().size() > kMaxNameLength) return Invalid("spec.name", absl::StrCat("at most ", kMaxNameLength, " characters"));
+  // PostgreSQL's text and jsonb cannot hold NUL characters.
+  if (spec.name().find('\0') != std::string::npos) return Invalid("spec.name", "must not contain NUL characters");
+  if (spec.base().data_file().find('\0') != std::string::npos) {
+    return Invalid("spec.base.data_file", "must not contain NUL characters");
+  }
   if (spec.max_attempts() < 0 || spec.max_attempts() > kMaxMaxAttempts) {
     return Invalid("spec.max_attempts", absl::StrCat("must be in [1, ", kMaxMaxAttempts, "] (0: default ", kDefaultMaxAttempts, ")"));
   }

@@ -374,6 +374,10 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
     r->set_outcome(v1::TRIAL_FAILED);
     r->mutable_result()->set_error(std::string(kMaxErrorLength + 1, 'e'));
   }), C::INVALID_ARGUMENT, "result.error");
+  ExpectRejected("error with a NUL character", finish([](auto* r) {
+    r->set_outcome(v1::TRIAL_FAILED);
+    r->mutable_result()->set_error(std::string("bad\0byte", 8));
+  }), C::INVALID_ARGUMENT, "result.error");
   ExpectRejected("worker name too long", [&](auto* ctx) {
     v1::RegisterWorkerRequest r;
     r.set_name(std::string(201, 'w'));
@@ -404,7 +408,7 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
   // Every rejection above is counted by method and code (as /metrics shows it).
   auto metrics = std::make_unique<std::string>(prometheus::TextSerializer().Serialize(server_->registry().Collect()));
   EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"ReportProgress\"} 4"));
-  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"FinishTrial\"} 3"));
+  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"FinishTrial\"} 4"));
 }
 
 TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {

@@ -137,6 +137,11 @@ TEST(SweepExpanderTest, RejectsBadSpecsNamingTheField) {
   s = Grid();
   s.set_name(std::string(kMaxNameLength + 1, 'x'));
   EXPECT_THAT(Error(s), HasSubstr("spec.name: at most"));
+  s.set_name(std::string("a\0b", 3));
+  EXPECT_THAT(Error(s), HasSubstr("spec.name: must not contain NUL"));
+  s.set_name("ok");
+  s.mutable_base()->set_data_file(std::string("/data/a\0b", 9));
+  EXPECT_THAT(Error(s), HasSubstr("spec.base.data_file: must not contain NUL"));
   s = Grid();
   s.clear_placements();
   EXPECT_THAT(Error(s), HasSubstr("spec.placements: must not be empty"));
