@@ -103,7 +103,8 @@ class PgParams {
 // text form's parsing was 7% of the server's CPU under the scheduler load
 // generator). T is int32_t (int[]), int64_t (bigint[]), double (float8[]) or
 // std::string (text[]); the statement must cast its parameter to exactly
-// that array type, or PostgreSQL refuses it ("wrong element type").
+// that array type, or PostgreSQL refuses it ("binary data has array element
+// type 23 (integer) instead of expected 20 (bigint)").
 template <typename T>
 class PgArrayOf {
  public:
