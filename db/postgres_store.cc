@@ -256,13 +256,173 @@ std::vector<v1::MetricPoint> MergeByStep(const v1::ReportProgressRequest& req) {
   return out;
 }
 
+// The lease statement (LeaseGroup).
+const std::string& LeaseGroupSql() {
+  static const std::string sql = absl::StrCat(
+      "WITH wk AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY"
+      "  AS wk(worker_id, now_us, expires_us, pos)),"
+      " w AS (SELECT wk.* FROM wk WHERE EXISTS (SELECT 1 FROM workers WHERE workers.id = wk.worker_id)),"
+      " wn AS (SELECT w.*, row_number() OVER (ORDER BY w.pos) AS k FROM w),"
+      // The queue's head, read in order from the trials_queue index: the
+      // sweep's state is a per-row filter and its limit is joined after the
+      // LIMIT, so the planner has no join that it could hash over every
+      // PENDING trial (it did, O(queue) per lease, on a table without
+      // statistics).
+      " c AS (SELECT t.id, t.priority, t.sweep_id FROM trials t"
+      "  WHERE t.state = 'PENDING' AND (SELECT s.state FROM sweeps s WHERE s.id = t.sweep_id) = 'RUNNING'"
+      "  ORDER BY t.priority DESC, t.id LIMIT (SELECT count(*) FROM w) FOR UPDATE OF t SKIP LOCKED),"
+      // The sweep's limit by its primary key: as a join, the generic plan
+      // hashes a sequential scan of sweeps, whose rows FinishTrial updates
+      // all the time (0.3 ms of dead versions per lease group under load).
+      " cn AS (SELECT c.id, (SELECT s.max_concurrent_trials FROM sweeps s WHERE s.id = c.sweep_id) AS lim,"
+      "  row_number() OVER (ORDER BY c.priority DESC, c.id) AS k FROM c),"
+      " pick AS (SELECT cn.id, cn.lim, wn.worker_id, wn.now_us, wn.expires_us, wn.pos FROM cn JOIN wn ON wn.k = cn.k),"
+      " u AS (UPDATE trials t SET state = 'RUNNING', attempts = t.attempts + 1, worker_id = pick.worker_id,"
+      "  lease_expires_at = 'epoch'::timestamptz + pick.expires_us * interval '1 microsecond',"
+      "  started_at = COALESCE(t.started_at, 'epoch'::timestamptz + pick.now_us * interval '1 microsecond'),"
+      "  last_step = 0, last_train_loss = NULL, last_val_loss = NULL, update_seq = nextval('trial_update_seq')"
+      "  FROM pick WHERE t.id = pick.id AND pick.lim = 0 AND t.state = 'PENDING'"
+      "  RETURNING pick.pos AS leased_pos, ", kTrialColumns, ")"
+      " SELECT wk.pos, w.worker_id IS NOT NULL, pick.lim, u.* FROM wk"
+      " LEFT JOIN w ON w.pos = wk.pos LEFT JOIN pick ON pick.pos = wk.pos LEFT JOIN u ON u.leased_pos = wk.pos"
+      " ORDER BY wk.pos");
+  return sql;
+}
+
+// The progress statement (RunProgressStatement).
+const std::string& ProgressSql() {
+  static const std::string sql = absl::StrCat(
+      "WITH r AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::int[], $6::int[],"
+      " $7::float8[], $8::int[], $9::float8[], $10::int[], $11::int[])"
+      " AS r(i, trial_id, worker_id, attempt, max_step, train_step, train_loss, val_step, val_loss, lo, hi)),"
+      " m AS (SELECT $12::int[] AS step, $13::float8[] AS lr, $14::float8[] AS train_loss, $15::float8[] AS val_loss,"
+      " $16::float8[] AS val_accuracy, $17::float8[] AS grad_norm, $18::float8[] AS tokens_per_s),"
+      " t AS (UPDATE trials tr SET last_step = GREATEST(tr.last_step, r.max_step),"
+      " last_train_loss = CASE WHEN r.train_step >= tr.last_step THEN r.train_loss ELSE tr.last_train_loss END,"
+      " last_val_loss = CASE WHEN r.val_step >= tr.last_step THEN r.val_loss ELSE tr.last_val_loss END,"
+      " update_seq = nextval('trial_update_seq')"
+      // old is the trial's row as this statement's snapshot saw it; tr is
+      // re-read if a concurrent statement updated it meanwhile. Their
+      // last_step differ when another statement stored progress since the
+      // snapshot: what is new was decided on stale data, so the trial is
+      // left out here and the caller runs it again.
+      // The state test is written so that the planner cannot match it to the
+      // partial index trials_leases (WHERE state = 'RUNNING'): statistics
+      // from when the sweep was all PENDING made it loop over that whole
+      // index, dead entries included, once per trial (2-3x the cost of this
+      // statement) instead of looking each trial up by id.
+      " FROM r JOIN trials old ON old.id = r.trial_id"
+      " WHERE tr.id = r.trial_id AND tr.worker_id = r.worker_id AND tr.attempts = r.attempt"
+      " AND COALESCE(tr.state, '') = 'RUNNING' AND tr.last_step = old.last_step"
+      " RETURNING r.i, r.lo, r.hi, tr.id, tr.sweep_id, old.last_step AS old_last),"
+      // f: where the batch's new steps begin (its steps are in order); only a
+      // batch that starts at or below last_step needs them counted.
+      " tf AS (SELECT t.*, CASE WHEN t.lo > t.hi OR m.step[t.lo] > t.old_last THEN t.lo"
+      "  ELSE t.lo + (SELECT count(*)::int FROM unnest(m.step[t.lo:t.hi]) AS x(s) WHERE x.s <= t.old_last) END AS f"
+      "  FROM t, m),"
+      " b AS (INSERT INTO trial_metric_batches (trial_id, first_step, last_step, steps, lr, train_loss, val_loss,"
+      " val_accuracy, grad_norm, tokens_per_s)"
+      " SELECT t.id, m.step[t.f], m.step[t.hi], m.step[t.f:t.hi], m.lr[t.f:t.hi], m.train_loss[t.f:t.hi],"
+      " m.val_loss[t.f:t.hi], m.val_accuracy[t.f:t.hi], m.grad_norm[t.f:t.hi], m.tokens_per_s[t.f:t.hi]"
+      " FROM tf t, m WHERE t.f <= t.hi),"
+      " u AS (SELECT t.id AS trial_id, m.step[k] AS step, m.lr[k] AS lr, m.train_loss[k] AS train_loss,"
+      " m.val_loss[k] AS val_loss, m.val_accuracy[k] AS val_accuracy, m.grad_norm[k] AS grad_norm,"
+      " m.tokens_per_s[k] AS tokens_per_s, s.*"
+      " FROM tf t CROSS JOIN m CROSS JOIN LATERAL generate_series(t.lo, t.f - 1) AS k"
+      " LEFT JOIN LATERAL (SELECT true AS s_in, mb.lr[j] AS s_lr, mb.train_loss[j] AS s_train_loss,"
+      "  mb.val_loss[j] AS s_val_loss, mb.val_accuracy[j] AS s_val_accuracy, mb.grad_norm[j] AS s_grad_norm,"
+      "  mb.tokens_per_s[j] AS s_tokens_per_s"
+      "  FROM trial_metric_batches mb CROSS JOIN LATERAL array_position(mb.steps, m.step[k]) AS j"
+      "  WHERE mb.trial_id = t.id AND mb.first_step <= m.step[k] AND mb.last_step >= m.step[k]"
+      "  AND j IS NOT NULL) s ON true"
+      " WHERE t.lo < t.f),"
+      " l AS (INSERT INTO trial_metric_late AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
+      " grad_norm, tokens_per_s)"
+      " SELECT u.trial_id, u.step, CASE WHEN u.s_lr IS NULL THEN u.lr END,"
+      " CASE WHEN u.s_train_loss IS NULL THEN u.train_loss END, CASE WHEN u.s_val_loss IS NULL THEN u.val_loss END,"
+      " CASE WHEN u.s_val_accuracy IS NULL THEN u.val_accuracy END,"
+      " CASE WHEN u.s_grad_norm IS NULL THEN u.grad_norm END,"
+      " CASE WHEN u.s_tokens_per_s IS NULL THEN u.tokens_per_s END FROM u"
+      " WHERE u.s_in IS NULL OR (u.s_lr IS NULL AND u.lr IS NOT NULL)"
+      " OR (u.s_train_loss IS NULL AND u.train_loss IS NOT NULL) OR (u.s_val_loss IS NULL AND u.val_loss IS NOT NULL)"
+      " OR (u.s_val_accuracy IS NULL AND u.val_accuracy IS NOT NULL)"
+      " OR (u.s_grad_norm IS NULL AND u.grad_norm IS NOT NULL)"
+      " OR (u.s_tokens_per_s IS NULL AND u.tokens_per_s IS NOT NULL)"
+      " ON CONFLICT (trial_id, step) DO UPDATE SET"
+      " lr = COALESCE(tm.lr, EXCLUDED.lr), train_loss = COALESCE(tm.train_loss, EXCLUDED.train_loss),"
+      " val_loss = COALESCE(tm.val_loss, EXCLUDED.val_loss),"
+      " val_accuracy = COALESCE(tm.val_accuracy, EXCLUDED.val_accuracy),"
+      " grad_norm = COALESCE(tm.grad_norm, EXCLUDED.grad_norm),"
+      " tokens_per_s = COALESCE(tm.tokens_per_s, EXCLUDED.tokens_per_s)"
+      // A re-sent batch fills nothing, so it writes nothing.
+      " WHERE (tm.lr IS NULL AND EXCLUDED.lr IS NOT NULL)"
+      " OR (tm.train_loss IS NULL AND EXCLUDED.train_loss IS NOT NULL)"
+      " OR (tm.val_loss IS NULL AND EXCLUDED.val_loss IS NOT NULL)"
+      " OR (tm.val_accuracy IS NULL AND EXCLUDED.val_accuracy IS NOT NULL)"
+      " OR (tm.grad_norm IS NULL AND EXCLUDED.grad_norm IS NOT NULL)"
+      " OR (tm.tokens_per_s IS NULL AND EXCLUDED.tokens_per_s IS NOT NULL)),"
+      " g AS (INSERT INTO layer_grad_norms (trial_id, step, layer, matrix, norm)"
+      " SELECT t.id, g.step, g.layer, g.matrix, g.norm FROM unnest($19::int[], $20::int[], $21::int[],"
+      " $22::text[], $23::float8[]) AS g(i, step, layer, matrix, norm) JOIN t ON t.i = g.i ON CONFLICT DO NOTHING)"
+      " SELECT t.i, s.state = 'CANCELLED' FROM t JOIN sweeps s ON s.id = t.sweep_id");
+  return sql;
+}
+
+// The finish statement (FinishStatement).
+const std::string& FinishSql() {
+  static const std::string sql = absl::StrCat(
+      "WITH f AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::text[],"
+      " $6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::int[], $11::float8[], $12::text[], $13::bigint[])"
+      " AS f(i, trial_id, worker_id, attempt, outcome, fvl, bvl, ftl, fva, ds, tps, err, now_us)),"
+      " u AS (UPDATE trials t SET state = f.outcome, final_val_loss = f.fvl, best_val_loss = f.bvl,"
+      " final_train_loss = f.ftl, final_val_accuracy = f.fva, diverged_step = f.ds, tokens_per_s = f.tps,"
+      " error = f.err, lease_expires_at = NULL,"
+      " finished_at = 'epoch'::timestamptz + f.now_us * interval '1 microsecond',"
+      " update_seq = nextval('trial_update_seq')"
+      // Trials looked up by id (= ANY: a generic plan that does so, instead
+      // of planning each call afresh), not through trials_leases (see
+      // RunProgressStatement).
+      " FROM f WHERE t.id = ANY($2::bigint[]) AND t.id = f.trial_id AND t.worker_id = f.worker_id"
+      " AND t.attempts = f.attempt AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, ", kTrialColumns,
+      ", f.now_us AS ns_now_us, t.sweep_id AS ns_sweep_id),"
+      // The sweeps' open trials go down by those just made final.
+      " d AS (SELECT ns_sweep_id AS sweep_id, count(*) AS n,"
+      " 'epoch'::timestamptz + max(ns_now_us) * interval '1 microsecond' AS finished_at"
+      " FROM u GROUP BY ns_sweep_id),",
+      kCloseOpenTrials, " SELECT * FROM u");
+  return sql;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const PostgresStoreOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> conn, PgConnection::Connect(options.connect));
   ASSIGN_OR_RETURN(int applied, ApplyMigrations(*conn, EmbeddedMigrations()));
   (void)applied;
-  return std::unique_ptr<PostgresStore>(new PostgresStore(options, conn->Describe()));
+  std::unique_ptr<PostgresStore> store(new PostgresStore(options, conn->Describe()));
+  store->WarmUp(store->hot_connections_);
+  return store;
+}
+
+void PostgresStore::WarmUp(int connections) {
+  // All of them at once, so that each is a different connection.
+  std::vector<PgPool::Lease> leases;
+  for (int i = 0; i < connections; ++i) {
+    absl::StatusOr<PgPool::Lease> lease = hot_pool_.Acquire();
+    if (!lease.ok()) break;
+    leases.push_back(*std::move(lease));
+  }
+  // Every parameter is an array: "{}" (text) is an empty one of any type.
+  auto empty = [](int n) {
+    PgParams p;
+    for (int i = 0; i < n; ++i) p.Add("{}");
+    return p;
+  };
+  for (PgPool::Lease& conn : leases) {
+    (void)conn->ExecPrepared("ns_lease_group", LeaseGroupSql(), empty(3));
+    (void)conn->ExecPrepared("ns_report_progress", ProgressSql(), empty(23));
+    (void)conn->ExecPrepared("ns_finish_trials", FinishSql(), empty(13));
+  }
 }
 
 absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& request_id,
@@ -332,6 +492,11 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
       return true;
     }).status();
     if (!analyzed.ok()) std::fprintf(stderr, "normsweep: ANALYZE trials failed: %s\n", analyzed.ToString().c_str());
+    // The new statistics invalidate the hot statements' plans: plan them
+    // again now, before the caller hands the trials out, rather than in the
+    // first leases and progress reports (30-40 ms per statement and
+    // connection).
+    WarmUp(hot_connections_);
   }
   ASSIGN_OR_RETURN(v1::Sweep sweep, GetSweep(sweep_id));
   return CreateSweepResult{std::move(sweep), created};
@@ -491,34 +656,7 @@ void PostgresStore::LeaseGroupStatement(std::vector<LeaseItem*>& group) {
   // worker with several free slots may appear more than once), except
   // trials of sweeps with max_concurrent_trials, whose worker takes the slow
   // path. Worker rows are only read (0008_trials_worker_fk.sql).
-  static const std::string kSql = absl::StrCat(
-      "WITH wk AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) WITH ORDINALITY"
-      "  AS wk(worker_id, now_us, expires_us, pos)),"
-      " w AS (SELECT wk.* FROM wk WHERE EXISTS (SELECT 1 FROM workers WHERE workers.id = wk.worker_id)),"
-      " wn AS (SELECT w.*, row_number() OVER (ORDER BY w.pos) AS k FROM w),"
-      // The queue's head, read in order from the trials_queue index: the
-      // sweep's state is a per-row filter and its limit is joined after the
-      // LIMIT, so the planner has no join that it could hash over every
-      // PENDING trial (it did, O(queue) per lease, on a table without
-      // statistics).
-      " c AS (SELECT t.id, t.priority, t.sweep_id FROM trials t"
-      "  WHERE t.state = 'PENDING' AND (SELECT s.state FROM sweeps s WHERE s.id = t.sweep_id) = 'RUNNING'"
-      "  ORDER BY t.priority DESC, t.id LIMIT (SELECT count(*) FROM w) FOR UPDATE OF t SKIP LOCKED),"
-      // The sweep's limit by its primary key: as a join, the generic plan
-      // hashes a sequential scan of sweeps, whose rows FinishTrial updates
-      // all the time (0.3 ms of dead versions per lease group under load).
-      " cn AS (SELECT c.id, (SELECT s.max_concurrent_trials FROM sweeps s WHERE s.id = c.sweep_id) AS lim,"
-      "  row_number() OVER (ORDER BY c.priority DESC, c.id) AS k FROM c),"
-      " pick AS (SELECT cn.id, cn.lim, wn.worker_id, wn.now_us, wn.expires_us, wn.pos FROM cn JOIN wn ON wn.k = cn.k),"
-      " u AS (UPDATE trials t SET state = 'RUNNING', attempts = t.attempts + 1, worker_id = pick.worker_id,"
-      "  lease_expires_at = 'epoch'::timestamptz + pick.expires_us * interval '1 microsecond',"
-      "  started_at = COALESCE(t.started_at, 'epoch'::timestamptz + pick.now_us * interval '1 microsecond'),"
-      "  last_step = 0, last_train_loss = NULL, last_val_loss = NULL, update_seq = nextval('trial_update_seq')"
-      "  FROM pick WHERE t.id = pick.id AND pick.lim = 0 AND t.state = 'PENDING'"
-      "  RETURNING pick.pos AS leased_pos, ", kTrialColumns, ")"
-      " SELECT wk.pos, w.worker_id IS NOT NULL, pick.lim, u.* FROM wk"
-      " LEFT JOIN w ON w.pos = wk.pos LEFT JOIN pick ON pick.pos = wk.pos LEFT JOIN u ON u.leased_pos = wk.pos"
-      " ORDER BY wk.pos");
+  const std::string& kSql = LeaseGroupSql();
   PgArrayOf<int64_t> workers, nows, expires;
   for (const LeaseItem* item : group) {
     workers.Add(item->worker_id);
@@ -681,8 +819,8 @@ PgConnectOptions HotConnectOptions(PgConnectOptions options) {
 
 PostgresStore::PostgresStore(const PostgresStoreOptions& options, std::string description)
     : pool_(options.connect, options.pool_size),
-      hot_pool_(HotConnectOptions(options.connect),
-                options.progress_writers + options.lease_takers + options.finish_writers),
+      hot_connections_(options.progress_writers + options.lease_takers + options.finish_writers),
+      hot_pool_(HotConnectOptions(options.connect), hot_connections_),
       description_(std::move(description)),
       progress_runner_(
           options.progress_writers, options.progress_group_size,
@@ -812,80 +950,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
   // evaluation that missed its step's batch) go to trial_metric_late one by
   // one, with only the fields that the stored batches lack (see
   // db/migrations/0005_metric_batches.sql).
-  static const std::string kSql = absl::StrCat(
-      "WITH r AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::int[], $6::int[],"
-      " $7::float8[], $8::int[], $9::float8[], $10::int[], $11::int[])"
-      " AS r(i, trial_id, worker_id, attempt, max_step, train_step, train_loss, val_step, val_loss, lo, hi)),"
-      " m AS (SELECT $12::int[] AS step, $13::float8[] AS lr, $14::float8[] AS train_loss, $15::float8[] AS val_loss,"
-      " $16::float8[] AS val_accuracy, $17::float8[] AS grad_norm, $18::float8[] AS tokens_per_s),"
-      " t AS (UPDATE trials tr SET last_step = GREATEST(tr.last_step, r.max_step),"
-      " last_train_loss = CASE WHEN r.train_step >= tr.last_step THEN r.train_loss ELSE tr.last_train_loss END,"
-      " last_val_loss = CASE WHEN r.val_step >= tr.last_step THEN r.val_loss ELSE tr.last_val_loss END,"
-      " update_seq = nextval('trial_update_seq')"
-      // old is the trial's row as this statement's snapshot saw it; tr is
-      // re-read if a concurrent statement updated it meanwhile. Their
-      // last_step differ when another statement stored progress since the
-      // snapshot: what is new was decided on stale data, so the trial is
-      // left out here and the caller runs it again.
-      // The state test is written so that the planner cannot match it to the
-      // partial index trials_leases (WHERE state = 'RUNNING'): statistics
-      // from when the sweep was all PENDING made it loop over that whole
-      // index, dead entries included, once per trial (2-3x the cost of this
-      // statement) instead of looking each trial up by id.
-      " FROM r JOIN trials old ON old.id = r.trial_id"
-      " WHERE tr.id = r.trial_id AND tr.worker_id = r.worker_id AND tr.attempts = r.attempt"
-      " AND COALESCE(tr.state, '') = 'RUNNING' AND tr.last_step = old.last_step"
-      " RETURNING r.i, r.lo, r.hi, tr.id, tr.sweep_id, old.last_step AS old_last),"
-      // f: where the batch's new steps begin (its steps are in order); only a
-      // batch that starts at or below last_step needs them counted.
-      " tf AS (SELECT t.*, CASE WHEN t.lo > t.hi OR m.step[t.lo] > t.old_last THEN t.lo"
-      "  ELSE t.lo + (SELECT count(*)::int FROM unnest(m.step[t.lo:t.hi]) AS x(s) WHERE x.s <= t.old_last) END AS f"
-      "  FROM t, m),"
-      " b AS (INSERT INTO trial_metric_batches (trial_id, first_step, last_step, steps, lr, train_loss, val_loss,"
-      " val_accuracy, grad_norm, tokens_per_s)"
-      " SELECT t.id, m.step[t.f], m.step[t.hi], m.step[t.f:t.hi], m.lr[t.f:t.hi], m.train_loss[t.f:t.hi],"
-      " m.val_loss[t.f:t.hi], m.val_accuracy[t.f:t.hi], m.grad_norm[t.f:t.hi], m.tokens_per_s[t.f:t.hi]"
-      " FROM tf t, m WHERE t.f <= t.hi),"
-      " u AS (SELECT t.id AS trial_id, m.step[k] AS step, m.lr[k] AS lr, m.train_loss[k] AS train_loss,"
-      " m.val_loss[k] AS val_loss, m.val_accuracy[k] AS val_accuracy, m.grad_norm[k] AS grad_norm,"
-      " m.tokens_per_s[k] AS tokens_per_s, s.*"
-      " FROM tf t CROSS JOIN m CROSS JOIN LATERAL generate_series(t.lo, t.f - 1) AS k"
-      " LEFT JOIN LATERAL (SELECT true AS s_in, mb.lr[j] AS s_lr, mb.train_loss[j] AS s_train_loss,"
-      "  mb.val_loss[j] AS s_val_loss, mb.val_accuracy[j] AS s_val_accuracy, mb.grad_norm[j] AS s_grad_norm,"
-      "  mb.tokens_per_s[j] AS s_tokens_per_s"
-      "  FROM trial_metric_batches mb CROSS JOIN LATERAL array_position(mb.steps, m.step[k]) AS j"
-      "  WHERE mb.trial_id = t.id AND mb.first_step <= m.step[k] AND mb.last_step >= m.step[k]"
-      "  AND j IS NOT NULL) s ON true"
-      " WHERE t.lo < t.f),"
-      " l AS (INSERT INTO trial_metric_late AS tm (trial_id, step, lr, train_loss, val_loss, val_accuracy,"
-      " grad_norm, tokens_per_s)"
-      " SELECT u.trial_id, u.step, CASE WHEN u.s_lr IS NULL THEN u.lr END,"
-      " CASE WHEN u.s_train_loss IS NULL THEN u.train_loss END, CASE WHEN u.s_val_loss IS NULL THEN u.val_loss END,"
-      " CASE WHEN u.s_val_accuracy IS NULL THEN u.val_accuracy END,"
-      " CASE WHEN u.s_grad_norm IS NULL THEN u.grad_norm END,"
-      " CASE WHEN u.s_tokens_per_s IS NULL THEN u.tokens_per_s END FROM u"
-      " WHERE u.s_in IS NULL OR (u.s_lr IS NULL AND u.lr IS NOT NULL)"
-      " OR (u.s_train_loss IS NULL AND u.train_loss IS NOT NULL) OR (u.s_val_loss IS NULL AND u.val_loss IS NOT NULL)"
-      " OR (u.s_val_accuracy IS NULL AND u.val_accuracy IS NOT NULL)"
-      " OR (u.s_grad_norm IS NULL AND u.grad_norm IS NOT NULL)"
-      " OR (u.s_tokens_per_s IS NULL AND u.tokens_per_s IS NOT NULL)"
-      " ON CONFLICT (trial_id, step) DO UPDATE SET"
-      " lr = COALESCE(tm.lr, EXCLUDED.lr), train_loss = COALESCE(tm.train_loss, EXCLUDED.train_loss),"
-      " val_loss = COALESCE(tm.val_loss, EXCLUDED.val_loss),"
-      " val_accuracy = COALESCE(tm.val_accuracy, EXCLUDED.val_accuracy),"
-      " grad_norm = COALESCE(tm.grad_norm, EXCLUDED.grad_norm),"
-      " tokens_per_s = COALESCE(tm.tokens_per_s, EXCLUDED.tokens_per_s)"
-      // A re-sent batch fills nothing, so it writes nothing.
-      " WHERE (tm.lr IS NULL AND EXCLUDED.lr IS NOT NULL)"
-      " OR (tm.train_loss IS NULL AND EXCLUDED.train_loss IS NOT NULL)"
-      " OR (tm.val_loss IS NULL AND EXCLUDED.val_loss IS NOT NULL)"
-      " OR (tm.val_accuracy IS NULL AND EXCLUDED.val_accuracy IS NOT NULL)"
-      " OR (tm.grad_norm IS NULL AND EXCLUDED.grad_norm IS NOT NULL)"
-      " OR (tm.tokens_per_s IS NULL AND EXCLUDED.tokens_per_s IS NOT NULL)),"
-      " g AS (INSERT INTO layer_grad_norms (trial_id, step, layer, matrix, norm)"
-      " SELECT t.id, g.step, g.layer, g.matrix, g.norm FROM unnest($19::int[], $20::int[], $21::int[],"
-      " $22::text[], $23::float8[]) AS g(i, step, layer, matrix, norm) JOIN t ON t.i = g.i ON CONFLICT DO NOTHING)"
-      " SELECT t.i, s.state = 'CANCELLED' FROM t JOIN sweeps s ON s.id = t.sweep_id");
+  const std::string& kSql = ProgressSql();
   using Written = std::vector<std::pair<int64_t, bool>>;
   auto run = [&](PgConnection& conn) -> absl::StatusOr<Written> {
     ASSIGN_OR_RETURN(PgResult r, conn.ExecPrepared("ns_report_progress", kSql, p));
@@ -975,26 +1040,7 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
   PgParams p;
   p.Add(idx).Add(trial).Add(worker).Add(attempt).Add(outcome).Add(fvl).Add(bvl).Add(ftl).Add(fva).Add(ds);
   p.Add(tps).Add(err).Add(now);
-  static const std::string kSql = absl::StrCat(
-      "WITH f AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::text[],"
-      " $6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::int[], $11::float8[], $12::text[], $13::bigint[])"
-      " AS f(i, trial_id, worker_id, attempt, outcome, fvl, bvl, ftl, fva, ds, tps, err, now_us)),"
-      " u AS (UPDATE trials t SET state = f.outcome, final_val_loss = f.fvl, best_val_loss = f.bvl,"
-      " final_train_loss = f.ftl, final_val_accuracy = f.fva, diverged_step = f.ds, tokens_per_s = f.tps,"
-      " error = f.err, lease_expires_at = NULL,"
-      " finished_at = 'epoch'::timestamptz + f.now_us * interval '1 microsecond',"
-      " update_seq = nextval('trial_update_seq')"
-      // Trials looked up by id (= ANY: a generic plan that does so, instead
-      // of planning each call afresh), not through trials_leases (see
-      // RunProgressStatement).
-      " FROM f WHERE t.id = ANY($2::bigint[]) AND t.id = f.trial_id AND t.worker_id = f.worker_id"
-      " AND t.attempts = f.attempt AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, ", kTrialColumns,
-      ", f.now_us AS ns_now_us, t.sweep_id AS ns_sweep_id),"
-      // The sweeps' open trials go down by those just made final.
-      " d AS (SELECT ns_sweep_id AS sweep_id, count(*) AS n,"
-      " 'epoch'::timestamptz + max(ns_now_us) * interval '1 microsecond' AS finished_at"
-      " FROM u GROUP BY ns_sweep_id),",
-      kCloseOpenTrials, " SELECT * FROM u");
+  const std::string& kSql = FinishSql();
   std::vector<bool> written(group.size(), false);
   absl::Status status;
   for (int attempt = 0; attempt < 3; ++attempt) {

@@ -3,9 +3,10 @@
 // N simulated workers (default 64), each on its own gRPC channel, run trial
 // lifecycles against normsweep-scheduler: LeaseTrial, 10 ReportProgress
 // batches of 10 steps, FinishTrial. By default it starts a throwaway
-// PostgreSQL and an in-process scheduler on a loopback port; --scheduler
-// points it at a running one instead (whose database must be reachable for
-// the final row count only when started here).
+// PostgreSQL and the normsweep-scheduler built beside it, as its own process
+// on a loopback port (--in_process: a scheduler in this process instead);
+// --scheduler points it at a running one (whose database must be reachable
+// for the final row count only when started here).
 //
 // Prints trial lifecycles/s, metric points stored/s and the lease latency
 // (client-observed round trip) p50/p99/max.
@@ -55,14 +56,18 @@ ABSL_FLAG(int, steps_per_batch, 10, "Metric points per batch");
 ABSL_FLAG(std::string, scheduler, "", "host:port of a running scheduler (default: start one here)");
 ABSL_FLAG(bool, durable, false, "Throwaway PostgreSQL with fsync and synchronous_commit on");
 ABSL_FLAG(bool, pg_stats, false, "Print the costliest statements (pg_stat_statements) at the end");
-ABSL_FLAG(std::string, scheduler_binary, "",
-          "Run this normsweep-scheduler as a separate process (default: in this process)");
+ABSL_FLAG(std::string, scheduler_binary, NORMSWEEP_SCHEDULER_BINARY,
+          "The normsweep-scheduler to start as a separate process (default: the one built with this program)");
+ABSL_FLAG(bool, in_process, false,
+          "Run the scheduler in this process instead (gRPC's client and server then share one poller pool, "
+          "whose threads hand every network event to each other: slower than two processes)");
 ABSL_FLAG(double, rate, 0,
           "Start at most this many lifecycles per second in total (0: as fast as the workers go); "
           "below saturation, lease latency is service time rather than queueing");
 ABSL_FLAG(std::vector<std::string>, pg_settings, {},
           "Extra settings for the throwaway PostgreSQL, e.g. autovacuum=off,wal_level=minimal");
-ABSL_FLAG(bool, memory_store, false, "Use the in-memory store (measures gRPC and scheduler overhead only)");
+ABSL_FLAG(bool, memory_store, false,
+          "Use the in-memory store (measures gRPC and scheduler overhead only; implies --in_process)");
 ABSL_FLAG(int, db_pool_size, 16, "Database connections of the in-process scheduler");
 ABSL_FLAG(double, timeline, 0,
           "Also print how many lifecycles ended in each interval of this many seconds (0: no timeline)");
@@ -436,7 +441,7 @@ int Main() {
     store = *std::move(opened);
   }
   std::optional<testing::Subprocess> child;
-  if (target.empty() && !absl::GetFlag(FLAGS_scheduler_binary).empty() && pg) {
+  if (target.empty() && !absl::GetFlag(FLAGS_in_process) && pg) {
     const std::string port_file = pg->dir() + "/scheduler.ports";
     auto started = testing::Subprocess::Start(
         {absl::GetFlag(FLAGS_scheduler_binary), "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
