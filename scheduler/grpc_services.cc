@@ -54,7 +54,8 @@ NS_UNARY(WorkerServiceImpl, Heartbeat, HeartbeatRequest, HeartbeatResponse)
 // calls Proceed when it completes. Every Call always has exactly one
 // operation pending, or one Scheduler call (counted, see Drain) whose answer
 // starts the next operation from the group runner's thread; so no two
-// threads touch a Call at once, and it deletes itself after its last.
+// threads touch a Call at once (but for ProgressStream::Cancel, gRPC's
+// thread-safe TryCancel), and it deletes itself after its last.
 class WorkerServiceImpl::Call {
  public:
   virtual ~Call() = default;
@@ -150,7 +151,7 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
         return;
       case State::kReading:
         if (!ok) {  // the client half-closed, went away, or the stream was cancelled
-          Finish(grpc::Status::OK);
+          Finish(cancelled_ ? grpc::Status::CANCELLED : grpc::Status::OK);
           return;
         }
         if (!service_.BeginSchedulerCall()) {
@@ -188,7 +189,10 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
 
   // The pending operation fails at once (the worker sees CANCELLED and
   // resends the batch, if any, once a scheduler answers).
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() {
+    cancelled_ = true;  // a cancelled call must end CANCELLED (ServerContext::TryCancel)
+    context_.TryCancel();
+  }
 
 
  private:
@@ -221,6 +225,7 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
   grpc::ServerContext context_;
   grpc::ServerAsyncReaderWriter<v1::ReportProgressResponse, v1::ReportProgressRequest> stream_;
   State state_ = State::kWaitingForCall;
+  std::atomic<bool> cancelled_{false};
   v1::ReportProgressRequest request_;
   v1::ReportProgressResponse response_;
 };
@@ -243,8 +248,8 @@ class DrainTag final : public WorkerServiceImpl::Call {
 
 }  // namespace
 
-void WorkerServiceImpl::Serve(grpc::ServerCompletionQueue* cq) {
-  cq_ = cq;
+void WorkerServiceImpl::Serve() {
+  grpc::ServerCompletionQueue* const cq = cq_;
   using Lease = UnaryCall<v1::LeaseTrialRequest, v1::LeaseTrialResponse>;
   using Progress = UnaryCall<v1::ReportProgressRequest, v1::ReportProgressResponse>;
   using Finish = UnaryCall<v1::FinishTrialRequest, v1::FinishTrialResponse>;

@@ -2,7 +2,8 @@
 // absl::Status with the one shared mapping (common/grpc_status.h). Most
 // handlers use the sync API, which runs them on gRPC's thread pool, where
 // blocking on the database is allowed; the worker's hot calls use the
-// completion-queue API on one thread that never blocks (WorkerServiceImpl).
+// completion-queue API on one thread that does not wait for the database
+// (WorkerServiceImpl).
 #ifndef NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 #define NORMSWEEP_SCHEDULER_GRPC_SERVICES_H_
 
@@ -46,9 +47,12 @@ class SweepServiceImpl final : public v1::SweepService::Service {
 // The worker's hot calls (LeaseTrial, ReportProgress, StreamProgress,
 // FinishTrial) use the completion-queue API, served by one thread (Serve):
 // each handler hands the request to the Scheduler's asynchronous call, and
-// the store answers from its group runner's thread (db/group_runner.h),
+// PostgresStore answers from its group runner's thread (db/group_runner.h),
 // which starts the whole group's replies. No thread per call waits for the
-// database, and no thread is woken per call to send its answer.
+// database, and no thread is woken per call to send its answer. (A store
+// that answers inline, like MemoryStore, does its work on Serve's thread,
+// which is also the only one reading the network for the sync services:
+// fine for an in-memory store, not for one that blocks.)
 //
 // Why not the callback API: in gRPC 1.51 its calls run on two "nexting"
 // threads that poll one completion queue, and every network event hands the
@@ -70,9 +74,12 @@ class WorkerServiceImpl final : public WorkerServiceBase {
                               v1::RegisterWorkerResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*, v1::HeartbeatResponse*) override;
 
-  // Runs the hot calls on cq (the server's, from AddCompletionQueue) until
-  // Drain has shut it down and it is empty. Call from one thread, once.
-  void Serve(grpc::ServerCompletionQueue* cq);
+  // The queue the hot calls run on (the server's, from AddCompletionQueue):
+  // set once, before Serve's thread starts.
+  void UseQueue(grpc::ServerCompletionQueue* cq) { cq_ = cq; }
+  // Runs the hot calls on that queue until Drain has shut it down and it is
+  // empty. Call from one thread, once.
+  void Serve();
 
   // Cancels every open StreamProgress stream (and refuses new ones with
   // UNAVAILABLE): called before the server's Shutdown, so that it does not
@@ -81,8 +88,9 @@ class WorkerServiceImpl final : public WorkerServiceBase {
   void CloseProgressStreams();
 
   // After the server's Shutdown: waits until no Scheduler call is pending
-  // (their answers start operations on the queue), then has Serve shut the
-  // queue down, drop what is left and return.
+  // (their answers start operations on the queue; the store's statement
+  // timeout bounds the wait), then has Serve shut the queue down, drop what
+  // is left and return.
   void Drain();
 
   class Call;  // a pending operation's tag (grpc_services.cc)
@@ -99,7 +107,7 @@ class WorkerServiceImpl final : public WorkerServiceBase {
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
   const std::string api_token_;  // empty: calls need no token
-  grpc::ServerCompletionQueue* cq_ = nullptr;  // set by Serve
+  grpc::ServerCompletionQueue* cq_ = nullptr;  // set by UseQueue
   bool draining_ = false;                      // Serve's thread only
   std::unique_ptr<grpc::Alarm> drain_alarm_;   // Drain's, fires on Serve's thread
   absl::Mutex mu_;

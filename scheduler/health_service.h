@@ -26,7 +26,8 @@ class HealthServiceImpl final : public grpc::health::v1::Health::Service {
                      grpc::health::v1::HealthCheckResponse*) override;
   // Writes the status now and at every change; ends (OK) once NOT_SERVING
   // has been sent after Shutdown, or when the client goes away (noticed
-  // within watch_poll).
+  // within watch_poll). Each open Watch holds one of gRPC's sync threads
+  // (probes use Check; a watcher or two is what this is for).
   grpc::Status Watch(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest*,
                      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>*) override;
 

@@ -51,7 +51,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Stor
     s->worker_cq_.reset();
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", options.grpc_address));
   }
-  s->worker_thread_ = std::thread([server = s.get()] { server->worker_service_->Serve(server->worker_cq_.get()); });
+  s->worker_service_->UseQueue(s->worker_cq_.get());
+  s->worker_thread_ = std::thread([service = s->worker_service_.get()] { service->Serve(); });
   if (!options.metrics_address.empty()) {
     try {
       s->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_address);
@@ -85,6 +86,7 @@ void SchedulerServer::MaintenanceLoop(absl::Duration interval) {
 }
 
 void SchedulerServer::Shutdown() {
+  absl::MutexLock lock(&shutdown_mu_);  // a second caller waits for the first
   if (shut_down_) return;
   shut_down_ = true;
   stop_.Notify();

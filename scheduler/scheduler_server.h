@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "db/store.h"
@@ -75,7 +76,8 @@ class SchedulerServer {
   int metrics_port_ = 0;
   absl::Notification stop_;
   std::thread maintenance_;
-  bool shut_down_ = false;
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };
 
 }  // namespace normsweep::scheduler
