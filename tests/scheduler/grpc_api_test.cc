@@ -19,6 +19,7 @@
 #include "worker/scheduler_client.h"
 #include "prometheus/text_serializer.h"
 #include "tests/common/grpc_health.h"
+#include "tests/common/grpc_reflection.h"
 #include "tests/common/postgres_instance.h"
 
 namespace normsweep::scheduler {
@@ -593,37 +594,12 @@ TEST_F(GrpcApiTest, HealthCheckSaysServing) {
 TEST_F(GrpcApiTest, ReflectionListsTheServices) {
   // grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo with
   // {list_services: ""} (field 7: bytes 3a 00), as grpcurl sends it.
-  grpc::GenericStub stub(channel_);
-  grpc::CompletionQueue cq;
-  grpc::ClientContext ctx;
-  void* tag = nullptr;
-  bool ok = false;
-  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
-  call->StartCall(reinterpret_cast<void*>(1));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-  grpc::Slice request_slice(std::string("\x3a\x00", 2));
-  grpc::ByteBuffer request(&request_slice, 1);
-  call->Write(request, reinterpret_cast<void*>(2));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-  grpc::ByteBuffer response;
-  call->Read(&response, reinterpret_cast<void*>(3));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
   std::string bytes;
-  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  const grpc::Status status = testing::CallReflection(channel_, std::string("\x3a\x00", 2), &bytes);
+  EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_THAT(bytes, HasSubstr("normsweep.v1.SweepService"));
   EXPECT_THAT(bytes, HasSubstr("normsweep.v1.WorkerService"));
   EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
-  call->WritesDone(reinterpret_cast<void*>(4));
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  grpc::Status status;
-  call->Finish(&status, reinterpret_cast<void*>(5));
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 // through shutdown), reflection of that service, and shutdown while workers'
 // calls on the completion-queue thread are in flight.
 #include <grpcpp/create_channel.h>
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/security/credentials.h>
 
 #include <atomic>
@@ -20,6 +19,7 @@
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
 #include "scheduler/scheduler_server.h"
+#include "tests/common/grpc_reflection.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -107,38 +107,13 @@ TEST_F(SchedulerServerTest, HealthWatchSeesTheShutdownAndEnds) {
 // grpcurl describes the health service through reflection: the file that
 // defines grpc.health.v1.Health is there.
 TEST_F(SchedulerServerTest, ReflectionDescribesTheHealthService) {
-  grpc::GenericStub stub(channel_);
-  grpc::CompletionQueue cq;
-  grpc::ClientContext ctx;
-  void* tag = nullptr;
-  bool ok = false;
-  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
-  call->StartCall(reinterpret_cast<void*>(1));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
   // {file_containing_symbol: "grpc.health.v1.Health"}: field 4, length 21.
   const std::string symbol = "grpc.health.v1.Health";
-  grpc::Slice request_slice(std::string("\x22\x15", 2) + symbol);
-  grpc::ByteBuffer request(&request_slice, 1);
-  call->Write(request, reinterpret_cast<void*>(2));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-  grpc::ByteBuffer response;
-  call->Read(&response, reinterpret_cast<void*>(3));
-  ASSERT_TRUE(cq.Next(&tag, &ok) && ok);
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
   std::string bytes;
-  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  const grpc::Status status = testing::CallReflection(channel_, std::string("\x22\x15", 2) + symbol, &bytes);
+  EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_THAT(bytes, HasSubstr("grpc/health/v1/health.proto"));
   EXPECT_THAT(bytes, HasSubstr("HealthCheckResponse"));
-  call->WritesDone(reinterpret_cast<void*>(4));
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  grpc::Status status;
-  call->Finish(&status, reinterpret_cast<void*>(5));
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
 }
 
 // Workers keep calling (unary calls and progress streams, each on the
