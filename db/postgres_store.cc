@@ -401,7 +401,17 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const Postgre
   (void)applied;
   std::unique_ptr<PostgresStore> store(new PostgresStore(options, conn->Describe()));
   store->WarmUp(store->hot_connections_);
+  store->OpenPool(options.pool_size);
   return store;
+}
+
+void PostgresStore::OpenPool(int connections) {
+  std::vector<PgPool::Lease> leases;  // all at once: each a new connection
+  for (int i = 0; i < connections; ++i) {
+    absl::StatusOr<PgPool::Lease> lease = pool_.Acquire();
+    if (!lease.ok()) break;
+    leases.push_back(*std::move(lease));
+  }
 }
 
 void PostgresStore::WarmUp(int connections) {

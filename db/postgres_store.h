@@ -123,6 +123,9 @@ class PostgresStore : public Store {
   // start-up, and after ANALYZE made their plans stale). Holds them all
   // meanwhile. Best effort: a failure only leaves that work to the calls.
   void WarmUp(int connections);
+  // Opens the general pool's `connections` connections now (a backend
+  // start is 5-10 ms here), rather than while the first workers register.
+  void OpenPool(int connections);
 
   // One caller, one transaction: sweeps with max_concurrent_trials.
   absl::StatusOr<std::optional<v1::Trial>> LeaseSlowPath(int64_t worker_id, absl::Time now, absl::Duration lease);

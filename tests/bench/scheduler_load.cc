@@ -430,15 +430,17 @@ int Main() {
     auto db = pg->CreateDatabase("load");
     if (!db.ok()) return 1;
     conninfo = *db;
-    db::PostgresStoreOptions options;
-    options.connect.conninfo = conninfo;
-    options.pool_size = absl::GetFlag(FLAGS_db_pool_size);
-    auto opened = db::PostgresStore::Open(options);
-    if (!opened.ok()) {
-      std::fprintf(stderr, "store: %s\n", opened.status().ToString().c_str());
-      return 1;
+    if (absl::GetFlag(FLAGS_in_process)) {  // a scheduler process opens its own
+      db::PostgresStoreOptions options;
+      options.connect.conninfo = conninfo;
+      options.pool_size = absl::GetFlag(FLAGS_db_pool_size);
+      auto opened = db::PostgresStore::Open(options);
+      if (!opened.ok()) {
+        std::fprintf(stderr, "store: %s\n", opened.status().ToString().c_str());
+        return 1;
+      }
+      store = *std::move(opened);
     }
-    store = *std::move(opened);
   }
   std::optional<testing::Subprocess> child;
   if (target.empty() && !absl::GetFlag(FLAGS_in_process) && pg) {
