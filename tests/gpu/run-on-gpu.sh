@@ -17,6 +17,11 @@ build=${BUILD_DIR:-build-gpu}
 out=${OUT:-$build}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
+# The CUDA module is dlopen'ed and needs cuBLAS: keep the toolkit's libraries
+# findable whatever RUNPATH the build recorded (else every test would skip).
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+  if [[ -d $d ]]; then export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+done
 
 gtest_args=()
 if [[ -f .gpu-deps/googletest/CMakeLists.txt ]]; then
