@@ -1,6 +1,9 @@
 #include "scheduler/health_service.h"
 
 #include <algorithm>
+#include <string>
+
+#include "absl/cleanup/cleanup.h"
 
 namespace normsweep::scheduler {
 
@@ -27,6 +30,19 @@ grpc::Status HealthServiceImpl::Check(grpc::ServerContext*, const HealthCheckReq
 
 grpc::Status HealthServiceImpl::Watch(grpc::ServerContext* context, const HealthCheckRequest* request,
                                       grpc::ServerWriter<HealthCheckResponse>* writer) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (watchers_ >= max_watchers_) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "too many open health watches (at most " + std::to_string(max_watchers_) +
+                              "); use Check, or close one");
+    }
+    ++watchers_;
+  }
+  absl::Cleanup done = [this] {
+    absl::MutexLock lock(&mu_);
+    --watchers_;
+  };
   HealthCheckResponse::ServingStatus sent = HealthCheckResponse::UNKNOWN;  // nothing sent yet
   for (;;) {
     HealthCheckResponse::ServingStatus now;

@@ -19,15 +19,19 @@ namespace normsweep::scheduler {
 class HealthServiceImpl final : public grpc::health::v1::Health::Service {
  public:
   // services: the names answered besides "" (the whole server).
-  explicit HealthServiceImpl(std::vector<std::string> services, absl::Duration watch_poll = absl::Seconds(1))
-      : services_(std::move(services)), watch_poll_(watch_poll) {}
+  // max_watchers: open Watch calls at most (each holds a thread; health
+  // calls need no token, so anyone could open them).
+  explicit HealthServiceImpl(std::vector<std::string> services, int max_watchers = 64,
+                             absl::Duration watch_poll = absl::Seconds(1))
+      : services_(std::move(services)), max_watchers_(max_watchers), watch_poll_(watch_poll) {}
 
   grpc::Status Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest*,
                      grpc::health::v1::HealthCheckResponse*) override;
   // Writes the status now and at every change; ends (OK) once NOT_SERVING
   // has been sent after Shutdown, or when the client goes away (noticed
   // within watch_poll). Each open Watch holds one of gRPC's sync threads
-  // (probes use Check; a watcher or two is what this is for).
+  // (probes use Check; a watcher or two is what this is for): beyond
+  // max_watchers at once, RESOURCE_EXHAUSTED.
   grpc::Status Watch(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest*,
                      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>*) override;
 
@@ -40,9 +44,11 @@ class HealthServiceImpl final : public grpc::health::v1::Health::Service {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<std::string> services_;
+  const int max_watchers_;
   const absl::Duration watch_poll_;
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  int watchers_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace normsweep::scheduler

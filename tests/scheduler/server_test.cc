@@ -1,8 +1,9 @@
 // normsweep-scheduler's gRPC server as a whole, over real gRPC with the
-// in-memory store: its own grpc.health.v1.Health (Check, Watch, and both
-// through shutdown), reflection of that service, and shutdown while workers'
-// calls on the completion-queue thread are in flight.
+// in-memory store: its own grpc.health.v1.Health (Check, Watch, both through
+// shutdown, the limit on watchers), reflection of that service, and shutdown
+// while workers' calls on the completion-queue thread are in flight.
 #include <grpcpp/create_channel.h>
+#include <grpcpp/server_builder.h>
 #include <grpcpp/security/credentials.h>
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
+#include "scheduler/health_service.h"
 #include "scheduler/scheduler_server.h"
 #include "tests/common/grpc_reflection.h"
 
@@ -102,6 +104,51 @@ TEST_F(SchedulerServerTest, HealthWatchSeesTheShutdownAndEnds) {
   EXPECT_TRUE(unknown->Finish().ok());
   stop.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "waited for the shutdown deadline";
+}
+
+// Health calls need no token, and each Watch holds a thread: past the
+// limit a Watch is refused (RESOURCE_EXHAUSTED, saying what to do), and a
+// closed one frees its place.
+TEST(HealthServiceTest, WatchersAreLimited) {
+  HealthServiceImpl health({"normsweep.v1.SweepService"}, /*max_watchers=*/1, absl::Milliseconds(20));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&health);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = Health::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  HealthCheckRequest request;
+  HealthCheckResponse response;
+
+  auto first_ctx = std::make_unique<grpc::ClientContext>();
+  auto first = stub->Watch(first_ctx.get(), request);
+  ASSERT_TRUE(first->Read(&response));
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  {
+    grpc::ClientContext ctx;
+    auto second = stub->Watch(&ctx, request);
+    EXPECT_FALSE(second->Read(&response));
+    const grpc::Status refused = second->Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(refused.error_message(), HasSubstr("at most 1"));
+  }
+  first_ctx->TryCancel();
+  EXPECT_EQ(first->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The server notices within its poll interval; then a new watch is let in.
+  bool admitted = false;
+  for (int i = 0; i < 100 && !admitted; ++i) {
+    grpc::ClientContext ctx;
+    auto again = stub->Watch(&ctx, request);
+    admitted = again->Read(&response);
+    ctx.TryCancel();
+    again->Finish();
+    if (!admitted) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(admitted);
+  health.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 // grpcurl describes the health service through reflection: the file that
