@@ -1,7 +1,7 @@
 // RAII wrappers over libpq (the only place besides postgres_store.cc and
 // migrations.cc that sees libpq). Every query goes through PQexecParams or a
-// prepared statement with text parameters (binary for PgArrayOf arrays); every result's status is checked; results are cleared by
-// their owner. A PgConnection is used by one thread at a time (PgPool hands
+// prepared statement with text parameters (binary for PgArrayOf arrays);
+// every result's status is checked; results are cleared by their owner. A PgConnection is used by one thread at a time (PgPool hands
 // them out).
 #ifndef NORMSWEEP_DB_PG_CONNECTION_H_
 #define NORMSWEEP_DB_PG_CONNECTION_H_
@@ -139,23 +139,17 @@ class PgArrayOf {
       AddNull();
     }
   }
-  int size() const { return count_; }
 
   // The parameter's bytes: header (dimensions, null flag, element type,
   // length and lower bound) then the elements.
   std::string Finish() const {
     std::string out;
-    auto put = [&out](uint32_t v) {
-      const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-                         static_cast<char>(v)};
-      out.append(b, 4);
-    };
-    put(count_ > 0 ? 1 : 0);
-    put(has_null_ ? 1 : 0);
-    put(kElementOid);
+    Append32(out, count_ > 0 ? 1 : 0);
+    Append32(out, has_null_ ? 1 : 0);
+    Append32(out, kElementOid);
     if (count_ > 0) {
-      put(static_cast<uint32_t>(count_));
-      put(1);  // lower bound: SQL arrays are 1-based
+      Append32(out, static_cast<uint32_t>(count_));
+      Append32(out, 1);  // lower bound: SQL arrays are 1-based
     }
     out += body_;
     return out;
@@ -166,15 +160,16 @@ class PgArrayOf {
                                           : std::is_same_v<T, int64_t> ? 20    // int8
                                           : std::is_same_v<T, double>  ? 701   // float8
                                                                        : 25;   // text
-  void PutInt32(int32_t v) {
-    const auto u = static_cast<uint32_t>(v);
-    const char b[4] = {static_cast<char>(u >> 24), static_cast<char>(u >> 16), static_cast<char>(u >> 8),
-                       static_cast<char>(u)};
-    body_.append(b, 4);
+  // Big-endian, as the wire format wants.
+  static void Append32(std::string& out, uint32_t v) {
+    const char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                       static_cast<char>(v)};
+    out.append(b, 4);
   }
+  void PutInt32(int32_t v) { Append32(body_, static_cast<uint32_t>(v)); }
   void PutInt64(uint64_t v) {
-    PutInt32(static_cast<int32_t>(v >> 32));
-    PutInt32(static_cast<int32_t>(v & 0xffffffffu));
+    Append32(body_, static_cast<uint32_t>(v >> 32));
+    Append32(body_, static_cast<uint32_t>(v & 0xffffffffu));
   }
   std::string body_;
   int count_ = 0;

@@ -405,23 +405,26 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const Postgre
   return store;
 }
 
-void PostgresStore::OpenPool(int connections) {
-  std::vector<PgPool::Lease> leases;  // all at once: each a new connection
-  for (int i = 0; i < connections; ++i) {
-    absl::StatusOr<PgPool::Lease> lease = pool_.Acquire();
+namespace {
+
+// Up to n of the pool's connections at once, so that each is a different
+// one (opened if need be); fewer when the database cannot be reached.
+std::vector<PgPool::Lease> AcquireAll(PgPool& pool, int n) {
+  std::vector<PgPool::Lease> leases;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<PgPool::Lease> lease = pool.Acquire();
     if (!lease.ok()) break;
     leases.push_back(*std::move(lease));
   }
+  return leases;
 }
 
+}  // namespace
+
+void PostgresStore::OpenPool(int connections) { (void)AcquireAll(pool_, connections); }
+
 void PostgresStore::WarmUp(int connections) {
-  // All of them at once, so that each is a different connection.
-  std::vector<PgPool::Lease> leases;
-  for (int i = 0; i < connections; ++i) {
-    absl::StatusOr<PgPool::Lease> lease = hot_pool_.Acquire();
-    if (!lease.ok()) break;
-    leases.push_back(*std::move(lease));
-  }
+  std::vector<PgPool::Lease> leases = AcquireAll(hot_pool_, connections);
   // Every parameter is an array: "{}" (text) is an empty one of any type.
   auto empty = [](int n) {
     PgParams p;

@@ -194,7 +194,6 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
     context_.TryCancel();
   }
 
-
  private:
   enum class State { kWaitingForCall, kReading, kStoring, kWriting, kFinishing };
 
