@@ -190,6 +190,10 @@ absl::StatusOr<TrialHistory> MemoryStore::GetTrialHistory(int64_t trial_id) {
     n->set_matrix(matrix);
     n->set_norm(norm);
   }
+  for (auto it = attempts_.lower_bound({trial_id, INT32_MIN}); it != attempts_.end() && it->first.first == trial_id;
+       ++it) {
+    h.attempts.push_back(it->second);
+  }
   return h;
 }
 
@@ -197,6 +201,11 @@ absl::StatusOr<int64_t> MemoryStore::RegisterWorker(const v1::RegisterWorkerRequ
                                                     absl::Time now) {
   absl::MutexLock lock(&mu_);
   int64_t id = next_worker_id_++;
+  for (auto& [old_id, w] : workers_) {
+    if (w.superseded_by == 0 && w.info.name() == request.name() && w.info.hostname() == request.hostname()) {
+      w.superseded_by = id;
+    }
+  }
   workers_[id] = StoredWorker{request, now, now};
   return id;
 }
@@ -310,6 +319,14 @@ absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest&
   auto it = trials_.find(req.trial_id());
   if (it == trials_.end()) return NoTrial(req.trial_id());
   v1::Trial& t = it->second.trial;
+  if (req.retry()) {
+    auto a = attempts_.find({t.id(), req.attempt()});
+    if (a != attempts_.end() && a->second.worker_id() == req.worker_id()) return t;  // a re-sent retry
+    if (!HoldsLease(t, req.worker_id(), req.attempt())) return LeaseNotHeld(t);
+    const v1::TrialState state = EndAttempt(it->second, req.result().error(), now);
+    if (finished_now != nullptr) *finished_now = IsFinal(state);
+    return t;
+  }
   if (IsFinal(t.state()) && t.worker_id() == req.worker_id() && t.attempts() == req.attempt() &&
       t.state() == req.outcome()) {
     return t;  // a re-sent FinishTrial
@@ -325,6 +342,32 @@ absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest&
   return t;
 }
 
+v1::TrialState MemoryStore::EndAttempt(StoredTrial& st, const std::string& reason, absl::Time now) {
+  v1::Trial& t = st.trial;
+  const v1::Sweep& s = sweeps_.at(t.sweep_id()).sweep;
+  v1::TrialAttempt& a = attempts_[{t.id(), t.attempts()}];
+  a.set_attempt(t.attempts());
+  a.set_worker_id(t.worker_id());
+  *a.mutable_ended_at() = ToProto(now);
+  a.set_reason(reason);
+  t.clear_lease_expires_at();
+  if (s.state() == v1::SWEEP_CANCELLED) {
+    t.set_state(v1::TRIAL_CANCELLED);
+    *t.mutable_finished_at() = ToProto(now);
+  } else if (t.attempts() >= s.spec().max_attempts()) {
+    t.set_state(v1::TRIAL_FAILED);
+    t.mutable_result()->set_error(RetriedAttemptError(reason, t.attempts()));
+    *t.mutable_finished_at() = ToProto(now);
+  } else {
+    t.set_state(v1::TRIAL_PENDING);
+    t.set_worker_id(0);
+  }
+  a.set_outcome(t.state());
+  Touch(st);
+  if (IsFinal(t.state())) MaybeComplete(t.sweep_id(), now);
+  return t.state();
+}
+
 absl::StatusOr<ExpiryResult> MemoryStore::ExpireLeases(absl::Time now) {
   absl::MutexLock lock(&mu_);
   ExpiryResult result;
@@ -332,24 +375,11 @@ absl::StatusOr<ExpiryResult> MemoryStore::ExpireLeases(absl::Time now) {
   for (auto& [id, st] : trials_) {
     v1::Trial& t = st.trial;
     if (t.state() != v1::TRIAL_RUNNING || !(t.lease_expires_at() < now_proto)) continue;
-    const v1::Sweep& s = sweeps_.at(t.sweep_id()).sweep;
-    int max_attempts = s.spec().max_attempts();
-    t.clear_lease_expires_at();
-    if (s.state() == v1::SWEEP_CANCELLED) {
-      t.set_state(v1::TRIAL_CANCELLED);
-      *t.mutable_finished_at() = now_proto;
-      ++result.cancelled;
-    } else if (t.attempts() >= max_attempts) {
-      t.set_state(v1::TRIAL_FAILED);
-      t.mutable_result()->set_error(absl::StrCat("lease expired after ", t.attempts(), " attempts"));
-      *t.mutable_finished_at() = now_proto;
-      ++result.failed;
-    } else {
-      t.set_state(v1::TRIAL_PENDING);
-      t.set_worker_id(0);
-      ++result.requeued;
+    switch (EndAttempt(st, "lease expired", now)) {
+      case v1::TRIAL_CANCELLED: ++result.cancelled; break;
+      case v1::TRIAL_FAILED: ++result.failed; break;
+      default: ++result.requeued; break;
     }
-    Touch(st);
   }
   for (const auto& [id, s] : sweeps_) {
     (void)s;
@@ -395,6 +425,7 @@ absl::StatusOr<std::vector<v1::Worker>> MemoryStore::ListWorkers(absl::Time live
     *worker.mutable_last_heartbeat_at() = ToProto(w.last_heartbeat);
     worker.set_live(live);
     worker.set_running_trials(running[id]);
+    worker.set_superseded_by(w.superseded_by);
   }
   return out;
 }

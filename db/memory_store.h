@@ -56,11 +56,17 @@ class MemoryStore : public Store {
     v1::RegisterWorkerRequest info;
     absl::Time registered_at;
     absl::Time last_heartbeat;
+    int64_t superseded_by = 0;
   };
 
   v1::Sweep SweepWithCounts(const v1::Sweep& sweep) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(StoredTrial& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { t.seq = ++seq_; }
   void MaybeComplete(int64_t sweep_id, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends t's current attempt for `reason` (lease expiry, a retried
+  // FinishTrial): records it, then PENDING, FAILED or CANCELLED by the rule
+  // of RetriedAttemptError. Returns the new state.
+  v1::TrialState EndAttempt(StoredTrial& t, const std::string& reason, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   int64_t next_sweep_id_ ABSL_GUARDED_BY(mu_) = 1;
@@ -74,6 +80,7 @@ class MemoryStore : public Store {
   std::map<std::pair<int64_t, int32_t>, v1::MetricPoint> metrics_ ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<int64_t, int32_t, int32_t, std::string>, double> grad_norms_
       ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int64_t, int32_t>, v1::TrialAttempt> attempts_ ABSL_GUARDED_BY(mu_);  // (trial, attempt)
 };
 
 }  // namespace normsweep::db

@@ -620,6 +620,17 @@ absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
       n->set_matrix(g.GetString(i, 2));
       n->set_norm(g.GetDouble(i, 3));
     }
+    ASSIGN_OR_RETURN(PgResult a, conn.Exec(
+        "SELECT attempt, COALESCE(worker_id, 0), " NS_MICROS("ended_at") ", outcome, reason"
+        " FROM trial_attempts WHERE trial_id = $1 ORDER BY attempt", PgParams().Add(trial_id)));
+    for (int i = 0; i < a.rows(); ++i) {
+      v1::TrialAttempt& at = h.attempts.emplace_back();
+      at.set_attempt(static_cast<int32_t>(a.GetInt64(i, 0)));
+      at.set_worker_id(a.GetInt64(i, 1));
+      NS_SET_TIME(a, i, 2, at, ended_at);
+      at.set_outcome(TrialStateFromName(a.GetString(i, 3)));
+      at.set_reason(a.GetString(i, 4));
+    }
     return h;
   });
 }
@@ -629,9 +640,14 @@ absl::StatusOr<int64_t> PostgresStore::RegisterWorker(const v1::RegisterWorkerRe
   PgArray devices;
   for (const std::string& d : request.devices()) devices.AddString(d);
   return WithConnection<int64_t>(pool_, [&](PgConnection& conn) -> absl::StatusOr<int64_t> {
+    // One statement: the new row, and the earlier registrations of the same
+    // name and hostname marked superseded by it.
     ASSIGN_OR_RETURN(PgResult r, conn.Exec(
-        "INSERT INTO workers (name, hostname, devices, registered_at, last_heartbeat_at)"
-        " VALUES ($1, $2, $3::text[], " NS_TS(4) ", " NS_TS(4) ") RETURNING id",
+        "WITH w AS (INSERT INTO workers (name, hostname, devices, registered_at, last_heartbeat_at)"
+        " VALUES ($1, $2, $3::text[], " NS_TS(4) ", " NS_TS(4) ") RETURNING id),"
+        " old AS (UPDATE workers o SET superseded_by = w.id FROM w"
+        " WHERE o.name = $1 AND o.hostname = $2 AND o.superseded_by IS NULL AND o.id <> w.id)"
+        " SELECT id FROM w",
         PgParams().Add(request.name()).Add(request.hostname()).Add(devices.Finish()).AddMicros(now)));
     return r.GetInt64(0, 0);
   });
@@ -1020,8 +1036,66 @@ void PostgresStore::FinishTrialAsync(const v1::FinishTrialRequest& req, absl::Ti
 }
 
 void PostgresStore::FinishGroup(std::vector<FinishItem*>& group) {
-  FinishStatement(group);
+  std::vector<FinishItem*> finishes;
+  finishes.reserve(group.size());
+  for (FinishItem* item : group) {
+    if (item->request->retry()) {
+      RetryStatement(*item);
+    } else {
+      finishes.push_back(item);
+    }
+  }
+  if (!finishes.empty()) FinishStatement(finishes);
   for (FinishItem* item : group) item->done(std::move(item->result), item->finished_now);
+}
+
+void PostgresStore::RetryStatement(FinishItem& item) {
+  const v1::FinishTrialRequest& req = *item.request;
+  // The attempt is recorded and the trial re-queued, failed (its last
+  // attempt) or cancelled (its sweep was) in one statement, by the rule of
+  // MemoryStore::EndAttempt and ExpireLeases.
+  static const std::string kSql = absl::StrCat(
+      "WITH cur AS (SELECT t.id, t.attempts, t.worker_id,"
+      "  CASE WHEN s.state = 'CANCELLED' THEN 'CANCELLED' WHEN t.attempts >= s.max_attempts THEN 'FAILED'"
+      "  ELSE 'PENDING' END AS next_state"
+      "  FROM trials t JOIN sweeps s ON s.id = t.sweep_id"
+      "  WHERE t.id = $1 AND t.worker_id = $2 AND t.attempts = $3 AND t.state = 'RUNNING' FOR UPDATE OF t),"
+      " a AS (INSERT INTO trial_attempts (trial_id, attempt, worker_id, ended_at, outcome, reason)"
+      "  SELECT id, attempts, worker_id, " NS_TS(6) ", next_state, $4 FROM cur),"
+      " u AS (UPDATE trials t SET state = cur.next_state,"
+      "  error = CASE WHEN cur.next_state = 'FAILED' THEN $5 ELSE t.error END,"
+      "  worker_id = CASE WHEN cur.next_state = 'PENDING' THEN NULL ELSE t.worker_id END,"
+      "  lease_expires_at = NULL,"
+      "  finished_at = CASE WHEN cur.next_state = 'PENDING' THEN NULL ELSE " NS_TS(6) " END,"
+      "  update_seq = nextval('trial_update_seq')"
+      "  FROM cur WHERE t.id = cur.id RETURNING ", kTrialColumns, ", t.sweep_id AS ns_sweep_id),"
+      " d AS (SELECT ns_sweep_id AS sweep_id, count(*) AS n, " NS_TS(6) " AS finished_at FROM u"
+      "  WHERE (SELECT next_state FROM cur) <> 'PENDING' GROUP BY ns_sweep_id),",
+      kCloseOpenTrials, " SELECT * FROM u");
+  const std::string& reason = req.result().error();
+  PgParams p;
+  p.Add(req.trial_id()).Add(req.worker_id()).Add(static_cast<int64_t>(req.attempt())).Add(reason);
+  p.Add(RetriedAttemptError(reason, req.attempt())).AddMicros(item.now);
+  absl::StatusOr<v1::Trial> retried = WithConnection<v1::Trial>(pool_, [&](PgConnection& conn) -> absl::StatusOr<v1::Trial> {
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(kSql, p));
+    if (r.rows() == 1) {
+      ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, 0));
+      item.finished_now = IsFinal(t.state());
+      return t;
+    }
+    // Not written: a re-sent retry of this lease is a no-op, anything else
+    // is a lease the worker no longer holds.
+    ASSIGN_OR_RETURN(PgResult seen, conn.Exec(
+        "SELECT 1 FROM trial_attempts WHERE trial_id = $1 AND attempt = $2 AND worker_id = $3",
+        PgParams().Add(req.trial_id()).Add(static_cast<int64_t>(req.attempt())).Add(req.worker_id())));
+    ASSIGN_OR_RETURN(PgResult tr, conn.Exec(absl::StrCat("SELECT ", kTrialColumns, " FROM trials t WHERE t.id = $1"),
+                                            PgParams().Add(req.trial_id())));
+    if (tr.rows() == 0) return NoTrial(req.trial_id());
+    ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(tr, 0));
+    if (seen.rows() == 0) return LeaseNotHeld(t);
+    return t;
+  });
+  item.result = std::move(retried);
 }
 
 void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
@@ -1091,7 +1165,10 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
 absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
   return WithConnection<ExpiryResult>(pool_, [&](PgConnection& conn) -> absl::StatusOr<ExpiryResult> {
     ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat(
-        "WITH expired AS (UPDATE trials t SET"
+        // The expired leases' holders, read before the update clears them.
+        "WITH cur AS (SELECT id, attempts, worker_id FROM trials"
+        " WHERE state = 'RUNNING' AND lease_expires_at < " NS_TS(1) " FOR UPDATE),"
+        " expired AS (UPDATE trials t SET"
         " state = CASE WHEN s.state = 'CANCELLED' THEN 'CANCELLED'"
         "  WHEN t.attempts >= s.max_attempts THEN 'FAILED' ELSE 'PENDING' END,"
         " error = CASE WHEN s.state <> 'CANCELLED' AND t.attempts >= s.max_attempts"
@@ -1101,8 +1178,10 @@ absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
         " finished_at = CASE WHEN s.state = 'CANCELLED' OR t.attempts >= s.max_attempts THEN " NS_TS(1)
         "  ELSE NULL END,"
         " lease_expires_at = NULL, update_seq = nextval('trial_update_seq')"
-        " FROM sweeps s WHERE s.id = t.sweep_id AND t.state = 'RUNNING' AND t.lease_expires_at < " NS_TS(1)
-        " RETURNING t.state, t.sweep_id),"
+        " FROM sweeps s, cur WHERE s.id = t.sweep_id AND t.id = cur.id"
+        " RETURNING t.id, t.state, t.sweep_id, cur.attempts, cur.worker_id),"
+        " a AS (INSERT INTO trial_attempts (trial_id, attempt, worker_id, ended_at, outcome, reason)"
+        " SELECT id, attempts, worker_id, " NS_TS(1) ", state, 'lease expired' FROM expired),"
         // Those made final leave their sweeps' open trials.
         " d AS (SELECT sweep_id, count(*) AS n, " NS_TS(1) " AS finished_at FROM expired"
         " WHERE state <> 'PENDING' GROUP BY sweep_id),",
@@ -1157,7 +1236,7 @@ absl::StatusOr<std::vector<v1::Worker>> PostgresStore::ListWorkers(absl::Time li
         "WITH running AS (SELECT worker_id, count(*) AS n FROM trials WHERE state = 'RUNNING'"
         " AND worker_id IS NOT NULL GROUP BY worker_id)"
         " SELECT w.id, w.name, w.hostname, " NS_MICROS("w.registered_at") ", " NS_MICROS("w.last_heartbeat_at")
-        ", w.last_heartbeat_at >= " NS_TS(1) ", COALESCE(running.n, 0), d.device"
+        ", w.last_heartbeat_at >= " NS_TS(1) ", COALESCE(running.n, 0), d.device, COALESCE(w.superseded_by, 0)"
         " FROM workers w LEFT JOIN running ON running.worker_id = w.id"
         " LEFT JOIN LATERAL unnest(w.devices) WITH ORDINALITY AS d(device, n) ON true"
         " WHERE NOT $2::boolean OR w.last_heartbeat_at >= " NS_TS(1)
@@ -1175,6 +1254,7 @@ absl::StatusOr<std::vector<v1::Worker>> PostgresStore::ListWorkers(absl::Time li
         NS_SET_TIME(r, i, 4, w, last_heartbeat_at);
         w.set_live(r.GetBool(i, 5));
         w.set_running_trials(static_cast<int32_t>(r.GetInt64(i, 6)));
+        w.set_superseded_by(r.GetInt64(i, 8));
       }
       if (!r.IsNull(i, 7)) out.back().add_devices(r.GetString(i, 7));
     }

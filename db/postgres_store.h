@@ -116,6 +116,9 @@ class PostgresStore : public Store {
   // Finishes a group of trials (distinct) in one statement, then answers them.
   void FinishGroup(std::vector<FinishItem*>& group);
   void FinishStatement(std::vector<FinishItem*>& group);
+  // A FinishTrial with retry (rare: a trainer the machine killed), one
+  // statement of its own.
+  void RetryStatement(FinishItem& item);
 
   // Has each of the group runners' `connections` connections prepare and
   // plan the lease, progress and finish statements now, on empty groups that

@@ -1,5 +1,7 @@
 #include "db/store.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace normsweep::db {
 
 std::string TrialStateName(v1::TrialState state) {
@@ -38,6 +40,10 @@ v1::SweepState SweepStateFromName(const std::string& name) {
   if (name == "COMPLETED") return v1::SWEEP_COMPLETED;
   if (name == "CANCELLED") return v1::SWEEP_CANCELLED;
   return v1::SWEEP_STATE_UNSPECIFIED;
+}
+
+std::string RetriedAttemptError(const std::string& reason, int attempts) {
+  return absl::StrCat(reason, " after ", attempts, attempts == 1 ? " attempt" : " attempts");
 }
 
 bool IsFinal(v1::TrialState state) {

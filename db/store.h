@@ -52,6 +52,10 @@ struct ExpiryResult {
 struct TrialHistory {
   std::vector<v1::MetricPoint> metrics;             // by step
   std::vector<v1::LayerGradNorms> layer_grad_norms;  // by step, then layer, then matrix
+  // Attempts that ended without a FinishTrial of their own outcome (lease
+  // expired, or FinishTrialRequest.retry), by attempt. A final trial whose
+  // last attempt is not among them ended it with FinishTrial.
+  std::vector<v1::TrialAttempt> attempts;
 };
 
 struct StoreStats {
@@ -107,7 +111,10 @@ class Store {
                                                         absl::Time now) = 0;
   // Final state and figures; idempotent for the same lease and outcome.
   // *finished_now (when given) says whether this call made the trial final
-  // (false for a re-sent FinishTrial).
+  // (false for a re-sent FinishTrial). With request.retry the attempt is
+  // recorded and the trial goes back to PENDING while attempts remain
+  // (FAILED after the last, CANCELLED in a cancelled sweep); a re-sent retry
+  // for the same lease is a no-op.
   virtual absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
                                                 bool* finished_now = nullptr) = 0;
   // The three calls of every trial's lifecycle, answered through a callback
@@ -133,18 +140,25 @@ class Store {
   }
 
   // Leases that ended before now: PENDING again while attempts remain, else
-  // FAILED (CANCELLED when the sweep was cancelled). Also completes sweeps
-  // whose trials are all final.
+  // FAILED (CANCELLED when the sweep was cancelled), each recorded as an
+  // attempt ("lease expired"). Also completes sweeps whose trials are all final.
   virtual absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) = 0;
 
   virtual absl::StatusOr<StoreStats> Stats(absl::Time live_since) = 0;
   // Every registered worker by id, live when its last heartbeat is at or
   // after live_since (as Stats counts them); only the live ones when live_only.
+  // RegisterWorker marks earlier registrations of the same name and hostname
+  // superseded (Worker.superseded_by); they are listed too.
   virtual absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) = 0;
 };
 
 // Field limits shared by validation and storage.
 inline constexpr int kMaxTrialsPerSweep = 10000;
+
+// The outcome and error of an attempt retried or expired with `reason`:
+// PENDING while attempts remain, FAILED after the last, CANCELLED when the
+// sweep was cancelled. Both stores decide by this rule (PostgresStore in SQL).
+std::string RetriedAttemptError(const std::string& reason, int attempts);
 
 std::string TrialStateName(v1::TrialState state);   // "PENDING", ...
 v1::TrialState TrialStateFromName(const std::string& name);

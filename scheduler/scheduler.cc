@@ -132,6 +132,19 @@ absl::StatusOr<v1::GetTrialResponse> Scheduler::GetTrial(const v1::GetTrialReque
   ASSIGN_OR_RETURN(db::TrialHistory history, store_.GetTrialHistory(request.trial_id()));
   for (v1::MetricPoint& p : history.metrics) *response.add_metrics() = std::move(p);
   for (v1::LayerGradNorms& g : history.layer_grad_norms) *response.add_layer_grad_norms() = std::move(g);
+  for (v1::TrialAttempt& a : history.attempts) *response.add_attempts() = std::move(a);
+  // A final trial whose last attempt the store did not record ended it with
+  // FinishTrial: that attempt is the trial itself.
+  const v1::Trial& t = response.trial();
+  if (db::IsFinal(t.state()) && t.attempts() > 0 &&
+      (response.attempts().empty() || response.attempts().rbegin()->attempt() != t.attempts())) {
+    v1::TrialAttempt* last = response.add_attempts();
+    last->set_attempt(t.attempts());
+    last->set_worker_id(t.worker_id());
+    if (t.has_finished_at()) *last->mutable_ended_at() = t.finished_at();
+    last->set_outcome(t.state());
+    last->set_reason(t.result().error());
+  }
   return response;
 }
 
@@ -191,7 +204,10 @@ absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(const v1::ListWor
   ASSIGN_OR_RETURN(std::vector<v1::Worker> workers,
                    store_.ListWorkers(clock_.Now() - options_.worker_timeout, request.live_only()));
   v1::ListWorkersResponse response;
-  for (v1::Worker& w : workers) *response.add_workers() = std::move(w);
+  for (v1::Worker& w : workers) {
+    if (w.superseded_by() != 0 && !request.include_superseded()) continue;
+    *response.add_workers() = std::move(w);
+  }
   return response;
 }
 
@@ -292,6 +308,10 @@ absl::Status ValidateFinish(const v1::FinishTrialRequest& request) {
   if (request.attempt() <= 0) return Invalid("attempt", "must be positive (the lease's attempt)");
   if (!db::IsFinal(request.outcome())) {
     return Invalid("outcome", "must be TRIAL_SUCCEEDED, TRIAL_DIVERGED, TRIAL_FAILED or TRIAL_CANCELLED");
+  }
+  if (request.retry()) {
+    if (request.outcome() != v1::TRIAL_FAILED) return Invalid("retry", "only with outcome TRIAL_FAILED");
+    if (request.result().error().empty()) return Invalid("result.error", "required with retry: say what happened");
   }
   RETURN_IF_ERROR(CheckLength("result.error", request.result().error(), kMaxErrorLength));
   if (request.result().has_diverged_step() && request.result().diverged_step() < 0) {

@@ -69,6 +69,18 @@ std::string LeaseName(const v1::Trial& t) { return absl::StrCat("trial ", t.id()
 
 }  // namespace
 
+bool IsKilledFromOutside(int term_signal) {
+  switch (term_signal) {
+    case SIGKILL:  // the OOM killer, kill -9
+    case SIGTERM:  // a service manager stopping the machine's processes
+    case SIGINT:
+    case SIGHUP:
+      return true;
+    default:  // SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS: the trainer's own crash
+      return false;
+  }
+}
+
 Worker::Worker(SchedulerClient& client, Clock& clock, WorkerMetrics& metrics, WorkerOptions options)
     : client_(client), clock_(clock), metrics_(metrics), options_(std::move(options)) {}
 
@@ -368,6 +380,7 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
   *idle_since = absl::Now();
   v1::TrialState outcome = v1::TRIAL_FAILED;
   v1::TrialResult result;
+  bool retry = false;
   switch (stop) {
     case Stop::kLost: {
       Log(absl::StrCat(LeaseName(trial), ": lease lost; stopped (", proc.ExitDescription(), "), not reported"));
@@ -411,24 +424,32 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
         const std::string tail = TrimmedTail(proc.stderr_tail());
         if (!tail.empty()) absl::StrAppend(&error, "; stderr: ", tail);
         result.set_error(error);
+        // Not sent by this worker (stop is kNone): the machine's doing.
+        retry = IsKilledFromOutside(proc.term_signal());
       }
       break;
   }
   result.set_error(Truncate(result.error(), kMaxErrorLength));
-  Log(absl::StrCat(LeaseName(trial), " ", OutcomeName(outcome), " at step ", last_step,
-                   result.error().empty() ? "" : absl::StrCat(": ", result.error())));
-  QueueFinish(lease, outcome, result);
-  metrics_.TrialEnded(trial.id(), outcome);
+  if (retry) {
+    Log(absl::StrCat(LeaseName(trial), " ended at step ", last_step, ": ", result.error(),
+                     "; not the trial's fault, asking the scheduler to run it again"));
+  } else {
+    Log(absl::StrCat(LeaseName(trial), " ", OutcomeName(outcome), " at step ", last_step,
+                     result.error().empty() ? "" : absl::StrCat(": ", result.error())));
+  }
+  QueueFinish(lease, outcome, result, retry);
+  metrics_.TrialEnded(trial.id(), retry ? v1::TRIAL_STATE_UNSPECIFIED : outcome);
   if (outcome != v1::TRIAL_FAILED && !options_.keep_trial_dirs) std::filesystem::remove_all(dir, ec);
   return next;
 }
 
-void Worker::QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result) {
+void Worker::QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result, bool retry) {
   absl::MutexLock lock(&mu_);
   v1::FinishTrialRequest& f = lease->finish;
   f.set_trial_id(lease->trial.id());
   f.set_attempt(lease->trial.attempts());
   f.set_outcome(outcome);
+  f.set_retry(retry);
   *f.mutable_result() = std::move(result);
   lease->state = LeaseState::kFinishing;
 }

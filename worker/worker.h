@@ -53,6 +53,12 @@
 
 namespace normsweep::worker {
 
+// Whether a trainer that ended on this signal, without a final event and
+// with no signal sent by the worker, was killed by the machine (the OOM
+// killer, a SIGKILL or SIGTERM from outside) rather than by its own fault
+// (SIGSEGV, SIGABRT, ...): such a trial is run again (FinishTrialRequest.retry).
+bool IsKilledFromOutside(int term_signal);
+
 class Worker {
  public:
   Worker(SchedulerClient& client, Clock& clock, WorkerMetrics& metrics, WorkerOptions options);
@@ -97,7 +103,8 @@ class Worker {
   LeasePtr RunTrial(int slot, const LeasePtr& lease, std::optional<absl::Time>* idle_since);
   // LeaseTrial; nullptr when there is nothing to lease or the call failed.
   LeasePtr LeaseOne();
-  void QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result);
+  // retry: FinishTrialRequest.retry (the attempt ended through no fault of the trial).
+  void QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result, bool retry = false);
   // Waits up to d, returning early once draining.
   void SleepUnlessDraining(absl::Duration d);
   bool draining() const;

@@ -296,6 +296,136 @@ TEST_P(StoreTest, ExpiredLeasesRequeueUntilMaxAttemptsThenFail) {
   EXPECT_EQ(s->counts().failed(), 1);
 }
 
+TEST_P(StoreTest, ExpiredLeasesAreInTheTrialsAttemptHistory) {
+  Create("s", 1, 0, /*max_attempts=*/2);
+  const int64_t w = Worker();
+  const v1::Trial first = Lease(w);
+  ASSERT_TRUE(store_->ExpireLeases(kT0 + kLease + absl::Seconds(1)).ok());
+  const absl::Time t1 = kT0 + absl::Minutes(2);
+  Lease(w, t1);
+  ASSERT_TRUE(store_->ExpireLeases(t1 + kLease + absl::Seconds(1)).ok());
+  auto h = store_->GetTrialHistory(first.id());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->attempts.size(), 2u);
+  EXPECT_EQ(h->attempts[0].attempt(), 1);
+  EXPECT_EQ(h->attempts[0].worker_id(), w);
+  EXPECT_EQ(h->attempts[0].outcome(), v1::TRIAL_PENDING);
+  EXPECT_EQ(h->attempts[0].reason(), "lease expired");
+  EXPECT_EQ(h->attempts[0].ended_at().seconds(), absl::ToUnixSeconds(kT0 + kLease + absl::Seconds(1)));
+  EXPECT_EQ(h->attempts[1].attempt(), 2);
+  EXPECT_EQ(h->attempts[1].outcome(), v1::TRIAL_FAILED);
+}
+
+// A trainer the machine killed: the worker finishes the attempt with retry.
+absl::StatusOr<v1::Trial> Retry(Store& store, int64_t worker, const v1::Trial& t, absl::Time now,
+                                bool* finished_now = nullptr) {
+  v1::FinishTrialRequest req;
+  req.set_worker_id(worker);
+  req.set_trial_id(t.id());
+  req.set_attempt(t.attempts());
+  req.set_outcome(v1::TRIAL_FAILED);
+  req.set_retry(true);
+  req.mutable_result()->set_error("normsweep-train killed by signal 9 without a final event");
+  return store.FinishTrial(req, now, finished_now);
+}
+
+TEST_P(StoreTest, RetriedFinishRequeuesUntilMaxAttemptsThenFails) {
+  v1::Sweep sweep = Create("s", 1, 0, /*max_attempts=*/2);
+  const int64_t w1 = Worker("w1"), w2 = Worker("w2");
+  const v1::Trial first = Lease(w1);
+  bool finished_now = true;
+  auto r = Retry(*store_, w1, first, kT0 + absl::Seconds(5), &finished_now);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(finished_now);
+  EXPECT_EQ(r->state(), v1::TRIAL_PENDING);
+  EXPECT_EQ(r->worker_id(), 0);
+  EXPECT_FALSE(r->has_lease_expires_at());
+  // Re-sent: a no-op, not a second attempt.
+  auto again = Retry(*store_, w1, first, kT0 + absl::Seconds(6), &finished_now);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(finished_now);
+  EXPECT_EQ(again->state(), v1::TRIAL_PENDING);
+  // Nothing to expire: the lease was given back.
+  auto expired = store_->ExpireLeases(kT0 + absl::Hours(1));
+  ASSERT_TRUE(expired.ok());
+  EXPECT_EQ(expired->requeued + expired->failed, 0);
+
+  const v1::Trial second = Lease(w2, kT0 + absl::Seconds(10));
+  EXPECT_EQ(second.id(), first.id());
+  EXPECT_EQ(second.attempts(), 2);
+  // The first attempt's retry, re-sent late, leaves the second alone.
+  ASSERT_TRUE(Retry(*store_, w1, first, kT0 + absl::Seconds(11)).ok());
+  auto running = store_->GetTrial(first.id());
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(running->state(), v1::TRIAL_RUNNING);
+  EXPECT_EQ(running->worker_id(), w2);
+  // Another worker's or another attempt's retry is refused.
+  EXPECT_EQ(Retry(*store_, w1, second, kT0).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  auto last = Retry(*store_, w2, second, kT0 + absl::Seconds(20), &finished_now);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_TRUE(finished_now);
+  EXPECT_EQ(last->state(), v1::TRIAL_FAILED);
+  EXPECT_EQ(last->result().error(), "normsweep-train killed by signal 9 without a final event after 2 attempts");
+  EXPECT_EQ(last->finished_at().seconds(), absl::ToUnixSeconds(kT0 + absl::Seconds(20)));
+  auto s = store_->GetSweep(sweep.id());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state(), v1::SWEEP_COMPLETED);
+  EXPECT_EQ(s->counts().failed(), 1);
+  // Re-sent after the trial became final: still a no-op.
+  auto late = Retry(*store_, w2, second, kT0 + absl::Seconds(30), &finished_now);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_FALSE(finished_now);
+
+  auto h = store_->GetTrialHistory(first.id());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->attempts.size(), 2u);
+  EXPECT_EQ(h->attempts[0].attempt(), 1);
+  EXPECT_EQ(h->attempts[0].worker_id(), w1);
+  EXPECT_EQ(h->attempts[0].outcome(), v1::TRIAL_PENDING);
+  EXPECT_EQ(h->attempts[0].reason(), "normsweep-train killed by signal 9 without a final event");
+  EXPECT_EQ(h->attempts[0].ended_at().seconds(), absl::ToUnixSeconds(kT0 + absl::Seconds(5)));
+  EXPECT_EQ(h->attempts[1].attempt(), 2);
+  EXPECT_EQ(h->attempts[1].worker_id(), w2);
+  EXPECT_EQ(h->attempts[1].outcome(), v1::TRIAL_FAILED);
+}
+
+TEST_P(StoreTest, RetryInACancelledSweepCancelsTheTrial) {
+  v1::Sweep sweep = Create("s", 1);
+  const int64_t w = Worker();
+  const v1::Trial t = Lease(w);
+  ASSERT_TRUE(store_->CancelSweep(sweep.id(), kT0).ok());
+  bool finished_now = false;
+  auto r = Retry(*store_, w, t, kT0 + absl::Seconds(1), &finished_now);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(finished_now);
+  EXPECT_EQ(r->state(), v1::TRIAL_CANCELLED);
+  auto s = store_->GetSweep(sweep.id());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->counts().cancelled(), 1);
+  EXPECT_EQ(s->counts().running(), 0);
+}
+
+TEST_P(StoreTest, ARestartedWorkerSupersedesItsEarlierRegistrations) {
+  v1::RegisterWorkerRequest req;
+  req.set_name("box");
+  req.set_hostname("h1");
+  auto first = store_->RegisterWorker(req, kT0);
+  auto second = store_->RegisterWorker(req, kT0 + absl::Seconds(1));
+  req.set_hostname("h2");  // the same name elsewhere is another worker
+  auto other = store_->RegisterWorker(req, kT0 + absl::Seconds(2));
+  req.set_hostname("h1");
+  auto third = store_->RegisterWorker(req, kT0 + absl::Seconds(3));
+  ASSERT_TRUE(first.ok() && second.ok() && other.ok() && third.ok());
+  auto all = store_->ListWorkers(kT0, /*live_only=*/false);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_EQ((*all)[0].superseded_by(), *second);
+  EXPECT_EQ((*all)[1].superseded_by(), *third);
+  EXPECT_EQ((*all)[2].superseded_by(), 0);
+  EXPECT_EQ((*all)[3].superseded_by(), 0);
+}
+
 TEST_P(StoreTest, HeartbeatRenewsLeasesAndReportsLostOnes) {
   Create("s", 2);
   int64_t w = Worker();

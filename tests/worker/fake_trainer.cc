@@ -7,6 +7,7 @@
 //   crash        after crash_at steps: a message on stderr, exit status 3,
 //                no final event
 //   segv         after crash_at steps: killed by SIGSEGV
+//   oomkill      after crash_at steps: killed by SIGKILL, as by the OOM killer
 //   hang         after crash_at steps: silent until signalled (SIGTERM
 //                still ends it with a final CANCELLED event)
 //   ignore_term  like ok, but ignores SIGTERM (only SIGKILL stops it)
@@ -132,6 +133,7 @@ int main(int argc, char** argv) {
         std::fflush(stderr);
         raise(SIGSEGV);
       }
+      if (mode == "oomkill") raise(SIGKILL);
       if (mode == "hang") {
         while (!g_stop) pause();
       }

@@ -206,6 +206,30 @@ TEST_F(WorkerTest, CrashWithoutFinalEventIsFailedWithExitStatusAndStderr) {
   EXPECT_FALSE(std::filesystem::exists(absl::StrCat(options_.work_dir, "/trial-", c, "-1")));
 }
 
+TEST_F(WorkerTest, TrainerKilledFromOutsideIsRetriedItsOwnCrashIsNot) {
+  const int64_t a = fake_.AddTrial(Config("mode=oomkill,crash_at=3", 50));
+  const int64_t b = fake_.AddTrial(Config("mode=segv,crash_at=2", 50));
+  const int64_t c = fake_.AddTrial(Config("mode=crash,crash_at=2", 50));
+  Start();
+  ASSERT_TRUE(WaitFinished(a));
+  ASSERT_TRUE(WaitFinished(b));
+  ASSERT_TRUE(WaitFinished(c));
+  Stop();
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  ASSERT_EQ(ra.finishes.size(), 1u);
+  EXPECT_TRUE(ra.finishes[0].retry());
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("killed by signal 9"));
+  EXPECT_EQ(ra.points.size(), 3u);  // its progress still arrives (the retry starts afresh)
+  EXPECT_FALSE(fake_.Get(b).finishes[0].retry());
+  EXPECT_FALSE(fake_.Get(c).finishes[0].retry());
+}
+
+TEST(IsKilledFromOutside, MachineSignalsYesCrashesNo) {
+  for (int sig : {SIGKILL, SIGTERM, SIGINT, SIGHUP}) EXPECT_TRUE(IsKilledFromOutside(sig)) << sig;
+  for (int sig : {0, SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS}) EXPECT_FALSE(IsKilledFromOutside(sig)) << sig;
+}
+
 TEST_F(WorkerTest, MissingTrainerIsFailedNotFatal) {
   options_.trainer_path = dir_ + "/no-such-trainer";
   const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
