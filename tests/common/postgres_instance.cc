@@ -130,6 +130,16 @@ absl::Status PostgresInstance::Stop() {
   return RunAsOwner({pg_ctl, "-D", dir_ + "/data", "-m", "fast", "-w", "stop"}, "pg_ctl stop");
 }
 
+absl::Status PostgresInstance::CrashRestart() {
+  if (!running_) return absl::FailedPreconditionError("CrashRestart: the server is not running");
+  std::string pg_ctl = bindir_.empty() ? "pg_ctl" : bindir_ + "/pg_ctl";
+  absl::Status st = RunAsOwner({pg_ctl, "-D", dir_ + "/data", "-l", dir_ + "/postgres.log", "-o", settings_,
+                                "-m", "immediate", "-w", "-t", "60", "restart"},
+                               "pg_ctl restart -m immediate");
+  if (!st.ok()) return absl::InternalError(absl::StrCat(st.message(), "\n", Tail(dir_ + "/postgres.log")));
+  return absl::OkStatus();
+}
+
 PostgresInstance::~PostgresInstance() {
   if (running_) {
     std::string pg_ctl = bindir_.empty() ? "pg_ctl" : bindir_ + "/pg_ctl";

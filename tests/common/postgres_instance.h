@@ -20,6 +20,11 @@ namespace normsweep::testing {
 
 struct PostgresInstanceOptions {
   // Durability off by default: tests do not survive power loss anyway.
+  // (fsync=off, synchronous_commit=off, full_page_writes=off.) A test that
+  // crashes the server (CrashRestart) and must keep every commit it was told
+  // of sets this false: with synchronous_commit=off a crash loses the last
+  // acknowledged commits; fsync=off and full_page_writes=off only matter
+  // when the machine itself goes down, so such a test may keep them.
   bool fast_unsafe = true;
   std::vector<std::string> extra_settings;  // "-c name=value" pairs, e.g. "max_connections=200"
 };
@@ -39,6 +44,10 @@ class PostgresInstance {
   // same socket, for connection-loss tests.
   absl::Status Stop();
   absl::Status StartAgain();
+  // Crashes the server and starts it again on the same socket (pg_ctl
+  // restart -m immediate: every backend is killed without a checkpoint, the
+  // restart runs crash recovery); returns once it accepts connections.
+  absl::Status CrashRestart();
 
   const std::string& dir() const { return dir_; }
 

@@ -1,0 +1,690 @@
+// Fault injection over the whole stack. A throwaway PostgreSQL, two
+// normsweep-scheduler replicas on it, four normsweep-worker daemons running
+// the real normsweep-train, and a small sweep. Each worker is given both
+// schedulers (a gRPC address list, in opposite orders for odd and even
+// workers; gRPC connects to the first that answers), as a DNS name with two
+// replicas would give them. While the sweep runs, a fixed schedule of faults:
+// SIGKILL of trainers, of workers (started again at once, same name), of
+// schedulers (started again on their port once the trials progress through
+// the other one), and crash restarts of PostgreSQL (pg_ctl restart -m
+// immediate). Every fault waits for conditions, never for a fixed time: the
+// previous fault has recovered (every trial that was running at it has
+// stored progress again or ended) and some trial's current attempt is past
+// kFaultStep with its trainer visible in /proc.
+//
+// Then: every trial SUCCEEDED (the spec's max_attempts covers the injected
+// faults), one metric row per step and one set of step-0 gradient norms
+// each, the sweep COMPLETED, and no trial was ever run by two trainers at
+// once, nor did a trainer outlive its worker (a thread samples /proc every
+// 25 ms). It prints each fault and how long recovery took.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "client/sweep_client.h"
+#include "tests/common/postgres_instance.h"
+#include "tests/common/scheduler_process.h"
+#include "tests/common/subprocess.h"
+#include "tests/common/trainer_processes.h"
+
+namespace normsweep {
+namespace {
+
+// 12 trials of ~3 s of one core each (a 2-layer model, 800 steps).
+constexpr int kTrialSteps = 800;
+// A fault targets a trial whose current attempt has stored at least this
+// many steps and at most kFaultStepMax (so it lands mid-trial, not after the
+// final event).
+constexpr int kFaultStep = 80;
+constexpr int kFaultStepMax = kTrialSteps * 3 / 4;
+// Leases per trial: a fault costs a trial at most one or two (a killed
+// worker's running and prefetched leases, leases expired while the database
+// was down), and no trial is hit more than a few times.
+constexpr int kMaxAttempts = 20;
+constexpr int kWorkers = 4;
+constexpr absl::Duration kPollPeriod = absl::Milliseconds(100);
+constexpr absl::Duration kSamplePeriod = absl::Milliseconds(25);
+// A trainer whose parent is not a worker for this long outlived its worker.
+constexpr absl::Duration kOrphanAfter = absl::Seconds(1);
+
+enum class FaultKind { kTrainer, kWorker, kScheduler, kPostgres };
+
+const char* FaultName(FaultKind k) {
+  switch (k) {
+    case FaultKind::kTrainer: return "trainer SIGKILL";
+    case FaultKind::kWorker: return "worker SIGKILL";
+    case FaultKind::kScheduler: return "scheduler SIGKILL";
+    case FaultKind::kPostgres: return "PostgreSQL crash";
+  }
+  return "?";
+}
+
+// Bounded: 3 trainers, 3 workers, 2 schedulers (one each), 2 database crashes.
+const FaultKind kSchedule[] = {FaultKind::kTrainer,   FaultKind::kWorker,   FaultKind::kScheduler,
+                               FaultKind::kPostgres,  FaultKind::kTrainer,  FaultKind::kWorker,
+                               FaultKind::kScheduler, FaultKind::kTrainer,  FaultKind::kPostgres,
+                               FaultKind::kWorker};
+
+bool IsFinal(v1::TrialState s) {
+  return s == v1::TRIAL_SUCCEEDED || s == v1::TRIAL_DIVERGED || s == v1::TRIAL_FAILED || s == v1::TRIAL_CANCELLED;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Seconds(absl::Duration d) { return absl::StrFormat("%.2f s", absl::ToDoubleSeconds(d)); }
+
+// ---- what the API says, polled ----
+
+struct TrialView {
+  v1::TrialState state = v1::TRIAL_STATE_UNSPECIFIED;
+  int attempts = 0;
+  int last_step = 0;
+};
+
+struct Poll {
+  absl::Time at;  // when the call was made
+  std::map<int64_t, TrialView> trials;
+};
+
+// Calls ListTrials every kPollPeriod on its own thread, through whichever
+// scheduler answers, and keeps every answer (a minute of a 12-trial sweep is
+// a few hundred small maps). Thread-safe: mu_ guards polls_ and failed_.
+class SweepObserver {
+ public:
+  SweepObserver(const std::string& target, int64_t sweep_id)
+      : client_(target, absl::Seconds(2)), sweep_id_(sweep_id), thread_([this] { Run(); }) {}
+  ~SweepObserver() { Stop(); }
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    stop_.Notify();
+    thread_.join();
+  }
+  std::vector<Poll> polls() const {
+    absl::MutexLock lock(&mu_);
+    return polls_;
+  }
+  int failed_polls() const {
+    absl::MutexLock lock(&mu_);
+    return failed_;
+  }
+
+ private:
+  void Run() {
+    do {
+      const absl::Time at = absl::Now();
+      absl::StatusOr<std::vector<v1::Trial>> trials = client_.ListTrials(sweep_id_);
+      absl::MutexLock lock(&mu_);
+      if (!trials.ok()) {
+        ++failed_;
+        continue;
+      }
+      Poll p{at, {}};
+      for (const v1::Trial& t : *trials) p.trials[t.id()] = {t.state(), t.attempts(), t.last_step()};
+      polls_.push_back(std::move(p));
+    } while (!stop_.WaitForNotificationWithTimeout(kPollPeriod));
+  }
+
+  client::SweepClient client_;  // used on thread_ only
+  const int64_t sweep_id_;
+  mutable absl::Mutex mu_;
+  std::vector<Poll> polls_ ABSL_GUARDED_BY(mu_);
+  int failed_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification stop_;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+// ---- what runs, sampled from /proc ----
+
+// Lists this test's trainers every kSamplePeriod on its own thread and
+// remembers every sample in which one trial had two live trainers, and every
+// trainer that outlived its worker. Thread-safe: mu_ guards the results.
+class TrainerSampler {
+ public:
+  explicit TrainerSampler(std::string needle) : needle_(std::move(needle)), thread_([this] { Run(); }) {}
+  ~TrainerSampler() { Stop(); }
+
+  void Stop() {
+    if (!thread_.joinable()) return;
+    stop_.Notify();
+    thread_.join();
+  }
+  int samples() const {
+    absl::MutexLock lock(&mu_);
+    return samples_;
+  }
+  // Trainer processes seen, and the most alive at once.
+  int trainers_seen() const {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(seen_.size());
+  }
+  int most_at_once() const {
+    absl::MutexLock lock(&mu_);
+    return most_at_once_;
+  }
+  // "trial 5: pids 123 (attempt 1), 456 (attempt 2) at 12.3 s", one line per
+  // sample with two trainers of a trial.
+  std::vector<std::string> overlaps() const {
+    absl::MutexLock lock(&mu_);
+    return overlaps_;
+  }
+  std::vector<std::string> orphans() const {
+    absl::MutexLock lock(&mu_);
+    return orphans_;
+  }
+
+ private:
+  static bool IsWorker(pid_t pid) {
+    const std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    const std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
+    return argv0.size() >= 16 && argv0.compare(argv0.size() - 16, 16, "normsweep-worker") == 0;
+  }
+
+  void Run() {
+    const absl::Time start = absl::Now();
+    std::map<pid_t, absl::Time> orphaned_since;
+    std::set<pid_t> reported;
+    do {
+      const absl::Time now = absl::Now();
+      const std::vector<testing::TrainerProcess> trainers = testing::ListTrainers(needle_);
+      std::map<int64_t, std::vector<const testing::TrainerProcess*>> by_trial;
+      std::map<pid_t, bool> worker_cache;
+      std::map<pid_t, absl::Time> still_orphaned;
+      for (const testing::TrainerProcess& t : trainers) {
+        by_trial[t.trial_id].push_back(&t);
+        auto [it, inserted] = worker_cache.emplace(t.parent, false);
+        if (inserted) it->second = IsWorker(t.parent);
+        if (!it->second) {
+          auto since = orphaned_since.find(t.pid);
+          still_orphaned[t.pid] = since == orphaned_since.end() ? now : since->second;
+        }
+      }
+      orphaned_since = std::move(still_orphaned);
+      absl::MutexLock lock(&mu_);
+      ++samples_;
+      most_at_once_ = std::max(most_at_once_, static_cast<int>(trainers.size()));
+      for (const testing::TrainerProcess& t : trainers) seen_.insert(t.pid);
+      for (const auto& [trial, list] : by_trial) {
+        if (list.size() < 2) continue;
+        std::vector<std::string> who;
+        for (const testing::TrainerProcess* t : list) who.push_back(absl::StrCat(t->pid, " (attempt ", t->attempt, ")"));
+        overlaps_.push_back(absl::StrCat("trial ", trial, ": pids ", absl::StrJoin(who, ", "), " at ",
+                                         Seconds(now - start)));
+      }
+      for (const auto& [pid, since] : orphaned_since) {
+        if (now - since >= kOrphanAfter && reported.insert(pid).second) {
+          orphans_.push_back(absl::StrCat("pid ", pid, " has had no worker parent for ", Seconds(now - since)));
+        }
+      }
+    } while (!stop_.WaitForNotificationWithTimeout(kSamplePeriod));
+  }
+
+  const std::string needle_;
+  mutable absl::Mutex mu_;
+  int samples_ ABSL_GUARDED_BY(mu_) = 0;
+  int most_at_once_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<pid_t> seen_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> overlaps_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> orphans_ ABSL_GUARDED_BY(mu_);
+  absl::Notification stop_;
+  std::thread thread_;  // last
+};
+
+// ---- faults and their recovery ----
+
+struct Fault {
+  FaultKind kind = FaultKind::kTrainer;
+  absl::Time at;    // the fault began
+  absl::Time done;  // the kill returned, or pg_ctl restart did
+  int64_t trial_id = 0;  // the trial hit directly (trainer and worker faults)
+  int attempt = 0;
+  std::string what;      // target, for the report
+  std::string note;      // e.g. how long the restarted scheduler took
+};
+
+// Over the trials RUNNING past step 0 just before the fault (a lease at step
+// 0 is usually a slot's next trial, prefetched: it moves only once the
+// slot's current one ends).
+struct Recovery {
+  // Every such trial has moved on: stored more steps in the same attempt
+  // (not counted for the directly hit trial, whose buffered progress may
+  // still arrive), gone back to the queue or been leased again, or ended.
+  // The next fault waits for this.
+  std::optional<absl::Duration> recovered;
+  // Each of them has stored progress (the hit one: in a later attempt) or
+  // ended; a re-queued trial may first wait for a free slot.
+  std::optional<absl::Duration> all_progressing;
+  // Progress stored for some trial other than the hit one.
+  std::optional<absl::Duration> next_progress;
+  // Some trial leased (its attempts grew).
+  std::optional<absl::Duration> next_lease;
+  // The hit trial back in the queue (or leased again); its next attempt
+  // stored progress.
+  std::optional<absl::Duration> hit_requeued, hit_progressing;
+  // The hit trial ended in the attempt that was hit.
+  std::optional<v1::TrialState> hit_ended;
+};
+
+// How far a trial got from `before` (a poll before the fault) to `after`.
+struct Movement {
+  bool ended = false;       // final
+  bool requeued = false;    // PENDING again, or a later attempt
+  bool leased = false;      // a later attempt
+  bool progressed = false;  // steps stored: in a later attempt, or (unless `hit`) in the same one
+};
+
+Movement Moved(const TrialView& before, const TrialView& after, bool hit) {
+  Movement m;
+  m.ended = IsFinal(after.state) && !IsFinal(before.state);
+  m.leased = after.attempts > before.attempts;
+  m.requeued = m.leased || (before.state == v1::TRIAL_RUNNING && after.state == v1::TRIAL_PENDING);
+  m.progressed = (m.leased && after.last_step > 0) ||
+                 (!hit && !m.leased && after.state == v1::TRIAL_RUNNING && after.last_step > before.last_step);
+  return m;
+}
+
+Recovery Measure(const std::vector<Poll>& polls, const Fault& f) {
+  Recovery r;
+  const Poll* base = nullptr;
+  for (const Poll& p : polls) {
+    if (p.at < f.at) base = &p;
+  }
+  if (base == nullptr) return r;
+  std::set<int64_t> unmoved, unprogressed;
+  for (const auto& [id, t] : base->trials) {
+    if (t.state != v1::TRIAL_RUNNING || t.last_step == 0) continue;
+    unmoved.insert(id);
+    unprogressed.insert(id);
+  }
+  for (const Poll& p : polls) {
+    if (p.at < f.done) continue;
+    const absl::Duration since = p.at - f.at;
+    for (const auto& [id, after] : p.trials) {
+      auto before = base->trials.find(id);
+      if (before == base->trials.end()) continue;
+      const bool hit = id == f.trial_id;
+      const Movement m = Moved(before->second, after, hit);
+      if (m.ended || m.requeued || m.progressed) unmoved.erase(id);
+      if (m.ended || m.progressed) unprogressed.erase(id);
+      if (!r.next_lease && m.leased) r.next_lease = since;
+      if (!r.next_progress && !hit && (m.progressed || (m.ended && after.state == v1::TRIAL_SUCCEEDED))) {
+        r.next_progress = since;
+      }
+      if (hit && !r.hit_requeued && m.requeued) r.hit_requeued = since;
+      if (hit && !r.hit_progressing && m.progressed) r.hit_progressing = since;
+      if (hit && !r.hit_ended && !r.hit_requeued && m.ended) r.hit_ended = after.state;
+    }
+    if (!r.recovered && unmoved.empty()) r.recovered = since;
+    if (!r.all_progressing && unprogressed.empty()) r.all_progressing = since;
+  }
+  return r;
+}
+
+// ---- the test ----
+
+class ChaosTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
+    ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
+    bin_ = bin;
+    // Crashes must not lose commits the schedulers were told of:
+    // synchronous_commit stays on (see PostgresInstanceOptions).
+    testing::PostgresInstanceOptions options;
+    options.fast_unsafe = false;
+    options.extra_settings = {"fsync=off", "full_page_writes=off"};
+    auto pg = testing::PostgresInstance::Start(options);
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    pg_ = *std::move(pg);
+    auto conninfo = pg_->CreateDatabase("chaos");
+    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+    conninfo_ = *conninfo;
+    dir_ = pg_->dir() + "/chaos";
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_, "/s", i).c_str()), 0);
+    // Fixed ports, so that a killed scheduler comes back where its workers look.
+    ports_[0] = testing::FreePort();
+    do {
+      ports_[1] = testing::FreePort();
+    } while (ports_[1] == ports_[0]);
+    // One after the other: the first applies the migrations.
+    for (int i = 0; i < 2; ++i) ASSERT_NO_FATAL_FAILURE(StartScheduler(i));
+    client_ = std::make_unique<client::SweepClient>(Target(0, 1), absl::Seconds(5));
+  }
+
+  void TearDown() override {
+    if (pg_ == nullptr || (!HasFailure() && std::getenv("NORMSWEEP_TEST_SHOW_LOGS") == nullptr)) return;
+    std::vector<std::string> logs = {"s0/scheduler.log", "s1/scheduler.log"};
+    for (int i = 0; i < kWorkers; ++i) logs.push_back(absl::StrCat("w", i, ".log"));
+    for (const std::string& name : logs) {
+      std::string s = ReadFile(dir_ + "/" + name);
+      if (s.size() > 5000) s = "..." + s.substr(s.size() - 5000);
+      std::printf("---- %s ----\n%s\n", name.c_str(), s.c_str());
+    }
+    std::string s = ReadFile(pg_->dir() + "/postgres.log");
+    if (s.size() > 3000) s = "..." + s.substr(s.size() - 3000);
+    std::printf("---- postgres.log ----\n%s\n", s.c_str());
+  }
+
+  // "ipv4:127.0.0.1:P,127.0.0.1:Q": scheduler `first`, then `second`.
+  std::string Target(int first, int second) const {
+    return absl::StrCat("ipv4:127.0.0.1:", ports_[first], ",127.0.0.1:", ports_[second]);
+  }
+
+  void StartScheduler(int i) {
+    auto s = testing::StartScheduler(bin_, conninfo_, absl::StrCat(dir_, "/s", i),
+                                     {absl::StrCat("--port=", ports_[i])});
+    ASSERT_TRUE(s.ok()) << s.status();
+    schedulers_[i].emplace(*std::move(s));
+  }
+
+  void StartWorker(int i) {
+    const std::string name = absl::StrCat("w", i);
+    auto w = testing::Subprocess::Start(
+        {bin_ + "/worker/normsweep-worker", "--scheduler", i % 2 == 0 ? Target(0, 1) : Target(1, 0), "--name", name,
+         "--cpu-slots", "1", "--threads-per-slot", "1", "--trainer", bin_ + "/trainer/normsweep-train",
+         "--work-dir", dir_ + "/" + name, "--metrics-port", "0", "--grace-period-s", "2"},
+        {}, dir_ + "/" + name + ".log");
+    ASSERT_TRUE(w.ok()) << w.status();
+    workers_[i].emplace(*std::move(w));
+  }
+
+  int WorkerIndex(pid_t pid) const {
+    for (int i = 0; i < kWorkers; ++i) {
+      if (workers_[i] && workers_[i]->pid() == pid) return i;
+    }
+    return -1;
+  }
+
+  struct FaultTarget {
+    int64_t trial_id = 0;
+    int attempt = 0;
+    int step = 0;
+    testing::TrainerProcess trainer;
+    int worker = -1;
+  };
+
+  // Waits until `previous` (if any) has recovered and a trial's current
+  // attempt is between kFaultStep and kFaultStepMax with its trainer alive;
+  // nullopt if the sweep ended or a minute passed.
+  std::optional<FaultTarget> WaitForTarget(const SweepObserver& observer, const Fault* previous, std::string* why) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    int turn = 0;
+    while (absl::Now() < deadline) {
+      const std::vector<Poll> polls = observer.polls();
+      if (previous != nullptr && !Measure(polls, *previous).recovered) {
+        *why = absl::StrCat("the previous fault (", FaultName(previous->kind), ") never recovered");
+        absl::SleepFor(absl::Milliseconds(20));
+        continue;
+      }
+      if (polls.empty()) {
+        absl::SleepFor(absl::Milliseconds(20));
+        continue;
+      }
+      const Poll& latest = polls.back();
+      bool open = false;
+      std::vector<std::pair<int64_t, TrialView>> candidates;
+      for (const auto& [id, t] : latest.trials) {
+        open |= !IsFinal(t.state);
+        if (t.state == v1::TRIAL_RUNNING && t.last_step >= kFaultStep && t.last_step <= kFaultStepMax) {
+          candidates.push_back({id, t});
+        }
+      }
+      if (!open) {
+        *why = "the sweep ended first";
+        return std::nullopt;
+      }
+      const std::vector<testing::TrainerProcess> trainers = testing::ListTrainers(dir_);
+      // Rotate over the candidates so that faults spread over trials and workers.
+      for (size_t k = 0; k < candidates.size(); ++k) {
+        const auto& [id, t] = candidates[(k + turn) % candidates.size()];
+        for (const testing::TrainerProcess& p : trainers) {
+          if (p.trial_id == id && p.attempt == t.attempts && WorkerIndex(p.parent) >= 0) {
+            return FaultTarget{id, t.attempts, t.last_step, p, WorkerIndex(p.parent)};
+          }
+        }
+      }
+      ++turn;
+      *why = "no trial was running past step " + std::to_string(kFaultStep);
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return std::nullopt;
+  }
+
+  std::string bin_, dir_, conninfo_;
+  std::unique_ptr<testing::PostgresInstance> pg_;
+  int ports_[2] = {0, 0};
+  std::optional<testing::SchedulerProcess> schedulers_[2];
+  std::optional<testing::Subprocess> workers_[kWorkers];
+  std::unique_ptr<client::SweepClient> client_;
+};
+
+v1::SweepSpec ChaosSpec() {
+  v1::SweepSpec spec;
+  spec.set_name("chaos");
+  v1::TrainConfig* base = spec.mutable_base();
+  base->set_layers(2);
+  base->set_d_model(32);
+  base->set_heads(2);
+  base->set_seq_len(32);
+  base->set_batch_size(8);
+  base->set_steps(kTrialSteps);
+  base->set_eval_every(50);
+  base->set_eval_batches(2);
+  spec.add_placements("post");
+  spec.add_placements("pre");
+  for (int w : {0, 20, 50}) spec.add_warmup_steps(w);
+  for (double lr : {1e-3, 3e-3}) spec.add_peak_lrs(lr);
+  spec.add_seeds(0);
+  spec.set_max_attempts(kMaxAttempts);
+  return spec;
+}
+
+TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < kWorkers; ++i) ASSERT_NO_FATAL_FAILURE(StartWorker(i));
+  // Every worker registered (through either scheduler) before the sweep.
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  size_t live = 0;
+  while (absl::Now() < deadline && live < kWorkers) {
+    auto workers = client_->ListWorkers(/*live_only=*/true);
+    live = workers.ok() ? workers->size() : 0;
+    if (live < kWorkers) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(live, static_cast<size_t>(kWorkers)) << "not every worker registered";
+
+  auto submitted = client_->Submit(ChaosSpec(), client::NewRequestId(), /*validate_only=*/false);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const int64_t sweep_id = submitted->sweep().id();
+  const int trial_count = submitted->sweep().trial_count();
+  ASSERT_EQ(trial_count, 12);
+
+  TrainerSampler sampler(dir_);
+  SweepObserver observer(Target(0, 1), sweep_id);
+  std::vector<Fault> faults;
+  int next_scheduler = 1;
+  for (FaultKind kind : kSchedule) {
+    std::string why;
+    std::optional<FaultTarget> target = WaitForTarget(observer, faults.empty() ? nullptr : &faults.back(), &why);
+    ASSERT_TRUE(target.has_value()) << "fault " << faults.size() + 1 << " (" << FaultName(kind)
+                                    << ") found no moment: " << why;
+    Fault f;
+    f.kind = kind;
+    f.at = f.done = absl::Now();
+    switch (kind) {
+      case FaultKind::kTrainer:
+        f.trial_id = target->trial_id;
+        f.attempt = target->attempt;
+        f.what = absl::StrCat("normsweep-train pid ", target->trainer.pid, ": trial ", target->trial_id, " attempt ",
+                              target->attempt, " at step ", target->step);
+        kill(target->trainer.pid, SIGKILL);
+        f.done = absl::Now();
+        break;
+      case FaultKind::kWorker: {
+        const int i = target->worker;
+        f.trial_id = target->trial_id;
+        f.attempt = target->attempt;
+        f.what = absl::StrCat("w", i, " pid ", workers_[i]->pid(), ", running trial ", target->trial_id, " attempt ",
+                              target->attempt, " at step ", target->step, "; started again");
+        EXPECT_EQ(workers_[i]->Stop(SIGKILL), 128 + SIGKILL);
+        f.done = absl::Now();
+        workers_[i].reset();
+        ASSERT_NO_FATAL_FAILURE(StartWorker(i));
+        break;
+      }
+      case FaultKind::kScheduler: {
+        const int i = next_scheduler;
+        next_scheduler = 1 - next_scheduler;
+        f.what = absl::StrCat("scheduler ", i, " (port ", ports_[i], "), while trial ", target->trial_id,
+                              " was at step ", target->step);
+        EXPECT_EQ(schedulers_[i]->process.Stop(SIGKILL), 128 + SIGKILL);
+        f.done = absl::Now();
+        schedulers_[i].reset();
+        // Its workers carry on through the other replica; only then is it
+        // started again (on its port).
+        const absl::Time moved_by = absl::Now() + absl::Seconds(30);
+        while (!Measure(observer.polls(), f).all_progressing && absl::Now() < moved_by) {
+          absl::SleepFor(absl::Milliseconds(20));
+        }
+        EXPECT_TRUE(Measure(observer.polls(), f).all_progressing)
+            << "with scheduler " << i << " down, the trials did not progress through the other one";
+        const absl::Time restart = absl::Now();
+        ASSERT_NO_FATAL_FAILURE(StartScheduler(i));
+        f.note = absl::StrCat("started again ", Seconds(restart - f.at), " after the kill, serving after ",
+                              Seconds(absl::Now() - restart));
+        break;
+      }
+      case FaultKind::kPostgres: {
+        f.what = absl::StrCat("pg_ctl restart -m immediate, while trial ", target->trial_id, " was at step ",
+                              target->step);
+        absl::Status st = pg_->CrashRestart();
+        ASSERT_TRUE(st.ok()) << st;
+        f.done = absl::Now();
+        f.note = absl::StrCat("accepting connections again after ", Seconds(f.done - f.at));
+        break;
+      }
+    }
+    std::printf("[chaos] %6.2f s  fault %zu: %s: %s\n", absl::ToDoubleSeconds(f.at - start), faults.size() + 1,
+                FaultName(kind), f.what.c_str());
+    std::fflush(stdout);
+    faults.push_back(std::move(f));
+  }
+  const absl::Time faults_done = absl::Now();
+
+  deadline = absl::Now() + absl::Seconds(150);
+  v1::Sweep sweep;
+  while (absl::Now() < deadline) {
+    auto s = client_->GetSweep(sweep_id);
+    if (s.ok()) {
+      sweep = *s;
+      if (sweep.state() != v1::SWEEP_RUNNING) break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  const absl::Time finished = absl::Now();
+  observer.Stop();
+  sampler.Stop();
+
+  // What happened, for the reader.
+  const std::vector<Poll> polls = observer.polls();
+  std::map<FaultKind, int> counts;
+  std::printf("[chaos] t = 0 s is %s UTC (the logs' clock). Recovery, from each fault: next progress stored (any "
+              "other trial), next lease, the hit trial back in the queue and progressing again (after waiting for a free "
+              "slot), every trial that was running progressing again\n",
+              absl::FormatTime("%H:%M:%E3S", start, absl::UTCTimeZone()).c_str());
+  std::printf("[chaos] %-3s %8s  %-18s %-10s %-10s %-10s %-12s %-10s %s\n", "#", "at", "fault", "progress", "lease",
+              "hit queued", "hit progress", "all", "");
+  for (size_t n = 0; n < faults.size(); ++n) {
+    const Fault& f = faults[n];
+    ++counts[f.kind];
+    const Recovery r = Measure(polls, f);
+    auto plus = [](const std::optional<absl::Duration>& d) { return d ? "+" + Seconds(*d) : std::string("-"); };
+    std::string hit_lease = "", hit_progress = "";
+    if (f.trial_id != 0) {
+      hit_lease = r.hit_ended ? v1::TrialState_Name(*r.hit_ended) : plus(r.hit_requeued);
+      hit_progress = r.hit_ended ? "" : plus(r.hit_progressing);
+    }
+    std::printf("[chaos] %-3zu %6.2f s  %-18s %-10s %-10s %-10s %-12s %-10s %s\n", n + 1,
+                absl::ToDoubleSeconds(f.at - start), FaultName(f.kind), plus(r.next_progress).c_str(),
+                plus(r.next_lease).c_str(), hit_lease.c_str(), hit_progress.c_str(), plus(r.all_progressing).c_str(),
+                f.note.c_str());
+  }
+  std::printf("[chaos] faults: %d trainer, %d worker, %d scheduler, %d PostgreSQL; last at %.2f s; sweep %s at "
+              "%.2f s\n",
+              counts[FaultKind::kTrainer], counts[FaultKind::kWorker], counts[FaultKind::kScheduler],
+              counts[FaultKind::kPostgres], absl::ToDoubleSeconds(faults_done - start),
+              v1::SweepState_Name(sweep.state()).c_str(), absl::ToDoubleSeconds(finished - start));
+  std::printf("[chaos] %zu API polls (%d failed); %d /proc samples saw %d trainer processes, at most %d at once\n",
+              polls.size(), observer.failed_polls(), sampler.samples(), sampler.trainers_seen(),
+              sampler.most_at_once());
+
+  ASSERT_EQ(sweep.state(), v1::SWEEP_COMPLETED) << sweep.ShortDebugString();
+  auto trials = client_->ListTrials(sweep_id);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), static_cast<size_t>(trial_count));
+  std::vector<std::string> attempts;
+  int leases = 0;
+  for (const v1::Trial& t : *trials) {
+    attempts.push_back(absl::StrCat(t.id(), ":", t.attempts()));
+    leases += t.attempts();
+    EXPECT_EQ(t.state(), v1::TRIAL_SUCCEEDED)
+        << "trial " << t.id() << " attempt " << t.attempts() << ": " << t.result().error();
+    auto full = client_->GetTrial(t.id());
+    ASSERT_TRUE(full.ok()) << full.status();
+    if (t.state() != v1::TRIAL_SUCCEEDED) continue;
+    std::vector<int> steps;
+    for (const v1::MetricPoint& m : full->metrics()) {
+      steps.push_back(m.step());
+      EXPECT_TRUE(m.has_train_loss()) << "trial " << t.id() << " step " << m.step();
+    }
+    std::vector<int> want(kTrialSteps);
+    for (int i = 0; i < kTrialSteps; ++i) want[i] = i + 1;
+    EXPECT_EQ(steps, want) << "trial " << t.id() << ": not one metric row per step";
+    ASSERT_EQ(full->layer_grad_norms_size(), 1) << "trial " << t.id() << ": not one set of gradient norms";
+    EXPECT_EQ(full->layer_grad_norms(0).step(), 0);
+    EXPECT_EQ(full->layer_grad_norms(0).norms_size(), 4) << "trial " << t.id() << ": W1 and W2 of 2 layers";
+  }
+  // Every kill hit a live attempt: its trial needed another.
+  for (const Fault& f : faults) {
+    if (f.trial_id == 0) continue;
+    for (const v1::Trial& t : *trials) {
+      if (t.id() == f.trial_id) {
+        EXPECT_GT(t.attempts(), f.attempt) << FaultName(f.kind) << " of trial " << f.trial_id << " cost no attempt";
+      }
+    }
+  }
+  std::printf("[chaos] %d leases for %d trials (trial:attempts %s)\n", leases, trial_count,
+              absl::StrJoin(attempts, " ").c_str());
+  const std::vector<std::string> overlaps = sampler.overlaps();
+  EXPECT_TRUE(overlaps.empty()) << overlaps.size() << " samples saw a trial run by two trainers at once:\n"
+                                << absl::StrJoin(overlaps.begin(), overlaps.begin() + std::min<size_t>(overlaps.size(), 20), "\n");
+  const std::vector<std::string> orphans = sampler.orphans();
+  EXPECT_TRUE(orphans.empty()) << "trainers outlived their worker:\n" << absl::StrJoin(orphans, "\n");
+
+  for (int i = 0; i < kWorkers; ++i) EXPECT_EQ(workers_[i]->Stop(SIGTERM), 0) << "w" << i;
+  EXPECT_EQ(testing::CountTrainers(dir_), 0) << "a trainer outlived the workers";
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(schedulers_[i]->process.Stop(SIGTERM), 0) << "scheduler " << i;
+}
+
+}  // namespace
+}  // namespace normsweep
