@@ -8,11 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "db/store.h"
 
 namespace normsweep::db {
 namespace {
 
-absl::Status StatusFromResult(PGconn* conn, const PGresult* res) {
+absl::Status StatusFromResultUnmarked(PGconn* conn, const PGresult* res) {
   const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
   std::string message = res != nullptr ? PQresultErrorMessage(res) : "";
   if (message.empty()) message = PQerrorMessage(conn);
@@ -30,6 +31,10 @@ absl::Status StatusFromResult(PGconn* conn, const PGresult* res) {
     return absl::InvalidArgumentError(message);  // data exception, constraint
   }
   return absl::InternalError(message);
+}
+
+absl::Status StatusFromResult(PGconn* conn, const PGresult* res) {
+  return MarkDatabaseError(StatusFromResultUnmarked(conn, res));
 }
 
 }  // namespace
@@ -98,12 +103,12 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgConn
   const char* values[] = {options.conninfo.c_str(), connect_timeout.c_str(),
                           options.application_name.c_str(), "1", "10", "5", "3", nullptr};
   std::unique_ptr<PGconn, PgConnDeleter> conn(PQconnectdbParams(keywords, values, /*expand_dbname=*/1));
-  if (conn == nullptr) return absl::ResourceExhaustedError("database: out of memory");
+  if (conn == nullptr) return MarkDatabaseError(absl::ResourceExhaustedError("database: out of memory"));
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     // libpq's message names host and port, not the password.
     std::string message = PQerrorMessage(conn.get());
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
-    return absl::UnavailableError("database: cannot connect: " + message);
+    return MarkDatabaseError(absl::UnavailableError("database: cannot connect: " + message));
   }
   // NOTICEs ("already exists, skipping") are not errors; keep them off stderr.
   PQsetNoticeProcessor(conn.get(), [](void*, const char*) {}, nullptr);
@@ -203,7 +208,8 @@ absl::StatusOr<PgPool::Lease> PgPool::Acquire() {
       return Lease(this, std::move(conn));
     }
     if (absl::Now() < next_connect_) {
-      return absl::UnavailableError("database unavailable (reconnecting with back-off): " + last_error_);
+      return MarkDatabaseError(
+          absl::UnavailableError("database unavailable (reconnecting with back-off): " + last_error_));
     }
     ++open_;
   }

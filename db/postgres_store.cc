@@ -738,9 +738,9 @@ void PostgresStore::LeaseGroupStatement(std::vector<LeaseItem*>& group) {
   if (!cleared.ok()) {
     // The lease stays unheard of and expires; the trial is retried then.
     for (LeaseItem* item : retried_items) {
-      item->result = absl::Status(cleared.code(), absl::StrCat("trial_id ", (*item->result)->id(),
-                                                               ": clearing the last attempt's metrics: ",
-                                                               cleared.message()));
+      item->result = MarkDatabaseError(absl::Status(cleared.code(), absl::StrCat("trial_id ", (*item->result)->id(),
+                                                                                 ": clearing the last attempt's metrics: ",
+                                                                                 cleared.message())));
     }
   }
 }

@@ -1,5 +1,6 @@
 #include "db/store.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace normsweep::db {
@@ -41,6 +42,17 @@ v1::SweepState SweepStateFromName(const std::string& name) {
   if (name == "CANCELLED") return v1::SWEEP_CANCELLED;
   return v1::SWEEP_STATE_UNSPECIFIED;
 }
+
+namespace {
+constexpr char kDatabaseErrorPayload[] = "type.normsweep/database_error";
+}  // namespace
+
+absl::Status MarkDatabaseError(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kDatabaseErrorPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsDatabaseError(const absl::Status& status) { return status.GetPayload(kDatabaseErrorPayload).has_value(); }
 
 std::string RetriedAttemptError(const std::string& reason, int attempts) {
   return absl::StrCat(reason, " after ", attempts, attempts == 1 ? " attempt" : " attempts");

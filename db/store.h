@@ -155,6 +155,12 @@ class Store {
 // Field limits shared by validation and storage.
 inline constexpr int kMaxTrialsPerSweep = 10000;
 
+// Errors that carry the database's own words (libpq's messages, with SQL,
+// parameters, server paths) are marked, so that the scheduler's gRPC edge
+// logs them and tells clients a plain message instead.
+absl::Status MarkDatabaseError(absl::Status status);
+bool IsDatabaseError(const absl::Status& status);
+
 // The outcome and error of an attempt retried or expired with `reason`:
 // PENDING while attempts remain, FAILED after the last, CANCELLED when the
 // sweep was cancelled. Both stores decide by this rule (PostgresStore in SQL).

@@ -3,17 +3,39 @@
 #include <atomic>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/api_token.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
+#include "db/store.h"
 
 namespace normsweep::scheduler {
+
+grpc::Status ClientStatus(const absl::Status& status, const char* method, grpc::ServerContext* context) {
+  if (status.ok() || !db::IsDatabaseError(status)) return ToGrpcStatus(status);
+  LogLine("normsweep-scheduler", absl::StrCat(method, ": ", status.ToString(absl::StatusToStringMode::kWithNoExtraData)));
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+      if (context != nullptr) context->AddTrailingMetadata(kDatabaseUnavailableKey, "1");
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "the scheduler cannot reach its database right now (it keeps retrying); try again shortly");
+    case absl::StatusCode::kDeadlineExceeded:
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the database did not answer in time; try again");
+    case absl::StatusCode::kAborted:
+      return grpc::Status(grpc::StatusCode::ABORTED, "a concurrent change got there first; try again");
+    default:
+      return grpc::Status(grpc::StatusCode::INTERNAL, "database error (the scheduler's log has the details)");
+  }
+}
+
 namespace {
 
 template <typename T>
-grpc::Status Reply(SchedulerMetrics& metrics, const char* method, absl::StatusOr<T> result, T* out) {
+grpc::Status Reply(SchedulerMetrics& metrics, const char* method, grpc::ServerContext* context,
+                   absl::StatusOr<T> result, T* out) {
   if (!result.ok()) {
     metrics.RpcError(method, result.status().code());
-    return ToGrpcStatus(result.status());
+    return ClientStatus(result.status(), method, context);
   }
   *out = *std::move(result);
   return grpc::Status::OK;
@@ -35,7 +57,7 @@ grpc::Status Authenticate(SchedulerMetrics& metrics, const char* method, const g
   grpc::Status Service::Method(grpc::ServerContext* context, const v1::Request* request,               \
                                v1::Response* response) {                                                 \
     if (grpc::Status auth = Authenticate(metrics_, #Method, *context, api_token_); !auth.ok()) return auth;  \
-    return Reply(metrics_, #Method, scheduler_.Method(*request), response);                              \
+    return Reply(metrics_, #Method, context, scheduler_.Method(*request), response);                     \
   }
 
 NS_UNARY(SweepServiceImpl, SubmitSweep, SubmitSweepRequest, SubmitSweepResponse)
@@ -96,7 +118,7 @@ class WorkerServiceImpl::UnaryCall final : public WorkerServiceImpl::Call {
       return;
     }
     (service_.scheduler_.*handle_)(request_, [this, service = &service_](absl::StatusOr<Response> result) {
-      grpc::Status status = Reply(service->metrics_, method_, std::move(result), &response_);
+      grpc::Status status = Reply(service->metrics_, method_, &context_, std::move(result), &response_);
       if (status.ok()) {
         responder_.Finish(response_, status, this);
       } else {
@@ -154,6 +176,12 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
           Finish(cancelled_ ? grpc::Status::CANCELLED : grpc::Status::OK);
           return;
         }
+        if (!Parse()) {
+          service_.metrics_.RpcError("StreamProgress", absl::StatusCode::kInvalidArgument);
+          Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "StreamProgress: a request could not be parsed as a ReportProgressRequest"));
+          return;
+        }
         if (!service_.BeginSchedulerCall()) {
           Finish(ShuttingDown());
           return;
@@ -163,11 +191,10 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
             request_, [this, service = &service_](absl::StatusOr<v1::ReportProgressResponse> result) {
               if (!result.ok()) {
                 service->metrics_.RpcError("StreamProgress", result.status().code());
-                Finish(ToGrpcStatus(result.status()));
+                Finish(ClientStatus(result.status(), "StreamProgress", &context_));
               } else {
-                response_ = *std::move(result);
                 state_ = State::kWriting;
-                stream_.Write(response_, this);
+                stream_.Write(Serialize(*result), this);
               }
               service->EndSchedulerCall();  // not `this`: see UnaryCall
             });
@@ -200,7 +227,18 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
   // The state is set before the operation starts: it may complete at once.
   void Read() {
     state_ = State::kReading;
-    stream_.Read(&request_, this);
+    raw_request_.Clear();
+    stream_.Read(&raw_request_, this);
+  }
+  bool Parse() {
+    request_.Clear();
+    return grpc::SerializationTraits<v1::ReportProgressRequest>::Deserialize(&raw_request_, &request_).ok();
+  }
+  grpc::ByteBuffer& Serialize(const v1::ReportProgressResponse& response) {
+    bool own = false;
+    raw_response_.Clear();
+    (void)grpc::SerializationTraits<v1::ReportProgressResponse>::Serialize(response, &raw_response_, &own);
+    return raw_response_;
   }
   void Finish(const grpc::Status& status) {
     state_ = State::kFinishing;
@@ -222,11 +260,12 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
 
   WorkerServiceImpl& service_;
   grpc::ServerContext context_;
-  grpc::ServerAsyncReaderWriter<v1::ReportProgressResponse, v1::ReportProgressRequest> stream_;
+  grpc::ServerAsyncReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> stream_;
   State state_ = State::kWaitingForCall;
   std::atomic<bool> cancelled_{false};
+  grpc::ByteBuffer raw_request_;
+  grpc::ByteBuffer raw_response_;
   v1::ReportProgressRequest request_;
-  v1::ReportProgressResponse response_;
 };
 
 namespace {
@@ -302,7 +341,7 @@ grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1
   if (!status.ok() && status.code() != absl::StatusCode::kCancelled) {
     metrics_.RpcError("WatchSweep", status.code());
   }
-  return ToGrpcStatus(status);
+  return ClientStatus(status, "WatchSweep", context);
 }
 
 }  // namespace normsweep::scheduler

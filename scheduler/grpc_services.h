@@ -61,9 +61,21 @@ class SweepServiceImpl final : public v1::SweepService::Service {
 // completion queue there is no one to hand to; the sync services' queues do
 // not poll in a server that also has a polled queue (a hybrid server), so
 // this thread is the scheduler's only poller.
+//
+// StreamProgress reads raw bytes and parses them itself: gRPC's own parse
+// failure ends a Read as a half-close does, so a malformed message would
+// end the stream with OK.
 using WorkerServiceBase = v1::WorkerService::WithAsyncMethod_LeaseTrial<
-    v1::WorkerService::WithAsyncMethod_ReportProgress<v1::WorkerService::WithAsyncMethod_StreamProgress<
+    v1::WorkerService::WithAsyncMethod_ReportProgress<v1::WorkerService::WithRawMethod_StreamProgress<
         v1::WorkerService::WithAsyncMethod_FinishTrial<v1::WorkerService::Service>>>>;
+
+// What a client is told of a failed call: the status as it is, but for an
+// error carrying the database's own words (db::IsDatabaseError), which is
+// logged with `method` and replaced by a plain message; UNAVAILABLE ones also
+// get the trailing metadata kDatabaseUnavailableKey, so that a client can
+// tell "scheduler up, its database down" from "scheduler unreachable".
+inline constexpr char kDatabaseUnavailableKey[] = "normsweep-database-unavailable";
+grpc::Status ClientStatus(const absl::Status& status, const char* method, grpc::ServerContext* context);
 
 class WorkerServiceImpl final : public WorkerServiceBase {
  public:

@@ -1,5 +1,7 @@
 #include "scheduler/health_service.h"
 
+#include "common/quote.h"
+
 #include <algorithm>
 #include <string>
 
@@ -22,7 +24,7 @@ grpc::Status HealthServiceImpl::Check(grpc::ServerContext*, const HealthCheckReq
   absl::MutexLock lock(&mu_);
   HealthCheckResponse::ServingStatus status = StatusOf(request->service());
   if (status == HealthCheckResponse::SERVICE_UNKNOWN) {
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service: " + request->service());
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service: " + QuoteForError(request->service()));
   }
   response->set_status(status);
   return grpc::Status::OK;

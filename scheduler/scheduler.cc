@@ -5,7 +5,9 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "common/wait_for.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -33,10 +35,16 @@ absl::Status CheckLength(const std::string& field, const std::string& value, siz
   return absl::OkStatus();
 }
 
+// Tokens are what a previous page's next_page_token said: plain decimal
+// digits, nothing else (SimpleAtoi would also take " 12" and "+5").
 absl::StatusOr<int64_t> ParsePageToken(const std::string& token) {
   if (token.empty()) return 0;
   int64_t v = 0;
-  if (!absl::SimpleAtoi(token, &v) || v < 0) return Invalid("page_token", "malformed");
+  if (token.size() > 18 || !std::all_of(token.begin(), token.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(token, &v)) {
+    return Invalid("page_token", absl::StrCat("malformed: ", QuoteForError(token, 32),
+                                              " (pass the next_page_token of the previous page)"));
+  }
   return v;
 }
 

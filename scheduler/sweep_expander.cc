@@ -2,11 +2,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
@@ -64,18 +67,38 @@ void Apply(const AxisValue& v, v1::TrainConfig* config) {
   }
 }
 
+// Every string that is stored (PostgreSQL's text and jsonb hold no NUL
+// characters) is checked here, before the database, naming its field.
+absl::Status CheckStoredText(const std::string& where, const std::string& value, size_t max_length) {
+  if (value.size() > max_length) return Invalid(where, absl::StrCat("at most ", max_length, " characters"));
+  if (value.find('\0') != std::string::npos) return Invalid(where, "must not contain NUL characters");
+  return absl::OkStatus();
+}
+
+// The shortest decimal text that reads back as d ("0.5", not "0.50000000000000000").
+std::string ShortestDouble(double d) {
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::string text = absl::StrFormat("%.*g", precision, d);
+    double back = 0;
+    if (absl::SimpleAtod(text, &back) && back == d) return text;
+  }
+  return absl::StrFormat("%.17g", d);
+}
+
 absl::StatusOr<AxisValue> ParseAxisValue(const FieldDescriptor* f, const std::string& text,
                                          const std::string& where) {
   AxisValue v{f, text};
-  if (text.size() > kMaxStringFieldLength) {
-    return Invalid(where, absl::StrCat("at most ", kMaxStringFieldLength, " characters"));
-  }
+  RETURN_IF_ERROR(CheckStoredText(where, text, kMaxStringFieldLength));
   if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
-    if (!absl::SimpleAtoi(text, &v.i)) return Invalid(where, absl::StrCat("'", text, "' is not an integer (", f->name(), ")"));
+    if (!absl::SimpleAtoi(text, &v.i)) {
+      return Invalid(where, absl::StrCat(QuoteForError(text), " is not an integer (", f->name(), ")"));
+    }
+    v.text = absl::StrCat(v.i);  // "02" and " 2" are 2
   } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
     if (!absl::SimpleAtod(text, &v.d) || !std::isfinite(v.d)) {
-      return Invalid(where, absl::StrCat("'", text, "' is not a finite number (", f->name(), ")"));
+      return Invalid(where, absl::StrCat(QuoteForError(text), " is not a finite number (", f->name(), ")"));
     }
+    v.text = ShortestDouble(v.d);  // "0.50" is 0.5
   } else if (text.empty()) {
     return Invalid(where, "must not be empty");
   }
@@ -99,12 +122,39 @@ absl::Status CheckBaseStrings(const v1::TrainConfig& base) {
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
     if (f->cpp_type() != FieldDescriptor::CPPTYPE_STRING || f->is_repeated()) continue;
-    if (r->GetString(base, f).size() > kMaxStringFieldLength) {
-      return Invalid(absl::StrCat("spec.base.", f->name()), absl::StrCat("at most ", kMaxStringFieldLength, " characters"));
-    }
+    RETURN_IF_ERROR(CheckStoredText(absl::StrCat("spec.base.", f->name()), r->GetString(base, f), kMaxStringFieldLength));
   }
   return absl::OkStatus();
 }
+
+// Two values of one axis are the same setting when they resolve to the same
+// trainer config ("post" and "post-ln", "2" and "02"): the sweep would hold
+// two trials of one config. The key is the resolved config's bytes.
+absl::StatusOr<std::string> ResolvedKey(const v1::TrainConfig& config) {
+  ASSIGN_OR_RETURN(v1::TrainConfig resolved, trainer::ResolvedTrainConfig(config));
+  return resolved.SerializeAsString();
+}
+
+// Keys seen on one axis, with where each was first seen.
+class AxisValues {
+ public:
+  explicit AxisValues(std::string axis) : axis_(std::move(axis)) {}
+  absl::Status Add(int index, const std::string& shown, const v1::TrainConfig& config) {
+    const std::string where = absl::StrCat(axis_, "[", index, "]");
+    absl::StatusOr<std::string> key = ResolvedKey(config);  // also validates it
+    if (!key.ok()) return Within(where, key.status());
+    auto [it, inserted] = first_.emplace(*std::move(key), index);
+    if (!inserted) {
+      return Invalid(where, absl::StrCat("duplicate value: ", QuoteForError(shown), " is the same setting as ",
+                                         axis_, "[", it->second, "]"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string axis_;
+  std::map<std::string, int> first_;
+};
 
 // Deterministic across platforms (std distributions are not).
 class SplitMix64 {
@@ -142,10 +192,7 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
   if (spec.name().empty()) return Invalid("spec.name", "required");
   if (spec.name().size() > kMaxNameLength) return Invalid("spec.name", absl::StrCat("at most ", kMaxNameLength, " characters"));
   // PostgreSQL's text and jsonb cannot hold NUL characters.
-  if (spec.name().find('\0') != std::string::npos) return Invalid("spec.name", "must not contain NUL characters");
-  if (spec.base().data_file().find('\0') != std::string::npos) {
-    return Invalid("spec.base.data_file", "must not contain NUL characters");
-  }
+  RETURN_IF_ERROR(CheckStoredText("spec.name", spec.name(), kMaxNameLength));
   if (spec.max_attempts() < 0 || spec.max_attempts() > kMaxMaxAttempts) {
     return Invalid("spec.max_attempts", absl::StrCat("must be in [1, ", kMaxMaxAttempts, "] (0: default ", kDefaultMaxAttempts, ")"));
   }
@@ -182,44 +229,43 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
   }
   const v1::TrainConfig probe = Probe(spec.base());
   {
-    std::set<std::string> seen;
+    AxisValues seen("spec.placements");
     for (int i = 0; i < spec.placements_size(); ++i) {
+      const std::string& placement = spec.placements(i);
       const std::string where = absl::StrCat("spec.placements[", i, "]");
+      RETURN_IF_ERROR(CheckStoredText(where, placement, kMaxPlacementLength));
+      // An empty placement would resolve to the default (post).
+      if (placement.empty()) return Invalid(where, "must not be empty (post or pre)");
       v1::TrainConfig c = probe;
-      c.set_placement(spec.placements(i));
-      RETURN_IF_ERROR(Within(where, trainer::ValidateTrainConfig(c)));
-      if (!seen.insert(spec.placements(i)).second) return Invalid(where, "duplicate value");
+      c.set_placement(placement);
+      RETURN_IF_ERROR(seen.Add(i, placement, c));
     }
   }
   {
-    std::set<int32_t> seen;
+    AxisValues seen("spec.seeds");
     for (int i = 0; i < spec.seeds_size(); ++i) {
-      const std::string where = absl::StrCat("spec.seeds[", i, "]");
       v1::TrainConfig c = probe;
       c.set_seed(spec.seeds(i));
-      RETURN_IF_ERROR(Within(where, trainer::ValidateTrainConfig(c)));
-      if (!seen.insert(spec.seeds(i)).second) return Invalid(where, "duplicate value");
+      RETURN_IF_ERROR(seen.Add(i, absl::StrCat(spec.seeds(i)), c));
     }
   }
   if (!random) {
-    std::set<int32_t> seen_w;
+    AxisValues seen_w("spec.warmup_steps");
     for (int i = 0; i < spec.warmup_steps_size(); ++i) {
       const std::string where = absl::StrCat("spec.warmup_steps[", i, "]");
       if (spec.warmup_steps(i) < 0) return Invalid(where, "warmup_steps: must be >= 0");
       v1::TrainConfig c = probe;
       c.set_warmup_steps(spec.warmup_steps(i));
-      RETURN_IF_ERROR(Within(where, trainer::ValidateTrainConfig(c)));
-      if (!seen_w.insert(spec.warmup_steps(i)).second) return Invalid(where, "duplicate value");
+      RETURN_IF_ERROR(seen_w.Add(i, absl::StrCat(spec.warmup_steps(i)), c));
     }
-    std::set<double> seen_lr;
+    AxisValues seen_lr("spec.peak_lrs");
     for (int i = 0; i < spec.peak_lrs_size(); ++i) {
       const std::string where = absl::StrCat("spec.peak_lrs[", i, "]");
       const double lr = spec.peak_lrs(i);
       if (!std::isfinite(lr) || lr <= 0) return Invalid(where, "lr: must be finite and > 0");
       v1::TrainConfig c = probe;
       c.set_lr(lr);
-      RETURN_IF_ERROR(Within(where, trainer::ValidateTrainConfig(c)));
-      if (!seen_lr.insert(lr).second) return Invalid(where, "duplicate value");
+      RETURN_IF_ERROR(seen_lr.Add(i, ShortestDouble(lr), c));
     }
   }
 
@@ -232,20 +278,19 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
       const std::string where = absl::StrCat("spec.extra_axes[", a, "]");
       const FieldDescriptor* f = v1::TrainConfig::descriptor()->FindFieldByName(axis.field());
       if (!IsAxisField(f)) {
-        return Invalid(where + ".field", absl::StrCat("'", axis.field().substr(0, 64), "' cannot be an axis; allowed: ",
+        return Invalid(where + ".field", absl::StrCat(QuoteForError(axis.field()), " cannot be an axis; allowed: ",
                                                       AllowedAxisFields()));
       }
       if (!fields.insert(axis.field()).second) return Invalid(where + ".field", "duplicate axis " + axis.field());
       RETURN_IF_ERROR(CheckAxisSize(where + ".values", axis.values()));
       std::vector<AxisValue> values;
-      std::set<std::string> seen;
+      AxisValues seen(where + ".values");
       for (int i = 0; i < axis.values_size(); ++i) {
         const std::string vwhere = absl::StrCat(where, ".values[", i, "]");
         ASSIGN_OR_RETURN(AxisValue v, ParseAxisValue(f, axis.values(i), vwhere));
         v1::TrainConfig c = probe;
         Apply(v, &c);
-        RETURN_IF_ERROR(Within(vwhere, trainer::ValidateTrainConfig(c)));
-        if (!seen.insert(axis.values(i)).second) return Invalid(vwhere, "duplicate value");
+        RETURN_IF_ERROR(seen.Add(i, axis.values(i), c));
         values.push_back(v);
       }
       extra.push_back(std::move(values));
@@ -289,6 +334,10 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
   // ---- expansion: seed, variant, (warm-up, lr), placement ----
   std::vector<db::NewTrial> trials;
   trials.reserve(total);
+  // No two trials of one resolved config, whatever the axes' spellings (the
+  // per-axis checks above name the field; this is the whole-config backstop,
+  // e.g. for two random-search samples that coincide).
+  std::map<std::string, int32_t> first_of_config;
   std::vector<size_t> pick(extra.size(), 0);
   for (int32_t seed : spec.seeds()) {
     for (int64_t v = 0; v < variants; ++v) {
@@ -320,6 +369,13 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
             return Within(absl::StrCat("spec: trial ", t.index, " (placement=", placement, ", warmup_steps=", warmup,
                                        ", lr=", lr, ", seed=", seed, variant.empty() ? "" : ", ", variant, ")"),
                           resolved.status());
+          }
+          auto [seen, inserted] = first_of_config.emplace(resolved->SerializeAsString(), t.index);
+          if (!inserted) {
+            return Invalid(random ? "spec.random_search" : "spec",
+                           absl::StrCat("trials ", seen->second, " and ", t.index, " would have the same resolved config (",
+                                        "placement=", resolved->placement(), ", warmup_steps=", warmup, ", lr=", lr,
+                                        ", seed=", seed, variant.empty() ? "" : ", ", variant, ")"));
           }
           t.config = *std::move(resolved);
           trials.push_back(std::move(t));

@@ -18,6 +18,7 @@ inline constexpr int kMaxAxisValues = 1000;                // values per axis
 inline constexpr int kMaxNameLength = 200;
 inline constexpr int kMaxRequestIdLength = 128;
 inline constexpr int kMaxStringFieldLength = 1024;         // base config strings, axis values
+inline constexpr int kMaxPlacementLength = 64;             // placement values
 inline constexpr int kDefaultMaxAttempts = 3;
 inline constexpr int kMaxMaxAttempts = 100;
 inline constexpr int kMaxPriority = 1000;

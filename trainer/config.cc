@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "common/quote.h"
+
 namespace normsweep::trainer {
 namespace {
 
@@ -58,24 +60,24 @@ StatusOr<Precision> ParsePrecision(const std::string& s) {
   if (s == "fp32") return Precision::kFp32;
   if (s == "tf32") return Precision::kTf32;
   if (s == "bf16") return Precision::kBf16;
-  return FieldError("precision", "unknown precision '" + s + "' (expected fp32, tf32 or bf16)");
+  return FieldError("precision", "unknown precision " + normsweep::QuoteForError(s) + " (expected fp32, tf32 or bf16)");
 }
 
 StatusOr<Placement> ParsePlacement(const std::string& s) {
   if (s == "post" || s == "post-ln" || s == "post_ln") return Placement::kPostLN;
   if (s == "pre" || s == "pre-ln" || s == "pre_ln") return Placement::kPreLN;
-  return FieldError("placement", "unknown placement '" + s + "' (expected post or pre)");
+  return FieldError("placement", "unknown placement " + normsweep::QuoteForError(s) + " (expected post or pre)");
 }
 StatusOr<Positions> ParsePositions(const std::string& s) {
   if (s == "sinusoidal") return Positions::kSinusoidal;
   if (s == "learned") return Positions::kLearned;
-  return FieldError("positions", "unknown positions '" + s + "' (expected sinusoidal or learned)");
+  return FieldError("positions", "unknown positions " + normsweep::QuoteForError(s) + " (expected sinusoidal or learned)");
 }
 StatusOr<OptimizerKind> ParseOptimizer(const std::string& s) {
   if (s == "adam") return OptimizerKind::kAdam;
   if (s == "adamw") return OptimizerKind::kAdamW;
   if (s == "sgd") return OptimizerKind::kSgd;
-  return FieldError("optimizer", "unknown optimizer '" + s + "' (expected adam, adamw or sgd)");
+  return FieldError("optimizer", "unknown optimizer " + normsweep::QuoteForError(s) + " (expected adam, adamw or sgd)");
 }
 StatusOr<ScheduleKind> ParseSchedule(const std::string& s) {
   if (s == "constant") return ScheduleKind::kConstant;
@@ -83,7 +85,7 @@ StatusOr<ScheduleKind> ParseSchedule(const std::string& s) {
   if (s == "linear") return ScheduleKind::kLinear;
   if (s == "cosine") return ScheduleKind::kCosine;
   return FieldError("schedule",
-                    "unknown schedule '" + s + "' (expected constant, inverse_sqrt, linear or cosine)");
+                    "unknown schedule " + normsweep::QuoteForError(s) + " (expected constant, inverse_sqrt, linear or cosine)");
 }
 
 Status ValidateModelConfig(const ModelConfig& m) {
@@ -123,7 +125,7 @@ Status ValidateTrainSettings(const TrainSettings& s) {
   if (!(o.momentum >= 0.0 && o.momentum < 1.0)) return FieldError("momentum", "must be in [0, 1)");
   if (o.grad_clip < 0.0) return FieldError("grad_clip", "must be >= 0 (0 disables clipping)");
   if (s.data.data_file.empty() && s.data.task != "translate") {
-    return FieldError("task", "unknown task '" + s.data.task + "' (expected translate, or set data_file)");
+    return FieldError("task", "unknown task " + normsweep::QuoteForError(s.data.task) + " (expected translate, or set data_file)");
   }
   if (s.eval_every < 0) return FieldError("eval_every", "must be >= 0");
   TRAINER_RETURN_IF_ERROR(CheckRange("eval_batches", s.eval_batches, 1, 1 << 20));
@@ -133,7 +135,7 @@ Status ValidateTrainSettings(const TrainSettings& s) {
   TRAINER_RETURN_IF_ERROR(CheckRange("threads", s.threads, 1, 1024));
   if (s.checkpoint_every < 0) return FieldError("checkpoint_every", "must be >= 0");
   if (s.device != "cpu" && s.device.rfind("cuda", 0) != 0) {
-    return FieldError("device", "unknown device '" + s.device + "' (expected cpu or cuda:N)");
+    return FieldError("device", "unknown device " + normsweep::QuoteForError(s.device) + " (expected cpu or cuda:N)");
   }
   if (s.device == "cpu" && s.precision != Precision::kFp32) {
     return FieldError("precision", std::string(PrecisionName(s.precision)) +

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "trainer/train_config_proto.h"
 #include "worker/trial_process.h"
 #include "worker/trial_watchdog.h"
@@ -18,10 +19,7 @@ namespace {
 
 constexpr int kMaxErrorLength = 4096;  // TrialResult.error limit in the API
 
-void Log(const std::string& message) {
-  std::fprintf(stderr, "%s normsweep-worker: %s\n",
-               absl::FormatTime("%Y-%m-%dT%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()).c_str(), message.c_str());
-}
+void Log(const std::string& message) { LogLine("normsweep-worker", message); }
 
 v1::TrialState OutcomeFromName(const std::string& name) {
   if (name == "SUCCEEDED") return v1::TRIAL_SUCCEEDED;

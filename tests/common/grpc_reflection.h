@@ -1,6 +1,6 @@
-// One grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo exchange
-// over a generic stub, as grpcurl makes it: the request's serialized bytes
-// out, the first reply's bytes back, then half-close; the call's status.
+// Streaming exchanges over a generic stub, as grpcurl makes them: one
+// grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo exchange, or
+// any other streaming method's with raw bytes.
 #ifndef NORMSWEEP_TESTS_COMMON_GRPC_REFLECTION_H_
 #define NORMSWEEP_TESTS_COMMON_GRPC_REFLECTION_H_
 
@@ -12,14 +12,17 @@
 
 namespace normsweep::testing {
 
-inline grpc::Status CallReflection(const std::shared_ptr<grpc::Channel>& channel, const std::string& request_bytes,
-                                   std::string* reply_bytes) {
+// One request's bytes out on a streaming method ("/package.Service/Method"),
+// the first reply's bytes back (empty when none came), then half-close; the
+// call's status. Raw bytes, so that tests can also send what no stub would.
+inline grpc::Status CallRawStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                                  const std::string& request_bytes, std::string* reply_bytes) {
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
   void* tag = nullptr;
   bool ok = false;
-  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto call = stub.PrepareCall(&ctx, method, &cq);
   auto step = [&](void* t) { return cq.Next(&tag, &ok) && ok && tag == t; };
   reply_bytes->clear();
   grpc::Status status(grpc::StatusCode::UNKNOWN, "reflection exchange failed before its status");
@@ -45,6 +48,12 @@ inline grpc::Status CallReflection(const std::shared_ptr<grpc::Channel>& channel
   while (cq.Next(&tag, &ok)) {
   }
   return status;
+}
+
+inline grpc::Status CallReflection(const std::shared_ptr<grpc::Channel>& channel, const std::string& request_bytes,
+                                   std::string* reply_bytes) {
+  return CallRawStream(channel, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", request_bytes,
+                       reply_bytes);
 }
 
 }  // namespace normsweep::testing

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "scheduler/grpc_services.h"
 #include "tests/common/postgres_instance.h"
 #include "tests/common/subprocess.h"
 
@@ -72,7 +73,14 @@ TEST(DbOutageTest, SchedulerWaitsForTheDatabaseAndRecoversWithoutRestart) {
   get.set_sweep_id(first.sweep().id());
   v1::GetSweepResponse got;
   grpc::ClientContext gctx;
-  EXPECT_EQ(stub->GetSweep(&gctx, get, &got).error_code(), grpc::StatusCode::UNAVAILABLE);
+  grpc::Status down = stub->GetSweep(&gctx, get, &got);
+  EXPECT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE);
+  // A plain message, not libpq's (which names the socket and the server's
+  // words), and a mark that says the scheduler answered: its database is down.
+  EXPECT_THAT(down.error_message(), HasSubstr("the scheduler cannot reach its database"));
+  EXPECT_THAT(down.error_message(), Not(HasSubstr("database:")));
+  EXPECT_THAT(down.error_message(), Not(HasSubstr(dir)));
+  EXPECT_EQ(gctx.GetServerTrailingMetadata().count(scheduler::kDatabaseUnavailableKey), 1u);
   absl::SleepFor(absl::Milliseconds(500));  // a few failing maintenance passes
 
   ASSERT_TRUE((*pg)->StartAgain().ok());
@@ -93,6 +101,7 @@ TEST(DbOutageTest, SchedulerWaitsForTheDatabaseAndRecoversWithoutRestart) {
   auto text = testing::WaitForFile(log, 1);
   ASSERT_TRUE(text.ok());
   EXPECT_THAT(*text, HasSubstr("database not ready"));
+  EXPECT_THAT(*text, HasSubstr("GetSweep: UNAVAILABLE: database"));  // the detail is logged instead
   EXPECT_THAT(*text, Not(HasSubstr("s3cret-pw")));
 }
 

@@ -238,6 +238,163 @@ TEST_F(GrpcApiTest, RejectsBadSweepSpecsNamingTheField) {
   }, "spec.random_search.lr_min");
 }
 
+TEST_F(GrpcApiTest, EquivalentValuesAreDuplicatesNotSecondTrials) {
+  // Found on the resolved values: refused naming the later value's field.
+  ExpectBadSpec("placement alias post-ln", [](auto* r) { r->mutable_spec()->add_placements("post-ln"); },
+                "spec.placements[2]: duplicate value: 'post-ln' is the same setting as spec.placements[0]");
+  ExpectBadSpec("placement alias pre_ln", [](auto* r) { r->mutable_spec()->add_placements("pre_ln"); },
+                "spec.placements[2]: duplicate value: 'pre_ln' is the same setting as spec.placements[1]");
+  ExpectBadSpec("empty placement", [](auto* r) { r->mutable_spec()->add_placements(""); },
+                "spec.placements[2]: must not be empty");
+  auto axis = [](const std::string& field, std::vector<std::string> values) {
+    return [field, values](v1::SubmitSweepRequest* r) {
+      v1::ExtraAxis* a = r->mutable_spec()->add_extra_axes();
+      a->set_field(field);
+      for (const std::string& v : values) a->add_values(v);
+    };
+  };
+  ExpectBadSpec("int axis 2 and 02", axis("layers", {"2", "02"}), "spec.extra_axes[0].values[1]: duplicate value");
+  ExpectBadSpec("int axis 2 and ' 2'", axis("layers", {"1", "2", " 2"}), "spec.extra_axes[0].values[2]: duplicate");
+  ExpectBadSpec("double axis 0.5 and 0.50", axis("dropout", {"0.5", "0.50"}), "spec.extra_axes[0].values[1]: duplicate");
+  ExpectBadSpec("double axis 1e-1 and 0.1", axis("dropout", {"0.1", "1e-1"}), "spec.extra_axes[0].values[1]: duplicate");
+  ExpectBadSpec("seeds twice", [](auto* r) { r->mutable_spec()->add_seeds(0); }, "spec.seeds[1]: duplicate value");
+  ExpectBadSpec("lr twice, spelled apart", [](auto* r) { r->mutable_spec()->add_peak_lrs(0.0005); },
+                "spec.peak_lrs[2]: duplicate value");
+  ExpectBadSpec("random samples that coincide", [](auto* r) {
+    r->mutable_spec()->clear_warmup_steps();
+    r->mutable_spec()->clear_peak_lrs();
+    v1::RandomSearch* rs = r->mutable_spec()->mutable_random_search();
+    rs->set_samples(2);
+    rs->set_lr_min(1e-3);
+    rs->set_lr_max(1e-3);
+  }, "spec.random_search: trials 0 and 2 would have the same resolved config");
+
+  // Distinct values still expand, with canonical variant labels.
+  v1::SubmitSweepRequest ok = GoodRequest();
+  ok.set_request_id("canonical");
+  axis("dropout", {"0.50", "0.1"})(&ok);
+  grpc::ClientContext ctx;
+  v1::SubmitSweepResponse resp;
+  ASSERT_TRUE(sweeps_->SubmitSweep(&ctx, ok, &resp).ok());
+  auto trials = store_->ListTrials(resp.sweep().id(), v1::TRIAL_STATE_UNSPECIFIED, -1, 100);
+  ASSERT_TRUE(trials.ok());
+  ASSERT_EQ(trials->size(), 16u);
+  EXPECT_EQ((*trials)[0].variant(), "dropout=0.5");
+  EXPECT_EQ((*trials)[8].variant(), "dropout=0.1");
+}
+
+TEST_F(GrpcApiTest, NulCharactersAreRefusedInEveryStoredStringBeforeTheDatabase) {
+  const std::string nul("a\0b", 3);
+  ExpectBadSpec("name", [&](auto* r) { r->mutable_spec()->set_name(nul); }, "spec.name: must not contain NUL");
+  ExpectBadSpec("request_id", [&](auto* r) { r->set_request_id(nul); }, "request_id: must not contain NUL");
+  ExpectBadSpec("base.device", [&](auto* r) { r->mutable_spec()->mutable_base()->set_device(nul); },
+                "spec.base.device: must not contain NUL");
+  ExpectBadSpec("base.task", [&](auto* r) { r->mutable_spec()->mutable_base()->set_task(nul); },
+                "spec.base.task: must not contain NUL");
+  ExpectBadSpec("base.data_file", [&](auto* r) { r->mutable_spec()->mutable_base()->set_data_file(nul); },
+                "spec.base.data_file: must not contain NUL");
+  ExpectBadSpec("placement", [&](auto* r) { r->mutable_spec()->add_placements(nul); },
+                "spec.placements[2]: must not contain NUL");
+  for (const char* field : {"data_file", "task", "optimizer"}) {
+    ExpectBadSpec(field, [&](auto* r) {
+      v1::ExtraAxis* a = r->mutable_spec()->add_extra_axes();
+      a->set_field(field);
+      a->add_values(nul);
+    }, "spec.extra_axes[0].values[0]: must not contain NUL");
+  }
+  ExpectBadSpec("extra-axis field", [&](auto* r) {
+    v1::ExtraAxis* a = r->mutable_spec()->add_extra_axes();
+    a->set_field(nul);
+    a->add_values("1");
+  }, "spec.extra_axes[0].field: 'a\\x00b' cannot be an axis");
+  ExpectRejected("worker hostname", [&](auto* ctx) {
+    v1::RegisterWorkerRequest r;
+    r.set_name("w");
+    r.set_hostname(nul);
+    v1::RegisterWorkerResponse resp;
+    return workers_->RegisterWorker(ctx, r, &resp);
+  }, grpc::StatusCode::INVALID_ARGUMENT, "hostname: must not contain NUL");
+}
+
+TEST_F(GrpcApiTest, BadValuesAreQuotedBrieflyAndTheChannelCarriesOn) {
+  const std::string huge(1 << 20, 'x');
+  auto expect_brief = [&](const std::string& what, const std::function<grpc::Status(grpc::ClientContext*)>& call,
+                          grpc::StatusCode code, const std::string& field) {
+    SCOPED_TRACE(what);
+    grpc::ClientContext ctx;
+    grpc::Status status = call(&ctx);
+    EXPECT_EQ(status.error_code(), code) << status.error_message().substr(0, 300);
+    EXPECT_THAT(status.error_message(), HasSubstr(field));
+    EXPECT_LT(status.error_message().size(), 1000u);  // of a 1 MB value
+    // Other calls on the same channel still work.
+    grpc::ClientContext get_ctx;
+    v1::GetSweepRequest get;
+    get.set_sweep_id(sweep_id_);
+    v1::GetSweepResponse got;
+    EXPECT_TRUE(sweeps_->GetSweep(&get_ctx, get, &got).ok());
+  };
+  auto submit = [&](const std::function<void(v1::SubmitSweepRequest*)>& mutate) {
+    return [this, mutate](grpc::ClientContext* ctx) {
+      v1::SubmitSweepRequest r = GoodRequest();
+      r.set_request_id("brief");
+      mutate(&r);
+      v1::SubmitSweepResponse resp;
+      return sweeps_->SubmitSweep(ctx, r, &resp);
+    };
+  };
+  expect_brief("1 MB placement", submit([&](auto* r) { r->mutable_spec()->add_placements(huge); }),
+               grpc::StatusCode::INVALID_ARGUMENT, "spec.placements[2]: at most 64 characters");
+  expect_brief("unknown placement, long", submit([&](auto* r) { r->mutable_spec()->add_placements(std::string(64, 'p')); }),
+               grpc::StatusCode::INVALID_ARGUMENT, "spec.placements[2]: placement: unknown placement 'pppp");
+  expect_brief("1 MB axis field", submit([&](auto* r) {
+    v1::ExtraAxis* a = r->mutable_spec()->add_extra_axes();
+    a->set_field(huge);
+    a->add_values("1");
+  }), grpc::StatusCode::INVALID_ARGUMENT, "(1048576 bytes) cannot be an axis");
+  expect_brief("long int axis value", submit([&](auto* r) {
+    v1::ExtraAxis* a = r->mutable_spec()->add_extra_axes();
+    a->set_field("layers");
+    a->add_values(std::string(1000, '9') + "x");
+  }), grpc::StatusCode::INVALID_ARGUMENT, "(1001 bytes) is not an integer");
+  expect_brief("long optimizer", submit([&](auto* r) {
+    r->mutable_spec()->mutable_base()->set_optimizer(std::string(1000, 'o'));
+  }), grpc::StatusCode::INVALID_ARGUMENT, "unknown optimizer 'oooo");
+  expect_brief("1 MB health service name", [&](grpc::ClientContext* ctx) {
+    grpc::health::v1::HealthCheckRequest r;
+    r.set_service(huge);
+    grpc::health::v1::HealthCheckResponse resp;
+    return grpc::health::v1::Health::NewStub(channel_)->Check(ctx, r, &resp);
+  }, grpc::StatusCode::NOT_FOUND, "unknown service: 'xxxx");
+  for (const char* token : {" 12", "+5", "12 ", "-1", "0x10", "99999999999999999999"}) {
+    ExpectRejected(token, [&](auto* ctx) {
+      v1::ListSweepsRequest r;
+      r.set_page_token(token);
+      v1::ListSweepsResponse resp;
+      return sweeps_->ListSweeps(ctx, r, &resp);
+    }, grpc::StatusCode::INVALID_ARGUMENT, "page_token: malformed");
+  }
+}
+
+TEST_F(GrpcApiTest, StreamProgressWithAnUnparsableMessageEndsWithAnError) {
+  const std::string before = Snapshot();
+  for (const std::string& bytes : {std::string("\x08", 1), std::string(11, '\xff'), std::string("\x22\x05ab", 4)}) {
+    std::string reply;
+    grpc::Status status =
+        testing::CallRawStream(channel_, "/normsweep.v1.WorkerService/StreamProgress", bytes, &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("could not be parsed"));
+    EXPECT_TRUE(reply.empty());
+  }
+  EXPECT_EQ(Snapshot(), before);
+  // A well-formed batch over the same raw path is still answered.
+  std::string reply;
+  grpc::Status status = testing::CallRawStream(channel_, "/normsweep.v1.WorkerService/StreamProgress",
+                                               Batch(1, 3).SerializeAsString(), &reply);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  v1::ReportProgressResponse resp;
+  EXPECT_TRUE(resp.ParseFromString(reply));
+}
+
 TEST_F(GrpcApiTest, ReusedRequestIdWithAnotherSpecIsAlreadyExists) {
   v1::SubmitSweepRequest r = GoodRequest();
   r.mutable_spec()->add_seeds(9);
