@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -153,6 +154,21 @@ class EndToEndTest : public ::testing::Test {
     return false;
   }
 
+  // Waits until every named worker is registered and live.
+  bool WaitForLiveWorkers(const std::set<std::string>& names, double timeout_s) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
+    while (absl::Now() < deadline) {
+      auto workers = client_->ListWorkers(/*live_only=*/true);
+      std::set<std::string> live;
+      if (workers.ok()) {
+        for (const v1::Worker& w : *workers) live.insert(w.name());
+      }
+      if (std::includes(live.begin(), live.end(), names.begin(), names.end())) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
   // Every step 1..steps appears exactly once in the trial's metric history.
   void ExpectOneMetricRowPerStep(int64_t trial_id, int steps) {
     v1::GetTrialResponse t = GetTrial(trial_id);
@@ -177,7 +193,14 @@ class EndToEndTest : public ::testing::Test {
 
 TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
   testing::Subprocess w1 = StartWorker("w1", 1), w2 = StartWorker("w2", 1);
-  const int64_t id = SubmitFile(SweepYaml("e2e", 30, "0, 10", "1e-3, 3e-3"));
+  // Both workers must be registered before the sweep exists, and a trial
+  // must take longer than an idle worker's poll interval (at most 2 s)
+  // divided by the trials one worker can run meanwhile: with 0.1 s trials
+  // one worker took all eight before the other's first poll. About 0.8 s
+  // each here (a load slows the trials, not the polls).
+  ASSERT_TRUE(WaitForLiveWorkers({"w1", "w2"}, 60));
+  const int64_t id = SubmitFile(SweepYaml("e2e", 30, "0, 10", "1e-3, 3e-3", "post, pre",
+                                          "layers: 1, d_model: 64, heads: 2, seq_len: 64, batch_size: 8"));
   CommandResult watch = Cli({"watch", std::to_string(id)}, 300);
   ASSERT_EQ(watch.exit_code, 0) << watch.output;
   EXPECT_THAT(watch.output, HasSubstr("8/8 done"));
