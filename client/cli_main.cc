@@ -9,6 +9,8 @@
 //   normsweep workers [--live]
 //
 // --scheduler host:port, else $NORMSWEEP_SCHEDULER, else localhost:50051.
+// TLS (common/tls.h): --tls-ca, --tls-cert, --tls-key, else NORMSWEEP_TLS_CA,
+// NORMSWEEP_TLS_CERT, NORMSWEEP_TLS_KEY.
 // Exit status: 0 on success, 1 when the scheduler refused or could not be
 // reached, 2 for bad usage or a bad sweep file.
 #include <unistd.h>
@@ -32,6 +34,7 @@
 #include "client/sweep_client.h"
 #include "common/api_token.h"
 #include "common/json_quote.h"
+#include "common/tls.h"
 #include "client/sweep_file.h"
 #include "client/workers_table.h"
 #include "common/cli_args.h"
@@ -64,6 +67,11 @@ Usage:
 
 Flags for every command:
   --scheduler HOST:PORT   default $NORMSWEEP_SCHEDULER, else localhost:50051
+  --tls-ca FILE           TLS: the PEM CA that signed the scheduler's certificate
+                          (default $NORMSWEEP_TLS_CA; unset: plaintext)
+  --tls-cert FILE, --tls-key FILE
+                          mutual TLS: this client's PEM certificate and key
+                          (default $NORMSWEEP_TLS_CERT, $NORMSWEEP_TLS_KEY)
 
 A sweep file is normsweep.v1.SweepSpec in YAML or JSON (see deploy/sweeps/);
 --set FIELD=VALUE sets a field of the trainer config (TrainConfig, e.g.
@@ -409,7 +417,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "normsweep: %s\n", std::string(api_token.status().message()).c_str());
     return 2;
   }
-  cl::SweepClient client(address, absl::Seconds(15), *api_token);
+  normsweep::TlsClientOptions tls;
+  tls.ca = {args.Get("tls-ca"), "--tls-ca"};
+  tls.cert = {args.Get("tls-cert"), "--tls-cert"};
+  tls.key = {args.Get("tls-key"), "--tls-key"};
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      normsweep::MakeChannelCredentials(normsweep::TlsClientOptionsWithEnvironment(tls));
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "normsweep: %s\n", std::string(credentials.status().message()).c_str());
+    return 2;
+  }
+  cl::SweepClient client(address, absl::Seconds(15), *api_token, *credentials);
   const std::string& command = args.positional[0];
   if (command == "submit") return Submit(client, args);
   if (command == "list") return List(client, args);

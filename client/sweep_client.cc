@@ -16,9 +16,11 @@ namespace {
 constexpr int kRetries = 3;
 }  // namespace
 
-SweepClient::SweepClient(std::string address, absl::Duration deadline, std::string api_token)
+SweepClient::SweepClient(std::string address, absl::Duration deadline, std::string api_token,
+                         std::shared_ptr<grpc::ChannelCredentials> credentials)
     : address_(std::move(address)), deadline_(deadline), api_token_(std::move(api_token)) {
-  stub_ = v1::SweepService::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  stub_ = v1::SweepService::NewStub(
+      grpc::CreateChannel(address_, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials()));
 }
 
 std::unique_ptr<grpc::ClientContext> SweepClient::Context() const {

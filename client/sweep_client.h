@@ -4,6 +4,8 @@
 #ifndef NORMSWEEP_CLIENT_SWEEP_CLIENT_H_
 #define NORMSWEEP_CLIENT_SWEEP_CLIENT_H_
 
+#include <grpcpp/security/credentials.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,7 +21,9 @@ namespace normsweep::client {
 class SweepClient {
  public:
   // api_token: sent with every call when not empty (common/api_token.h).
-  explicit SweepClient(std::string address, absl::Duration deadline = absl::Seconds(15), std::string api_token = "");
+  // credentials: the channel's (common/tls.h); null: plaintext.
+  explicit SweepClient(std::string address, absl::Duration deadline = absl::Seconds(15), std::string api_token = "",
+                       std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
   // Retries UNAVAILABLE a few times with the same request_id, which the
   // scheduler deduplicates, so a retried submit never creates two sweeps.

@@ -4,9 +4,12 @@
 // a command line is visible to every user of the machine):
 // NORMSWEEP_DATABASE_URL (a libpq URL or key=value string), or else libpq's
 // own PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGPASSFILE...
+// TLS files (common/tls.h) from --tls_cert/--tls_key/--tls_client_ca or
+// NORMSWEEP_TLS_CERT/NORMSWEEP_TLS_KEY/NORMSWEEP_TLS_CLIENT_CA. Every line
+// it writes to stderr starts with a UTC timestamp (common/log.h).
 #include <signal.h>
 
-#include <cstdio>
+#include <cstdio>  // std::rename
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -19,6 +22,8 @@
 #include "absl/time/clock.h"
 #include "common/api_token.h"
 #include "common/clock.h"
+#include "common/log.h"
+#include "common/tls.h"
 #include "db/postgres_store.h"
 #include "scheduler/scheduler_server.h"
 
@@ -31,6 +36,11 @@ ABSL_FLAG(int, heartbeat_interval_ms, 15000, "Heartbeat interval told to workers
 ABSL_FLAG(int, maintenance_interval_ms, 5000, "How often leases are expired and gauges refreshed");
 ABSL_FLAG(int, db_pool_size, 8, "Database connections");
 ABSL_FLAG(int, statement_timeout_ms, 10000, "Database statement timeout");
+ABSL_FLAG(std::string, tls_cert, "",
+          "TLS: PEM certificate chain of the gRPC port (default $NORMSWEEP_TLS_CERT; unset: plaintext)");
+ABSL_FLAG(std::string, tls_key, "", "TLS: the certificate's PEM private key (default $NORMSWEEP_TLS_KEY)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "Mutual TLS: PEM CA whose client certificates are required (default $NORMSWEEP_TLS_CLIENT_CA)");
 
 namespace {
 
@@ -40,8 +50,15 @@ using normsweep::db::PostgresStoreOptions;
 struct Options {
   normsweep::scheduler::SchedulerServerOptions server;
   PostgresStoreOptions store;
+  normsweep::TlsServerOptions tls;
   std::string port_file;
 };
+
+normsweep::TlsFile FlagFile(const absl::Flag<std::string>& flag, const char* name) {
+  return normsweep::TlsFile{absl::GetFlag(flag), name};
+}
+
+void Log(const std::string& message) { normsweep::LogLine("normsweep-scheduler", message); }
 
 Options OptionsFromFlags() {
   Options o;
@@ -59,6 +76,10 @@ Options OptionsFromFlags() {
   o.store.connect.statement_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_statement_timeout_ms));
   o.store.pool_size = absl::GetFlag(FLAGS_db_pool_size);
   o.port_file = absl::GetFlag(FLAGS_port_file);
+  o.tls.cert = FlagFile(FLAGS_tls_cert, "--tls_cert");
+  o.tls.key = FlagFile(FLAGS_tls_key, "--tls_key");
+  o.tls.client_ca = FlagFile(FLAGS_tls_client_ca, "--tls_client_ca");
+  o.tls = normsweep::TlsServerOptionsWithEnvironment(o.tls);
   return o;
 }
 
@@ -68,17 +89,29 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "normsweep-scheduler [flags]\n"
       "Database: NORMSWEEP_DATABASE_URL or the PG* environment variables.\n"
-      "API token (optional): NORMSWEEP_API_TOKEN or NORMSWEEP_API_TOKEN_FILE; when set, every call must carry it.");
+      "API token (optional): NORMSWEEP_API_TOKEN or NORMSWEEP_API_TOKEN_FILE; when set, every call must carry it.\n"
+      "TLS (optional): --tls_cert and --tls_key (or NORMSWEEP_TLS_CERT, NORMSWEEP_TLS_KEY), PEM files;\n"
+      "  --tls_client_ca (or NORMSWEEP_TLS_CLIENT_CA) also requires a client certificate signed by that CA.");
   absl::ParseCommandLine(argc, argv);
   // Debian's Abseil checks every Mutex for lock-order cycles; measurable on hot paths.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Options options = OptionsFromFlags();
   absl::StatusOr<std::string> api_token = normsweep::ApiTokenFromEnvironment();
   if (!api_token.ok()) {
-    std::fprintf(stderr, "normsweep-scheduler: %s\n", std::string(api_token.status().message()).c_str());
+    Log(std::string(api_token.status().message()));
     return 2;
   }
   options.server.api_token = *api_token;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = normsweep::MakeServerCredentials(options.tls);
+  if (!credentials.ok()) {
+    Log(std::string(credentials.status().message()));
+    return 2;
+  }
+  options.server.credentials = *credentials;
+  if (!options.server.api_token.empty() && !options.tls.enabled()) {
+    Log("WARNING: an API token is set but TLS is off: the token travels in the clear on every call "
+        "(set --tls_cert and --tls_key, or NORMSWEEP_TLS_CERT and NORMSWEEP_TLS_KEY)");
+  }
 
   // Signals are taken by sigwait below; block them before any thread starts.
   sigset_t signals;
@@ -96,22 +129,22 @@ int main(int argc, char** argv) {
       store = *std::move(opened);
       break;
     }
-    std::fprintf(stderr, "normsweep-scheduler: database not ready (retrying in %s): %s\n",
-                 absl::FormatDuration(backoff).c_str(), opened.status().ToString().c_str());
+    Log(absl::StrCat("database not ready (retrying in ", absl::FormatDuration(backoff),
+                     "): ", opened.status().ToString()));
     timespec ts{0, 0};
     if (sigtimedwait(&signals, nullptr, &(ts = absl::ToTimespec(backoff))) > 0) return 1;
     backoff = std::min(backoff * 2, absl::Seconds(10));
   }
-  std::fprintf(stderr, "normsweep-scheduler: database %s, migrations applied\n", store->description().c_str());
+  Log(absl::StrCat("database ", store->description(), ", migrations applied"));
 
   auto server = normsweep::scheduler::SchedulerServer::Start(*store, normsweep::RealClock::Get(), options.server);
   if (!server.ok()) {
-    std::fprintf(stderr, "normsweep-scheduler: %s\n", server.status().ToString().c_str());
+    Log(server.status().ToString());
     return 1;
   }
-  std::fprintf(stderr, "normsweep-scheduler: gRPC on port %d (%s), /metrics on port %d\n", (*server)->grpc_port(),
-               options.server.api_token.empty() ? "no API token" : "API token required",
-               (*server)->metrics_port());
+  Log(absl::StrCat("gRPC on port ", (*server)->grpc_port(), " (", normsweep::DescribeTls(options.tls), ", ",
+                   options.server.api_token.empty() ? "no API token" : "API token required", "), /metrics on port ",
+                   (*server)->metrics_port()));
   if (!options.port_file.empty()) {
     const std::string tmp = options.port_file + ".tmp";
     std::ofstream(tmp) << (*server)->grpc_port() << " " << (*server)->metrics_port() << "\n";
@@ -119,7 +152,7 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "normsweep-scheduler: signal %d, shutting down\n", sig);
+  Log(absl::StrCat("signal ", sig, ", shutting down"));
   (*server)->Shutdown();
   return 0;
 }

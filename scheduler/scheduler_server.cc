@@ -4,9 +4,8 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/wake_listener.h"
 
 namespace normsweep::scheduler {
@@ -25,7 +24,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Stor
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.grpc_address, grpc::InsecureServerCredentials(), &s->grpc_port_);
+  builder.AddListeningPort(options.grpc_address,
+                           options.credentials != nullptr ? options.credentials : grpc::InsecureServerCredentials(),
+                           &s->grpc_port_);
   builder.RegisterService(s->sweep_service_.get());
   builder.RegisterService(s->worker_service_.get());
   builder.RegisterService(s->health_service_.get());
@@ -77,9 +78,9 @@ void SchedulerServer::MaintenanceLoop(absl::Duration interval) {
   while (!stop_.WaitForNotificationWithTimeout(interval)) {
     absl::Status status = scheduler_->RunMaintenance();
     if (!status.ok() && !failing) {
-      std::fprintf(stderr, "normsweep-scheduler: maintenance failed (will retry): %s\n", status.ToString().c_str());
+      LogLine("normsweep-scheduler", absl::StrCat("maintenance failed (will retry): ", status.ToString()));
     } else if (status.ok() && failing) {
-      std::fprintf(stderr, "normsweep-scheduler: maintenance recovered\n");
+      LogLine("normsweep-scheduler", "maintenance recovered");
     }
     failing = !status.ok();
   }

@@ -7,6 +7,7 @@
 #ifndef NORMSWEEP_SCHEDULER_SCHEDULER_SERVER_H_
 #define NORMSWEEP_SCHEDULER_SCHEDULER_SERVER_H_
 
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
@@ -38,6 +39,8 @@ struct SchedulerServerOptions {
   // When not empty, every SweepService and WorkerService call must carry it
   // (common/api_token.h); health checking and reflection stay open.
   std::string api_token;
+  // The gRPC port's credentials (common/tls.h); null: plaintext.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
   SchedulerOptions scheduler;
 };
 

@@ -29,12 +29,14 @@ namespace {
 
 // gRPC's default reconnect back-off grows to 2 minutes; a worker that lost
 // its scheduler for a moment should be back within a couple of seconds.
-std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
+std::shared_ptr<grpc::Channel> Channel(const std::string& target,
+                                       std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(target, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
+                                   args);
 }
 
 }  // namespace
@@ -110,8 +112,11 @@ class GrpcSchedulerClient::ProgressStream {
   bool reused_ = false;  // has answered a batch before
 };
 
-GrpcSchedulerClient::GrpcSchedulerClient(const std::string& target, absl::Duration deadline, std::string api_token)
-    : stub_(v1::WorkerService::NewStub(Channel(target))), deadline_(deadline), api_token_(std::move(api_token)) {}
+GrpcSchedulerClient::GrpcSchedulerClient(const std::string& target, absl::Duration deadline, std::string api_token,
+                                         std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : stub_(v1::WorkerService::NewStub(Channel(target, std::move(credentials)))),
+      deadline_(deadline),
+      api_token_(std::move(api_token)) {}
 
 GrpcSchedulerClient::~GrpcSchedulerClient() = default;
 

@@ -8,6 +8,8 @@
 #ifndef NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_
 #define NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_
 
+#include <grpcpp/security/credentials.h>
+
 #include <memory>
 #include <string>
 
@@ -42,10 +44,12 @@ bool IsRetryable(const absl::Status& status);
 // one (progress is idempotent).
 class GrpcSchedulerClient : public SchedulerClient {
  public:
-  // target: "host:port" (insecure channel). api_token: sent with every call
-  // when not empty (common/api_token.h).
+  // target: "host:port". api_token: sent with every call when not empty
+  // (common/api_token.h). credentials: the channel's (common/tls.h); null:
+  // plaintext.
   explicit GrpcSchedulerClient(const std::string& target, absl::Duration deadline = absl::Seconds(5),
-                               std::string api_token = "");
+                               std::string api_token = "",
+                               std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
   ~GrpcSchedulerClient() override;
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request) override;

@@ -4,11 +4,14 @@
 // second signal exits at once (running trainers die with it).
 //
 // Flags are spelled with dashes or underscores (--cpu-slots = --cpu_slots).
+// TLS to the scheduler (common/tls.h): --tls-ca, and for a scheduler that
+// requires client certificates --tls-cert/--tls-key, or NORMSWEEP_TLS_CA,
+// NORMSWEEP_TLS_CERT, NORMSWEEP_TLS_KEY. Every line it writes to stderr
+// starts with a UTC timestamp (common/log.h).
 #include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -24,6 +27,8 @@
 #include "absl/time/time.h"
 #include "common/api_token.h"
 #include "common/clock.h"
+#include "common/log.h"
+#include "common/tls.h"
 #include "common/wake_listener.h"
 #include "worker/scheduler_client.h"
 #include "worker/slots.h"
@@ -47,6 +52,11 @@ ABSL_FLAG(double, grace_period_s, 30, "On SIGTERM, let running trials finish for
 ABSL_FLAG(double, kill_after_s, 3, "SIGKILL a trial this long after its SIGTERM");
 ABSL_FLAG(double, prefetch_lead_s, 3, "Lease a slot's next trial when its running one should end within this long");
 ABSL_FLAG(bool, keep_trial_dirs, false, "Keep the work dir of every trial (FAILED ones are always kept)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "TLS: PEM CA that signed the scheduler's certificate (default $NORMSWEEP_TLS_CA; unset: plaintext)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "Mutual TLS: this worker's PEM certificate chain (default $NORMSWEEP_TLS_CERT)");
+ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: its PEM private key (default $NORMSWEEP_TLS_KEY)");
 
 namespace {
 
@@ -81,8 +91,10 @@ std::string DefaultTrainer() {
   return "normsweep-train";
 }
 
+void Log(const std::string& message) { normsweep::LogLine("normsweep-worker", message); }
+
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "normsweep-worker: %s\n", message.c_str());
+  Log(message);
   return 2;
 }
 
@@ -93,6 +105,9 @@ int main(int argc, char** argv) {
       "normsweep-worker --scheduler host:port [--name NAME] [--cpu-slots N | --gpus all|none|0,2]\n"
       "  [--threads-per-slot N] [--trainer PATH] [--work-dir DIR] [--metrics-port P]\n"
       "  [--trial-timeout-s S] [--stall-timeout-s S] [--grace-period-s S]\n"
+      "  [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]]\n"
+      "TLS: --tls-ca (or NORMSWEEP_TLS_CA) verifies the scheduler; --tls-cert/--tls-key (or NORMSWEEP_TLS_CERT,\n"
+      "NORMSWEEP_TLS_KEY) present a client certificate to a scheduler that requires one.\n"
       "SIGTERM/SIGINT drain: no new leases; running trials get --grace-period-s to finish, then are\n"
       "stopped and handed back (not reported: the scheduler re-queues them when their lease expires).");
   // absl spells flags with underscores; accept the dashed names too.
@@ -127,8 +142,8 @@ int main(int argc, char** argv) {
   if (!slots.ok()) return Fail(std::string(slots.status().message()));
   options.slots = *slots;
   if (gpus == "all" && detected == 0) {
-    std::fprintf(stderr, "normsweep-worker: --gpus all: %s lists no GPU; running %zu CPU slot(s)\n",
-                 options.trainer_path.c_str(), options.slots.size());
+    Log(absl::StrCat("--gpus all: ", options.trainer_path, " lists no GPU; running ", options.slots.size(),
+                     " CPU slot(s)"));
   }
   options.work_dir = absl::GetFlag(FLAGS_work_dir);
   if (options.work_dir.empty()) {
@@ -175,28 +190,35 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<std::string> api_token = normsweep::ApiTokenFromEnvironment();
   if (!api_token.ok()) return Fail(std::string(api_token.status().message()));
-  normsweep::worker::GrpcSchedulerClient client(absl::GetFlag(FLAGS_scheduler), absl::Seconds(5), *api_token);
+  normsweep::TlsClientOptions tls;
+  tls.ca = {absl::GetFlag(FLAGS_tls_ca), "--tls-ca"};
+  tls.cert = {absl::GetFlag(FLAGS_tls_cert), "--tls-cert"};
+  tls.key = {absl::GetFlag(FLAGS_tls_key), "--tls-key"};
+  tls = normsweep::TlsClientOptionsWithEnvironment(tls);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials = normsweep::MakeChannelCredentials(tls);
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  normsweep::worker::GrpcSchedulerClient client(absl::GetFlag(FLAGS_scheduler), absl::Seconds(5), *api_token,
+                                                *credentials);
   normsweep::worker::Worker worker(client, normsweep::RealClock::Get(), metrics, options);
-  std::fprintf(stderr, "normsweep-worker: %s, scheduler %s, %zu slot(s) (%s x%d threads), trainer %s, work dir %s%s\n",
-               options.name.c_str(), absl::GetFlag(FLAGS_scheduler).c_str(), options.slots.size(),
-               options.slots[0].device.c_str(), options.slots[0].threads, options.trainer_path.c_str(),
-               options.work_dir.c_str(),
-               metrics_port > 0 ? absl::StrCat(", /metrics on port ", metrics_port).c_str() : "");
+  Log(absl::StrCat(options.name, ", scheduler ", absl::GetFlag(FLAGS_scheduler), " (", normsweep::DescribeTls(tls),
+                   "), ", options.slots.size(), " slot(s) (", options.slots[0].device, " x", options.slots[0].threads,
+                   " threads), trainer ", options.trainer_path, ", work dir ", options.work_dir,
+                   metrics_port > 0 ? absl::StrCat(", /metrics on port ", metrics_port) : ""));
 
   std::thread([&worker, signals] {
     int sig = 0;
     sigwait(&signals, &sig);
-    std::fprintf(stderr, "normsweep-worker: signal %d: draining (again to exit at once)\n", sig);
+    Log(absl::StrCat("signal ", sig, ": draining (again to exit at once)"));
     worker.Drain();
     sigwait(&signals, &sig);
-    std::fprintf(stderr, "normsweep-worker: signal %d: exiting now\n", sig);
+    Log(absl::StrCat("signal ", sig, ": exiting now"));
     std::_Exit(1);
   }).detach();
 
   absl::Status status = worker.Run();
   if (exposer != nullptr) normsweep::StopListener(metrics_port, [&exposer] { exposer.reset(); });
   if (!status.ok()) {
-    std::fprintf(stderr, "normsweep-worker: %s\n", status.ToString().c_str());
+    Log(status.ToString());
     return 1;
   }
   return 0;
