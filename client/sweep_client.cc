@@ -14,13 +14,38 @@
 namespace normsweep::client {
 namespace {
 constexpr int kRetries = 3;
+
+// The worker's reconnect back-off (worker/scheduler_client.cc says why):
+// attempts 100 ms apart growing to 500 ms, each with 2 s to connect.
+std::shared_ptr<grpc::Channel> Channel(const std::string& address,
+                                       std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+  return grpc::CreateCustomChannel(address, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
 }  // namespace
 
 SweepClient::SweepClient(std::string address, absl::Duration deadline, std::string api_token,
                          std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : address_(std::move(address)), deadline_(deadline), api_token_(std::move(api_token)) {
-  stub_ = v1::SweepService::NewStub(
-      grpc::CreateChannel(address_, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials()));
+    : address_(std::move(address)),
+      deadline_(deadline),
+      api_token_(std::move(api_token)),
+      channel_(Channel(address_, std::move(credentials))),
+      stub_(v1::SweepService::NewStub(channel_)) {}
+
+void SweepClient::PauseBeforeRetry(absl::Duration pause) const {
+  // Without a connection, wait for one (WaitForConnected polls the channel,
+  // so its reconnection attempts finish; a sleep would leave them to gRPC's
+  // backup poller, every 5 s) and retry as soon as it is there.
+  if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+    channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + pause));
+  } else {
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(pause));
+  }
 }
 
 std::unique_ptr<grpc::ClientContext> SweepClient::Context() const {
@@ -57,7 +82,7 @@ absl::StatusOr<v1::SubmitSweepResponse> SweepClient::Submit(const v1::SweepSpec&
   grpc::Status status;
   v1::SubmitSweepResponse resp;
   for (int attempt = 0; attempt < kRetries; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(300 << attempt));
+    if (attempt > 0) PauseBeforeRetry(absl::Milliseconds(300 << attempt));
     auto ctx = Context();
     status = stub_->SubmitSweep(ctx.get(), req, &resp);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
@@ -156,7 +181,7 @@ absl::Status SweepClient::Watch(int64_t sweep_id,
     if (s.ok()) return absl::OkStatus();
     // Reconnect after a scheduler restart; give up when it stays away.
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE || (!got_any && ++failures > 5)) return ToStatus(s);
-    std::this_thread::sleep_for(std::chrono::milliseconds(500 * std::min(failures + 1, 6)));
+    PauseBeforeRetry(absl::Milliseconds(500 * std::min(failures + 1, 6)));
   }
 }
 

@@ -4,6 +4,7 @@
 #ifndef NORMSWEEP_CLIENT_SWEEP_CLIENT_H_
 #define NORMSWEEP_CLIENT_SWEEP_CLIENT_H_
 
+#include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
 
 #include <functional>
@@ -44,10 +45,14 @@ class SweepClient {
  private:
   absl::Status ToStatus(const grpc::Status& status) const;
   std::unique_ptr<grpc::ClientContext> Context() const;
+  // Before a retry: until the channel is connected again, at most pause
+  // (a plain pause when it is connected).
+  void PauseBeforeRetry(absl::Duration pause) const;
 
   std::string address_;
   absl::Duration deadline_;
   std::string api_token_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SweepService::Stub> stub_;
 };
 

@@ -27,16 +27,42 @@ bool IsRetryable(const absl::Status& status) {
 
 namespace {
 
-// gRPC's default reconnect back-off grows to 2 minutes; a worker that lost
-// its scheduler for a moment should be back within a couple of seconds.
+// Reconnecting after the scheduler restarts. gRPC's default back-off grows
+// to 2 minutes; here attempts are 100 ms apart at first, growing to 500 ms
+// (x1.6, +-20% jitter), so a scheduler that is listening again is tried
+// within about 0.6 s. GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is not a back-off
+// but the connect timeout of each attempt (the attempt's deadline is the
+// larger of it and the next back-off): 2 s, so that a TLS handshake with a
+// scheduler that hundreds of workers reconnect to at once is not cut off.
+// (Attempts also need something polling the channel: AwaitConnection.)
 std::shared_ptr<grpc::Channel> Channel(const std::string& target,
                                        std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   return grpc::CreateCustomChannel(target, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
                                    args);
+}
+
+// Waits for the channel to be connected, for most of the time left before
+// deadline; the call that follows is fail-fast, so a scheduler still
+// unreachable then fails it with gRPC's reason (connection refused, TLS
+// handshake failed) rather than a bare DEADLINE_EXCEEDED.
+//
+// Waiting here is what lets a reconnection finish: a connection attempt
+// (TCP connect, TLS and HTTP/2 handshakes) only progresses while a thread
+// polls the channel. A fail-fast call made while the channel is in
+// TRANSIENT_FAILURE fails at once and polls nothing, so between the
+// worker's calls nobody polled but gRPC's backup poller, every 5 s: attempts
+// ran into their deadline unfinished, and workers took 2-6 s to come back to
+// a scheduler restarted in under a second. A thread in WaitForConnected
+// polls the attempt as it runs.
+void AwaitConnection(grpc::Channel& channel, absl::Time deadline) {
+  if (channel.GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) return;
+  const absl::Duration left = deadline - absl::Now();
+  const absl::Duration for_the_call = std::min(left / 5, absl::Seconds(1));
+  channel.WaitForConnected(absl::ToChronoTime(deadline - for_the_call));
 }
 
 }  // namespace
@@ -114,7 +140,8 @@ class GrpcSchedulerClient::ProgressStream {
 
 GrpcSchedulerClient::GrpcSchedulerClient(const std::string& target, absl::Duration deadline, std::string api_token,
                                          std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : stub_(v1::WorkerService::NewStub(Channel(target, std::move(credentials)))),
+    : channel_(Channel(target, std::move(credentials))),
+      stub_(v1::WorkerService::NewStub(channel_)),
       deadline_(deadline),
       api_token_(std::move(api_token)) {}
 
@@ -123,9 +150,12 @@ GrpcSchedulerClient::~GrpcSchedulerClient() = default;
 namespace {
 
 template <typename Response, typename Call>
-absl::StatusOr<Response> Invoke(absl::Duration deadline, const std::string& api_token, Call call) {
+absl::StatusOr<Response> Invoke(grpc::Channel& channel, absl::Duration timeout, const std::string& api_token,
+                                Call call) {
+  const absl::Time deadline = absl::Now() + timeout;
+  AwaitConnection(channel, deadline);
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  ctx.set_deadline(absl::ToChronoTime(deadline));
   AttachApiToken(&ctx, api_token);
   Response response;
   grpc::Status status = call(&ctx, &response);
@@ -137,24 +167,27 @@ absl::StatusOr<Response> Invoke(absl::Duration deadline, const std::string& api_
 
 absl::StatusOr<v1::RegisterWorkerResponse> GrpcSchedulerClient::RegisterWorker(const v1::RegisterWorkerRequest& r) {
   return Invoke<v1::RegisterWorkerResponse>(
-      deadline_, api_token_, [&](grpc::ClientContext* c, v1::RegisterWorkerResponse* out) { return stub_->RegisterWorker(c, r, out); });
+      *channel_, deadline_, api_token_, [&](grpc::ClientContext* c, v1::RegisterWorkerResponse* out) { return stub_->RegisterWorker(c, r, out); });
 }
 
 absl::StatusOr<v1::LeaseTrialResponse> GrpcSchedulerClient::LeaseTrial(const v1::LeaseTrialRequest& r) {
   return Invoke<v1::LeaseTrialResponse>(
-      deadline_, api_token_, [&](grpc::ClientContext* c, v1::LeaseTrialResponse* out) { return stub_->LeaseTrial(c, r, out); });
+      *channel_, deadline_, api_token_, [&](grpc::ClientContext* c, v1::LeaseTrialResponse* out) { return stub_->LeaseTrial(c, r, out); });
 }
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcSchedulerClient::Heartbeat(const v1::HeartbeatRequest& r) {
   return Invoke<v1::HeartbeatResponse>(
-      deadline_, api_token_, [&](grpc::ClientContext* c, v1::HeartbeatResponse* out) { return stub_->Heartbeat(c, r, out); });
+      *channel_, deadline_, api_token_, [&](grpc::ClientContext* c, v1::HeartbeatResponse* out) { return stub_->Heartbeat(c, r, out); });
 }
 
 absl::StatusOr<v1::ReportProgressResponse> GrpcSchedulerClient::ReportProgress(const v1::ReportProgressRequest& r) {
   absl::MutexLock lock(&progress_mu_);
   const absl::Time deadline = absl::Now() + deadline_;
   while (true) {
-    if (progress_ == nullptr) progress_ = std::make_unique<ProgressStream>(*stub_, api_token_);
+    if (progress_ == nullptr) {
+      AwaitConnection(*channel_, deadline);
+      progress_ = std::make_unique<ProgressStream>(*stub_, api_token_);
+    }
     ProgressStream& stream = *progress_;
     v1::ReportProgressResponse response;
     if (stream.Started(deadline) && stream.Write(r, deadline) && stream.Read(&response, deadline)) {
@@ -173,7 +206,7 @@ absl::StatusOr<v1::ReportProgressResponse> GrpcSchedulerClient::ReportProgress(c
 
 absl::StatusOr<v1::FinishTrialResponse> GrpcSchedulerClient::FinishTrial(const v1::FinishTrialRequest& r) {
   return Invoke<v1::FinishTrialResponse>(
-      deadline_, api_token_, [&](grpc::ClientContext* c, v1::FinishTrialResponse* out) { return stub_->FinishTrial(c, r, out); });
+      *channel_, deadline_, api_token_, [&](grpc::ClientContext* c, v1::FinishTrialResponse* out) { return stub_->FinishTrial(c, r, out); });
 }
 
 }  // namespace normsweep::worker

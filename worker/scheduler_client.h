@@ -8,6 +8,7 @@
 #ifndef NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_
 #define NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_
 
+#include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
 
 #include <memory>
@@ -35,7 +36,10 @@ class SchedulerClient {
 // True for errors after which the same call may succeed later.
 bool IsRetryable(const absl::Status& status);
 
-// Over a gRPC channel; every call has a deadline. Thread-safe (the stub is;
+// Over a gRPC channel; every call has a deadline, and waits for most of it
+// for the channel to connect before it goes out (fail-fast), so that a call
+// made while the scheduler restarts goes as soon as it listens again, and
+// one to a scheduler that stays away fails with gRPC's reason. Thread-safe (the stub is;
 // progress reports are sent one at a time). ReportProgress goes over one
 // StreamProgress stream kept open across calls (cheaper for the scheduler
 // than a call per batch), with the same deadline for each batch's answer; a
@@ -61,6 +65,7 @@ class GrpcSchedulerClient : public SchedulerClient {
  private:
   class ProgressStream;
 
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   const absl::Duration deadline_;
   const std::string api_token_;

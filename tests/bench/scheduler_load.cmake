@@ -7,3 +7,12 @@ target_link_libraries(normsweep-scheduler-load PRIVATE normsweep_scheduler norms
 target_compile_definitions(normsweep-scheduler-load PRIVATE
   NORMSWEEP_SCHEDULER_BINARY="$<TARGET_FILE:normsweep-scheduler>")
 add_dependencies(normsweep-scheduler-load normsweep-scheduler)
+
+# Worker reconnect time over scheduler restarts (also a program that prints
+# figures): the real scheduler, worker and trainer from this build.
+add_executable(normsweep-worker-reconnect ${CMAKE_CURRENT_LIST_DIR}/worker_reconnect.cc)
+target_link_libraries(normsweep-worker-reconnect PRIVATE normsweep_common normsweep_scheduler_proto
+  normsweep_test_postgres normsweep_test_http normsweep_test_scheduler_process normsweep_test_certificates
+  absl::flags absl::flags_parse)
+target_compile_definitions(normsweep-worker-reconnect PRIVATE NORMSWEEP_BINARY_DIR_DEFAULT="${CMAKE_BINARY_DIR}")
+add_dependencies(normsweep-worker-reconnect normsweep-scheduler normsweep-worker normsweep-train)

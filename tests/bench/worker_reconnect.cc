@@ -1,0 +1,236 @@
+// Worker reconnect time (a benchmark program, not a test).
+//
+// A real normsweep-worker trains one long CPU trial against a real
+// normsweep-scheduler on a fixed port, with a throwaway PostgreSQL. The
+// scheduler is stopped (SIGTERM) and started again on the same port
+// --restarts times. For each restart it prints the time from the new
+// scheduler's port file (written once it listens) to the worker's first
+// call that the new scheduler handled: its progress or lease counter on
+// /metrics leaving zero, scraped every --scrape_ms. Then min/median/max.
+// The worker reports progress continuously, so the figure is how long its
+// channel takes to reconnect, not how long it waits between calls.
+//
+//   build/tests/normsweep-worker-reconnect [--restarts=10] [--tls]
+#include <grpcpp/create_channel.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/tls.h"
+#include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "tests/common/http_get.h"
+#include "tests/common/postgres_instance.h"
+#include "tests/common/scheduler_process.h"
+#include "tests/common/subprocess.h"
+#include "tests/common/test_certificates.h"
+
+ABSL_FLAG(int, restarts, 10, "Scheduler restarts to measure");
+ABSL_FLAG(double, settle_s, 1.5, "Seconds between the worker's first call and the next restart");
+ABSL_FLAG(int, scrape_ms, 5, "How often the new scheduler's /metrics is read");
+ABSL_FLAG(bool, tls, false, "Run the scheduler and the worker with TLS (throwaway certificates)");
+ABSL_FLAG(std::string, bin_dir, NORMSWEEP_BINARY_DIR_DEFAULT, "The build directory holding the binaries");
+ABSL_FLAG(std::vector<std::string>, worker_env, {},
+          "NAME=VALUE pairs for the worker's environment, e.g. GRPC_TRACE=subchannel");
+
+namespace normsweep {
+namespace {
+
+struct Scheduler {
+  testing::Subprocess process;
+  int grpc_port = 0;
+  int metrics_port = 0;
+  absl::Time listening;  // the port file's modification time
+};
+
+absl::StatusOr<Scheduler> StartScheduler(const std::string& bin, const std::string& conninfo,
+                                         const std::string& dir, int port, const std::vector<std::string>& tls) {
+  const std::string port_file = dir + "/scheduler.ports";
+  ::unlink(port_file.c_str());
+  std::vector<std::string> argv = {bin + "/scheduler/normsweep-scheduler", "--host=127.0.0.1",
+                                   absl::StrCat("--port=", port), "--metrics_port=0", "--port_file=" + port_file};
+  argv.insert(argv.end(), tls.begin(), tls.end());
+  absl::StatusOr<testing::Subprocess> p =
+      testing::Subprocess::Start(argv, {{"NORMSWEEP_DATABASE_URL", conninfo}}, dir + "/scheduler.log");
+  if (!p.ok()) return p.status();
+  absl::StatusOr<std::string> text = testing::WaitForFile(port_file, 30);
+  if (!text.ok()) return absl::DeadlineExceededError("the scheduler wrote no port file (see scheduler.log)");
+  struct stat st {};
+  if (::stat(port_file.c_str(), &st) != 0) return absl::InternalError("cannot stat the port file");
+  Scheduler s{std::move(*p), 0, 0, absl::TimeFromTimespec(st.st_mtim)};
+  std::vector<std::string> parts = absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &s.grpc_port) || !absl::SimpleAtoi(parts[1], &s.metrics_port)) {
+    return absl::InternalError("unreadable port file: " + *text);
+  }
+  return s;
+}
+
+// The sum of a counter's samples in a /metrics text (0 when absent).
+double Counter(const std::string& metrics, const std::string& name) {
+  double sum = 0;
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (!absl::StartsWith(line, name) || line.size() <= name.size()) continue;
+    const char next = line[name.size()];
+    if (next != ' ' && next != '{') continue;
+    double v = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) sum += v;
+  }
+  return sum;
+}
+
+// Waits until the scheduler has handled a progress batch or a lease.
+absl::StatusOr<absl::Time> FirstWorkerCall(int metrics_port, absl::Duration scrape, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<std::string> m = testing::HttpGet(metrics_port, "/metrics");
+    const absl::Time at = absl::Now();
+    if (m.ok() && (Counter(*m, "normsweep_scheduler_progress_points_total") > 0 ||
+                   Counter(*m, "normsweep_scheduler_lease_latency_seconds_count") > 0)) {
+      return at;
+    }
+    absl::SleepFor(scrape);
+  }
+  return absl::DeadlineExceededError("no call from the worker");
+}
+
+bool LogContains(const std::string& path, const std::string& text) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str().find(text) != std::string::npos;
+}
+
+int Main() {
+  const std::string bin = absl::GetFlag(FLAGS_bin_dir);
+  auto pg = testing::PostgresInstance::Start();
+  if (!pg.ok()) {
+    std::fprintf(stderr, "PostgreSQL: %s\n", pg.status().ToString().c_str());
+    return 1;
+  }
+  auto conninfo = (*pg)->CreateDatabase("reconnect");
+  if (!conninfo.ok()) return 1;
+  const std::string dir = (*pg)->dir();
+
+  std::vector<std::string> scheduler_tls, worker_tls;
+  TlsClientOptions client_tls;
+  if (absl::GetFlag(FLAGS_tls)) {
+    auto certs = testing::MakeTestCertificates(dir);
+    if (!certs.ok()) {
+      std::fprintf(stderr, "%s\n", certs.status().ToString().c_str());
+      return 1;
+    }
+    scheduler_tls = {"--tls_cert=" + certs->server_cert, "--tls_key=" + certs->server_key};
+    worker_tls = {"--tls-ca=" + certs->ca};
+    client_tls.ca = {certs->ca, "--tls"};
+  }
+
+  const int port = testing::FreePort();
+  std::optional<Scheduler> scheduler;  // Subprocess moves but does not assign
+  if (auto started = StartScheduler(bin, *conninfo, dir, port, scheduler_tls); started.ok()) {
+    scheduler.emplace(*std::move(started));
+  } else {
+    std::fprintf(stderr, "scheduler: %s\n", started.status().ToString().c_str());
+    return 1;
+  }
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+
+  // One trial that outlasts every restart: a tiny model, many steps.
+  auto credentials = MakeChannelCredentials(client_tls);
+  if (!credentials.ok()) return 1;
+  auto sweeps = v1::SweepService::NewStub(grpc::CreateChannel(address, *credentials));
+  v1::SubmitSweepRequest submit;
+  v1::SweepSpec* spec = submit.mutable_spec();
+  spec->set_name("reconnect");
+  v1::TrainConfig* base = spec->mutable_base();
+  base->set_layers(1);
+  base->set_d_model(16);
+  base->set_heads(2);
+  base->set_seq_len(16);
+  base->set_batch_size(4);
+  base->set_steps(100000000);
+  base->set_eval_every(1000000);
+  spec->add_placements("pre");
+  spec->add_warmup_steps(0);
+  spec->add_peak_lrs(1e-3);
+  spec->add_seeds(0);
+  v1::SubmitSweepResponse submitted;
+  grpc::ClientContext submit_ctx;
+  if (grpc::Status st = sweeps->SubmitSweep(&submit_ctx, submit, &submitted); !st.ok()) {
+    std::fprintf(stderr, "SubmitSweep: %s\n", st.error_message().c_str());
+    return 1;
+  }
+
+  std::map<std::string, std::string> worker_env;
+  for (const std::string& kv : absl::GetFlag(FLAGS_worker_env)) {
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) worker_env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  std::vector<std::string> worker_argv = {bin + "/worker/normsweep-worker", "--scheduler=" + address,
+                                          "--name=reconnect", "--cpu-slots=1", "--threads-per-slot=1",
+                                          "--trainer=" + bin + "/trainer/normsweep-train", "--work-dir=" + dir + "/work"};
+  worker_argv.insert(worker_argv.end(), worker_tls.begin(), worker_tls.end());
+  const std::string worker_log = dir + "/worker.log";
+  auto worker = testing::Subprocess::Start(worker_argv, worker_env, worker_log);
+  if (!worker.ok()) return 1;
+  // Training: its progress reaches the first scheduler.
+  if (!FirstWorkerCall(scheduler->metrics_port, absl::Milliseconds(20), absl::Seconds(30)).ok() ||
+      !LogContains(worker_log, "started on cpu")) {
+    std::fprintf(stderr, "the worker did not start its trial; see %s\n", worker_log.c_str());
+    return 1;
+  }
+
+  std::vector<double> ms;
+  std::printf("worker reconnect: %d scheduler restarts on port %d%s\n", absl::GetFlag(FLAGS_restarts), port,
+              absl::GetFlag(FLAGS_tls) ? ", TLS" : "");
+  for (int i = 1; i <= absl::GetFlag(FLAGS_restarts); ++i) {
+    absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_settle_s)));
+    const absl::Time stop = absl::Now();
+    scheduler->process.Stop(SIGTERM);
+    scheduler.reset();
+    auto started = StartScheduler(bin, *conninfo, dir, port, scheduler_tls);
+    if (!started.ok()) {
+      std::fprintf(stderr, "restart %d: %s\n", i, started.status().ToString().c_str());
+      return 1;
+    }
+    scheduler.emplace(*std::move(started));
+    absl::StatusOr<absl::Time> back = FirstWorkerCall(
+        scheduler->metrics_port, absl::Milliseconds(absl::GetFlag(FLAGS_scrape_ms)), absl::Seconds(30));
+    if (!back.ok()) {
+      std::fprintf(stderr, "restart %d: no call from the worker within 30 s; see %s\n", i, worker_log.c_str());
+      return 1;
+    }
+    const double down = absl::ToDoubleMilliseconds(scheduler->listening - stop);
+    const double gap = absl::ToDoubleMilliseconds(*back - scheduler->listening);
+    ms.push_back(gap);
+    std::printf("  restart %2d  scheduler down %6.0f ms  port file to the worker's first call %7.1f ms\n", i, down,
+                gap);
+    std::fflush(stdout);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms.size() % 2 == 1 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  std::printf("  min %.1f ms, median %.1f ms, max %.1f ms (target: max <= 1000 ms)\n", ms.front(), median, ms.back());
+  worker->Stop(SIGKILL);
+  scheduler->process.Stop(SIGTERM);
+  return 0;
+}
+
+}  // namespace
+}  // namespace normsweep
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return normsweep::Main();
+}
