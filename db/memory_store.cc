@@ -323,8 +323,8 @@ absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest&
     auto a = attempts_.find({t.id(), req.attempt()});
     if (a != attempts_.end() && a->second.worker_id() == req.worker_id()) return t;  // a re-sent retry
     if (!HoldsLease(t, req.worker_id(), req.attempt())) return LeaseNotHeld(t);
-    const v1::TrialState state = EndAttempt(it->second, req.result().error(), now);
-    if (finished_now != nullptr) *finished_now = IsFinal(state);
+    EndAttempt(it->second, req.result().error(), now);
+    if (finished_now != nullptr) *finished_now = true;
     return t;
   }
   if (IsFinal(t.state()) && t.worker_id() == req.worker_id() && t.attempts() == req.attempt() &&

@@ -1080,7 +1080,7 @@ void PostgresStore::RetryStatement(FinishItem& item) {
     ASSIGN_OR_RETURN(PgResult r, conn.Exec(kSql, p));
     if (r.rows() == 1) {
       ASSIGN_OR_RETURN(v1::Trial t, ParseTrial(r, 0));
-      item.finished_now = IsFinal(t.state());
+      item.finished_now = true;
       return t;
     }
     // Not written: a re-sent retry of this lease is a no-op, anything else

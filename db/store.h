@@ -110,11 +110,12 @@ class Store {
   virtual absl::StatusOr<ProgressResult> ReportProgress(const v1::ReportProgressRequest& request,
                                                         absl::Time now) = 0;
   // Final state and figures; idempotent for the same lease and outcome.
-  // *finished_now (when given) says whether this call made the trial final
-  // (false for a re-sent FinishTrial). With request.retry the attempt is
-  // recorded and the trial goes back to PENDING while attempts remain
-  // (FAILED after the last, CANCELLED in a cancelled sweep); a re-sent retry
-  // for the same lease is a no-op.
+  // *finished_now (when given) says whether this call ended the lease: made
+  // the trial final, or (retry) queued it again (false for a re-sent
+  // FinishTrial). With request.retry the attempt is recorded and the trial
+  // goes back to PENDING while attempts remain (FAILED after the last,
+  // CANCELLED in a cancelled sweep); a re-sent retry for the same lease is a
+  // no-op.
   virtual absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
                                                 bool* finished_now = nullptr) = 0;
   // The three calls of every trial's lifecycle, answered through a callback

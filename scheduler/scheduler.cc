@@ -355,9 +355,11 @@ void Scheduler::FinishTrialAsync(const v1::FinishTrialRequest& request, Done<v1:
   if (absl::Status st = ValidateFinish(request); !st.ok()) return done(st);
   store_.FinishTrialAsync(
       request, clock_.Now(),
-      [this, done = std::move(done)](absl::StatusOr<v1::Trial> trial, bool finished_now) {
+      [this, retry = request.retry(), done = std::move(done)](absl::StatusOr<v1::Trial> trial, bool finished_now) {
         if (!trial.ok()) return done(trial.status());
-        if (finished_now) metrics_.TrialsCompleted(trial->state());  // a re-sent FinishTrial counts once
+        // A re-sent FinishTrial counts once (finished_now is false for it).
+        if (finished_now && db::IsFinal(trial->state())) metrics_.TrialsCompleted(trial->state());
+        if (finished_now && retry && trial->state() == v1::TRIAL_PENDING) metrics_.AttemptsRequeued("killed");
         NotifyChange();
         v1::FinishTrialResponse response;
         *response.mutable_trial() = *std::move(trial);
@@ -370,6 +372,7 @@ absl::Status Scheduler::RunMaintenance() {
   ASSIGN_OR_RETURN(db::ExpiryResult expired, store_.ExpireLeases(now));
   metrics_.TrialsCompleted(v1::TRIAL_FAILED, expired.failed);
   metrics_.TrialsCompleted(v1::TRIAL_CANCELLED, expired.cancelled);
+  metrics_.AttemptsRequeued("lease_expired", expired.requeued);
   if (expired.requeued + expired.failed + expired.cancelled > 0) NotifyChange();
   ASSIGN_OR_RETURN(db::StoreStats stats, store_.Stats(now - options_.worker_timeout));
   metrics_.SetStats(stats);

@@ -24,6 +24,11 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
                      .Name("normsweep_scheduler_trials_completed_total")
                      .Help("Trials that reached a final state, by outcome")
                      .Register(registry)),
+      requeued_(prometheus::BuildCounter()
+                    .Name("normsweep_scheduler_attempts_requeued_total")
+                    .Help("Attempts that ended without finishing their trial and were queued again, by reason: "
+                          "lease_expired, or killed (the worker saw its trainer killed by the machine)")
+                    .Register(registry)),
       live_workers_family_(prometheus::BuildGauge()
                                .Name("normsweep_scheduler_live_workers")
                                .Help("Workers that heartbeated recently")
@@ -46,6 +51,7 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
   }
   for (const char* s : {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}) completed_.Add({{"outcome", s}});
   for (const char* s : {"RUNNING", "COMPLETED", "CANCELLED"}) sweeps_.Add({{"state", s}});
+  for (const char* r : {"lease_expired", "killed"}) requeued_.Add({{"reason", r}});
 }
 
 void SchedulerMetrics::ObserveLeaseLatency(absl::Duration latency) {
@@ -54,6 +60,10 @@ void SchedulerMetrics::ObserveLeaseLatency(absl::Duration latency) {
 
 void SchedulerMetrics::TrialsCompleted(v1::TrialState outcome, int n) {
   if (n > 0) completed_.Add({{"outcome", db::TrialStateName(outcome)}}).Increment(n);
+}
+
+void SchedulerMetrics::AttemptsRequeued(const char* reason, int n) {
+  if (n > 0) requeued_.Add({{"reason", reason}}).Increment(n);
 }
 
 void SchedulerMetrics::RpcError(const std::string& method, absl::StatusCode code) {

@@ -334,9 +334,10 @@ TEST_P(StoreTest, RetriedFinishRequeuesUntilMaxAttemptsThenFails) {
   const int64_t w1 = Worker("w1"), w2 = Worker("w2");
   const v1::Trial first = Lease(w1);
   bool finished_now = true;
+  finished_now = false;
   auto r = Retry(*store_, w1, first, kT0 + absl::Seconds(5), &finished_now);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(finished_now);
+  EXPECT_TRUE(finished_now);  // this call ended the lease
   EXPECT_EQ(r->state(), v1::TRIAL_PENDING);
   EXPECT_EQ(r->worker_id(), 0);
   EXPECT_FALSE(r->has_lease_expires_at());

@@ -187,6 +187,78 @@ TEST_F(SchedulerTest, LeasesExpireWithTheClockAndFailAfterMaxAttempts) {
   EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_live_workers"), 0);
 }
 
+TEST_F(SchedulerTest, AKilledTrainersTrialRunsAgainAndItsHistoryTellsEachAttempt) {
+  ASSERT_TRUE(scheduler_.SubmitSweep(Request(/*seeds=*/1, /*max_attempts=*/3)).ok());
+  const int64_t w = Register();
+  auto retry = [&](const v1::Trial& t) {
+    v1::FinishTrialRequest r;
+    r.set_worker_id(w);
+    r.set_trial_id(t.id());
+    r.set_attempt(t.attempts());
+    r.set_outcome(v1::TRIAL_FAILED);
+    r.set_retry(true);
+    r.mutable_result()->set_error("normsweep-train killed by signal 9 (Killed) without a final event");
+    return scheduler_.FinishTrial(r);
+  };
+  // retry only with FAILED and an error saying what happened.
+  v1::Trial t = Lease(w);
+  v1::FinishTrialRequest bad;
+  bad.set_worker_id(w);
+  bad.set_trial_id(t.id());
+  bad.set_attempt(t.attempts());
+  bad.set_outcome(v1::TRIAL_SUCCEEDED);
+  bad.set_retry(true);
+  EXPECT_THAT(scheduler_.FinishTrial(bad).status().message(), HasSubstr("retry: only with outcome TRIAL_FAILED"));
+  bad.set_outcome(v1::TRIAL_FAILED);
+  EXPECT_THAT(scheduler_.FinishTrial(bad).status().message(), HasSubstr("result.error: required with retry"));
+
+  auto first = retry(t);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->trial().state(), v1::TRIAL_PENDING);
+  ASSERT_TRUE(retry(t).ok());  // re-sent: counted once
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_attempts_requeued_total", {{"reason", "killed"}}), 1);
+  // The second attempt's lease expires, the third finishes.
+  Lease(w);
+  clock_.Advance(absl::Seconds(61));
+  ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_attempts_requeued_total", {{"reason", "lease_expired"}}), 1);
+  v1::Trial third = Lease(w);
+  EXPECT_EQ(third.attempts(), 3);
+  ASSERT_TRUE(Finish(w, third, v1::TRIAL_SUCCEEDED).ok());
+
+  v1::GetTrialRequest get;
+  get.set_trial_id(t.id());
+  auto got = scheduler_.GetTrial(get);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->attempts_size(), 3);
+  EXPECT_EQ(got->attempts(0).attempt(), 1);
+  EXPECT_EQ(got->attempts(0).outcome(), v1::TRIAL_PENDING);
+  EXPECT_THAT(got->attempts(0).reason(), HasSubstr("killed by signal 9"));
+  EXPECT_EQ(got->attempts(1).attempt(), 2);
+  EXPECT_EQ(got->attempts(1).reason(), "lease expired");
+  EXPECT_EQ(got->attempts(2).attempt(), 3);
+  EXPECT_EQ(got->attempts(2).outcome(), v1::TRIAL_SUCCEEDED);
+  EXPECT_EQ(got->attempts(2).worker_id(), w);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "SUCCEEDED"}}), 1);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "FAILED"}}), 0);
+}
+
+TEST_F(SchedulerTest, ListWorkersLeavesOutSupersededRegistrationsUnlessAsked) {
+  const int64_t old_id = Register();
+  const int64_t new_id = Register();  // the same name and hostname: a restart
+  v1::ListWorkersRequest r;
+  auto current = scheduler_.ListWorkers(r);
+  ASSERT_TRUE(current.ok());
+  ASSERT_EQ(current->workers_size(), 1);
+  EXPECT_EQ(current->workers(0).id(), new_id);
+  r.set_include_superseded(true);
+  auto all = scheduler_.ListWorkers(r);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->workers_size(), 2);
+  EXPECT_EQ(all->workers(0).id(), old_id);
+  EXPECT_EQ(all->workers(0).superseded_by(), new_id);
+}
+
 TEST_F(SchedulerTest, CancelledSweepIsReportedAtTheNextHeartbeat) {
   auto sweep = scheduler_.SubmitSweep(Request(/*seeds=*/3));
   ASSERT_TRUE(sweep.ok());
