@@ -10,6 +10,11 @@
 //
 // Prints trial lifecycles/s, metric points stored/s and the lease latency
 // (client-observed round trip) p50/p99/max.
+//
+// --tls runs the same load over TLS: throwaway certificates (openssl, as the
+// tests make them) for the scheduler started here, its CA for the simulated
+// workers; with --scheduler, --tls_ca names the CA of that scheduler's
+// certificate instead.
 #include <grpcpp/alarm.h>
 #include <grpcpp/completion_queue.h>
 #include <grpcpp/create_channel.h>
@@ -37,6 +42,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
+#include "common/tls.h"
 #include "db/memory_store.h"
 #include "db/pg_connection.h"
 #include "db/postgres_store.h"
@@ -45,6 +51,7 @@
 #include "scheduler/scheduler_server.h"
 #include "tests/common/postgres_instance.h"
 #include "tests/common/subprocess.h"
+#include "tests/common/test_certificates.h"
 
 ABSL_FLAG(int, workers, 64, "Simulated workers (one gRPC channel each)");
 ABSL_FLAG(bool, lean_client, true,
@@ -71,6 +78,8 @@ ABSL_FLAG(bool, memory_store, false,
 ABSL_FLAG(int, db_pool_size, 16, "Database connections of the in-process scheduler");
 ABSL_FLAG(double, timeline, 0,
           "Also print how many lifecycles ended in each interval of this many seconds (0: no timeline)");
+ABSL_FLAG(bool, tls, false, "TLS between the simulated workers and the scheduler (throwaway certificates)");
+ABSL_FLAG(std::string, tls_ca, "", "With --scheduler: the CA of its TLS certificate (implies --tls)");
 ABSL_FLAG(bool, progress_stream, true,
           "Report progress over one StreamProgress stream per worker, as normsweep-worker does "
           "(false: a ReportProgress call per batch)");
@@ -114,8 +123,9 @@ class Pacer {
 // state is only touched by the thread that took its completion.
 class SimWorker {
  public:
-  SimWorker(const std::string& target, int index, int batches, int steps_per_batch, Pacer* pacer,
-            grpc::CompletionQueue* cq, WorkerResult* out, std::atomic<int>* running)
+  SimWorker(const std::string& target, const std::shared_ptr<grpc::ChannelCredentials>& credentials, int index,
+            int batches, int steps_per_batch, Pacer* pacer, grpc::CompletionQueue* cq, WorkerResult* out,
+            std::atomic<int>* running)
       : index_(index), batches_(batches), steps_per_batch_(steps_per_batch), pacer_(pacer), cq_(cq), out_(out),
         running_(running) {
     grpc::ChannelArguments args;
@@ -128,7 +138,7 @@ class SimWorker {
       args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
       args.SetInt(GRPC_ARG_MINIMAL_STACK, 1);
     }
-    stub_ = v1::WorkerService::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    stub_ = v1::WorkerService::NewStub(grpc::CreateCustomChannel(target, credentials, args));
   }
 
   void Start() {
@@ -405,6 +415,11 @@ int Main() {
   const int batches = absl::GetFlag(FLAGS_batches);
   const int steps = absl::GetFlag(FLAGS_steps_per_batch);
   std::string target = absl::GetFlag(FLAGS_scheduler);
+  const bool tls = absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty();
+  if (tls && !target.empty() && absl::GetFlag(FLAGS_tls_ca).empty()) {
+    std::fprintf(stderr, "--tls with --scheduler needs --tls_ca (the CA of that scheduler's certificate)\n");
+    return 2;
+  }
 
   std::unique_ptr<testing::PostgresInstance> pg;
   std::unique_ptr<db::Store> store;
@@ -442,13 +457,45 @@ int Main() {
       store = *std::move(opened);
     }
   }
+  // TLS: the scheduler's credentials (as flags for a child process) and the workers'.
+  TlsServerOptions server_tls;
+  TlsClientOptions client_tls;
+  std::string certs_dir;
+  if (tls && target.empty()) {
+    certs_dir = pg ? pg->dir() + "/certs" : "";
+    if (certs_dir.empty()) {
+      char dir[] = "/tmp/normsweep-load-certs-XXXXXX";
+      if (mkdtemp(dir) == nullptr) return 1;
+      certs_dir = dir;
+    }
+    std::filesystem::create_directories(certs_dir);
+    auto certs = testing::MakeTestCertificates(certs_dir);
+    if (!certs.ok()) {
+      std::fprintf(stderr, "certificates: %s\n", certs.status().ToString().c_str());
+      return 1;
+    }
+    server_tls.cert = {certs->server_cert, "--tls"};
+    server_tls.key = {certs->server_key, "--tls"};
+    client_tls.ca = {certs->ca, "--tls"};
+  } else if (tls) {
+    client_tls.ca = {absl::GetFlag(FLAGS_tls_ca), "--tls_ca"};
+  }
+  auto client_credentials = MakeChannelCredentials(client_tls);
+  if (!client_credentials.ok()) {
+    std::fprintf(stderr, "%s\n", client_credentials.status().ToString().c_str());
+    return 2;
+  }
   std::optional<testing::Subprocess> child;
   if (target.empty() && !absl::GetFlag(FLAGS_in_process) && pg) {
     const std::string port_file = pg->dir() + "/scheduler.ports";
-    auto started = testing::Subprocess::Start(
-        {absl::GetFlag(FLAGS_scheduler_binary), "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
-         "--port_file=" + port_file, absl::StrCat("--db_pool_size=", absl::GetFlag(FLAGS_db_pool_size))},
-        {{"NORMSWEEP_DATABASE_URL", conninfo}}, pg->dir() + "/scheduler.log");
+    std::vector<std::string> argv = {absl::GetFlag(FLAGS_scheduler_binary), "--host=127.0.0.1", "--port=0",
+                                     "--metrics_port=-1", "--port_file=" + port_file,
+                                     absl::StrCat("--db_pool_size=", absl::GetFlag(FLAGS_db_pool_size))};
+    if (server_tls.enabled()) {
+      argv.push_back("--tls_cert=" + server_tls.cert.path);
+      argv.push_back("--tls_key=" + server_tls.key.path);
+    }
+    auto started = testing::Subprocess::Start(argv, {{"NORMSWEEP_DATABASE_URL", conninfo}}, pg->dir() + "/scheduler.log");
     if (!started.ok()) return 1;
     child.emplace(*std::move(started));
     auto ports = testing::WaitForFile(port_file, 30);
@@ -462,6 +509,12 @@ int Main() {
     scheduler::SchedulerServerOptions server_options;
     server_options.grpc_address = "127.0.0.1:0";
     server_options.metrics_address = "";
+    auto credentials = MakeServerCredentials(server_tls);
+    if (!credentials.ok()) {
+      std::fprintf(stderr, "%s\n", credentials.status().ToString().c_str());
+      return 1;
+    }
+    server_options.credentials = *credentials;
     auto s = scheduler::SchedulerServer::Start(*store, RealClock::Get(), server_options);
     if (!s.ok()) {
       std::fprintf(stderr, "scheduler: %s\n", s.status().ToString().c_str());
@@ -472,7 +525,7 @@ int Main() {
   }
 
   // Sweeps of up to 10,000 trials: 2 placements x 5 warm-ups x seeds.
-  auto sweeps = v1::SweepService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto sweeps = v1::SweepService::NewStub(grpc::CreateChannel(target, *client_credentials));
   for (int done = 0, n = 0; done < trials; ++n) {
     const int size = std::min(10000, trials - done) / 10 * 10;
     if (size == 0) break;
@@ -506,7 +559,8 @@ int Main() {
   std::atomic<int> running{workers};
   std::vector<std::unique_ptr<SimWorker>> sim;
   for (int i = 0; i < workers; ++i) {
-    sim.push_back(std::make_unique<SimWorker>(target, i, batches, steps, &pacer, &cq, &results[i], &running));
+    sim.push_back(
+        std::make_unique<SimWorker>(target, *client_credentials, i, batches, steps, &pacer, &cq, &results[i], &running));
   }
   for (auto& w : sim) w->Start();
   for (int i = 0; i < std::max(1, absl::GetFlag(FLAGS_client_threads)); ++i) {
@@ -584,8 +638,9 @@ int Main() {
   std::vector<double> sorted = lease_ms;
   const double p50 = Percentile(sorted, 0.50), p99 = Percentile(sorted, 0.99);
   const double max = sorted.empty() ? 0 : *std::max_element(sorted.begin(), sorted.end());
-  std::printf("scheduler load: %d workers, %d trials x %d batches x %d steps, PostgreSQL %s, %s\n", workers,
-              lifecycles, batches, steps, absl::GetFlag(FLAGS_durable) ? "durable (fsync on)" : "fsync off",
+  std::printf("scheduler load: %d workers, %d trials x %d batches x %d steps, %s, PostgreSQL %s, %s\n", workers,
+              lifecycles, batches, steps, tls ? "TLS" : "plaintext",
+              absl::GetFlag(FLAGS_durable) ? "durable (fsync on)" : "fsync off",
               absl::GetFlag(FLAGS_rate) > 0 ? absl::StrCat("paced at ", absl::GetFlag(FLAGS_rate), " lifecycles/s").c_str()
                                             : "unpaced (saturation)");
   std::printf("  wall time            %.2f s\n", seconds);

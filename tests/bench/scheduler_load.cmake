@@ -2,7 +2,7 @@
 # program that prints figures, not a test (CONVENTIONS.md #12).
 add_executable(normsweep-scheduler-load ${CMAKE_CURRENT_LIST_DIR}/scheduler_load.cc)
 target_link_libraries(normsweep-scheduler-load PRIVATE normsweep_scheduler normsweep_postgres_store
-  normsweep_test_postgres normsweep_test_subprocess absl::flags absl::flags_parse)
+  normsweep_test_postgres normsweep_test_subprocess normsweep_test_certificates absl::flags absl::flags_parse)
 # By default it runs the scheduler as its own process, as deployed.
 target_compile_definitions(normsweep-scheduler-load PRIVATE
   NORMSWEEP_SCHEDULER_BINARY="$<TARGET_FILE:normsweep-scheduler>")
