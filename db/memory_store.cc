@@ -401,7 +401,7 @@ absl::StatusOr<StoreStats> MemoryStore::Stats(absl::Time live_since) {
     }
   }
   for (const auto& [id, w] : workers_) {
-    if (w.last_heartbeat >= live_since) ++stats.live_workers;
+    if (w.last_heartbeat >= live_since && w.superseded_by == 0) ++stats.live_workers;
   }
   return stats;
 }
@@ -414,7 +414,7 @@ absl::StatusOr<std::vector<v1::Worker>> MemoryStore::ListWorkers(absl::Time live
   }
   std::vector<v1::Worker> out;
   for (const auto& [id, w] : workers_) {  // ascending id
-    const bool live = w.last_heartbeat >= live_since;
+    const bool live = w.last_heartbeat >= live_since && w.superseded_by == 0;
     if (live_only && !live) continue;
     v1::Worker& worker = out.emplace_back();
     worker.set_id(id);

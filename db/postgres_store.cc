@@ -1220,7 +1220,8 @@ absl::StatusOr<StoreStats> PostgresStore::Stats(absl::Time live_since) {
         default: break;
       }
     }
-    ASSIGN_OR_RETURN(PgResult w, conn.Exec("SELECT count(*) FROM workers WHERE last_heartbeat_at >= " NS_TS(1),
+    ASSIGN_OR_RETURN(PgResult w, conn.Exec("SELECT count(*) FROM workers WHERE last_heartbeat_at >= " NS_TS(1)
+                                           " AND superseded_by IS NULL",
                                            PgParams().AddMicros(live_since)));
     stats.live_workers = static_cast<int>(w.GetInt64(0, 0));
     return stats;
@@ -1236,10 +1237,11 @@ absl::StatusOr<std::vector<v1::Worker>> PostgresStore::ListWorkers(absl::Time li
         "WITH running AS (SELECT worker_id, count(*) AS n FROM trials WHERE state = 'RUNNING'"
         " AND worker_id IS NOT NULL GROUP BY worker_id)"
         " SELECT w.id, w.name, w.hostname, " NS_MICROS("w.registered_at") ", " NS_MICROS("w.last_heartbeat_at")
-        ", w.last_heartbeat_at >= " NS_TS(1) ", COALESCE(running.n, 0), d.device, COALESCE(w.superseded_by, 0)"
+        ", w.last_heartbeat_at >= " NS_TS(1) " AND w.superseded_by IS NULL, COALESCE(running.n, 0), d.device,"
+        " COALESCE(w.superseded_by, 0)"
         " FROM workers w LEFT JOIN running ON running.worker_id = w.id"
         " LEFT JOIN LATERAL unnest(w.devices) WITH ORDINALITY AS d(device, n) ON true"
-        " WHERE NOT $2::boolean OR w.last_heartbeat_at >= " NS_TS(1)
+        " WHERE NOT $2::boolean OR (w.last_heartbeat_at >= " NS_TS(1) " AND w.superseded_by IS NULL)"
         " ORDER BY w.id, d.n",
         PgParams().AddMicros(live_since).Add(live_only)));
     Out out;

@@ -425,6 +425,17 @@ TEST_P(StoreTest, ARestartedWorkerSupersedesItsEarlierRegistrations) {
   EXPECT_EQ((*all)[1].superseded_by(), *third);
   EXPECT_EQ((*all)[2].superseded_by(), 0);
   EXPECT_EQ((*all)[3].superseded_by(), 0);
+  // Heard from recently, but restarted since: not live, not counted.
+  EXPECT_FALSE((*all)[1].live());
+  EXPECT_TRUE((*all)[3].live());
+  auto live = store_->ListWorkers(kT0, /*live_only=*/true);
+  ASSERT_TRUE(live.ok()) << live.status();
+  ASSERT_EQ(live->size(), 2u);
+  EXPECT_EQ((*live)[0].id(), *other);
+  EXPECT_EQ((*live)[1].id(), *third);
+  auto stats = store_->Stats(kT0);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->live_workers, 2);
 }
 
 TEST_P(StoreTest, HeartbeatRenewsLeasesAndReportsLostOnes) {
