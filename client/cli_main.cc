@@ -6,7 +6,7 @@
 //   normsweep watch ID | list [--state running|completed|cancelled] | show ID | cancel ID
 //   normsweep trial ID | results ID [--format table|csv|json]
 //   normsweep report ID --out DIR
-//   normsweep workers [--live]
+//   normsweep workers [--live] [--all]
 //
 // --scheduler host:port, else $NORMSWEEP_SCHEDULER, else localhost:50051.
 // TLS (common/tls.h): --tls-ca, --tls-cert, --tls-key, else NORMSWEEP_TLS_CA,
@@ -36,6 +36,7 @@
 #include "common/json_quote.h"
 #include "common/tls.h"
 #include "client/sweep_file.h"
+#include "client/attempts_table.h"
 #include "client/workers_table.h"
 #include "common/cli_args.h"
 
@@ -55,15 +56,18 @@ Usage:
   normsweep watch ID          live progress until the sweep ends, then its results
   normsweep list [--state running|completed|cancelled]
   normsweep show ID           the sweep and every trial
-  normsweep trial ID          one trial's metric history
+  normsweep trial ID          one trial's metric history, step-0 gradient norms and
+                              every attempt (re-queued ones: why)
   normsweep cancel ID
   normsweep results ID [--format table|csv|json]
   normsweep report ID --out DIR
                               DIR/index.html: one self-contained page (inline
                               SVG, no script) with the warm-up x lr heatmaps,
                               validation-loss curves and step-0 gradient norms
-  normsweep workers [--live]  registered workers: devices, live or not, running
-                              trials, last heartbeat (--live: live ones only)
+  normsweep workers [--live] [--all]
+                              registered workers: devices, live or not, running
+                              trials, last heartbeat (--live: live ones only;
+                              --all: also earlier runs of restarted workers)
 
 Flags for every command:
   --scheduler HOST:PORT   default $NORMSWEEP_SCHEDULER, else localhost:50051
@@ -373,6 +377,9 @@ int Trial(cl::SweepClient& client, int64_t id) {
     for (const v1::LayerGradNorm& n : g.norms()) std::printf(" L%d.%s=%.4f", n.layer(), n.matrix().c_str(), n.norm());
     std::printf("\n");
   }
+  if (const std::string attempts = cl::RenderAttemptsTable(t->attempts()); !attempts.empty()) {
+    std::printf("\n%s", attempts.c_str());
+  }
   return 0;
 }
 
@@ -389,7 +396,7 @@ int Report(cl::SweepClient& client, int64_t id, const normsweep::CliArgs& args) 
 
 int Workers(cl::SweepClient& client, const normsweep::CliArgs& args) {
   if (args.positional.size() > 1) return Usage("workers: unexpected argument '" + args.positional[1] + "'");
-  auto workers = client.ListWorkers(args.Has("live"));
+  auto workers = client.ListWorkers(args.Has("live"), args.Has("all"));
   if (!workers.ok()) return Fail(workers.status());
   std::fputs(cl::RenderWorkersTable(*workers, absl::Now()).c_str(), stdout);
   return 0;
@@ -400,7 +407,7 @@ int Workers(cl::SweepClient& client, const normsweep::CliArgs& args) {
 int main(int argc, char** argv) {
   normsweep::CliArgs args;
   std::string error;
-  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run", "live"}, &args, &error)) {
+  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run", "live", "all"}, &args, &error)) {
     return Usage(error);
   }
   if (args.Has("help") || args.positional.empty()) {

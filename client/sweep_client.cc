@@ -1,6 +1,7 @@
 #include "client/sweep_client.h"
 
 #include "common/api_token.h"
+#include "common/grpc_status.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -55,9 +56,16 @@ std::unique_ptr<grpc::ClientContext> SweepClient::Context() const {
   return ctx;
 }
 
-absl::Status SweepClient::ToStatus(const grpc::Status& s) const {
+absl::Status SweepClient::ToStatus(const grpc::Status& s, const grpc::ClientContext& ctx) const {
   if (s.ok()) return absl::OkStatus();
   const auto code = static_cast<absl::StatusCode>(s.error_code());
+  // The scheduler answered, and says its database is down (scheduler/grpc_services.h).
+  if (code == absl::StatusCode::kUnavailable && ctx.GetServerTrailingMetadata().count(kDatabaseUnavailableKey) > 0) {
+    return absl::Status(code, absl::StrCat("the scheduler at ", address_,
+                                           " is running, but its PostgreSQL database is unavailable (the "
+                                           "scheduler keeps retrying; its log says why): ",
+                                           s.error_message()));
+  }
   if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
     return absl::Status(code, absl::StrCat("cannot reach the scheduler at ", address_,
                                            " (is normsweep-scheduler running? set --scheduler or "
@@ -81,13 +89,14 @@ absl::StatusOr<v1::SubmitSweepResponse> SweepClient::Submit(const v1::SweepSpec&
   req.set_validate_only(validate_only);
   grpc::Status status;
   v1::SubmitSweepResponse resp;
+  std::unique_ptr<grpc::ClientContext> ctx;
   for (int attempt = 0; attempt < kRetries; ++attempt) {
     if (attempt > 0) PauseBeforeRetry(absl::Milliseconds(300 << attempt));
-    auto ctx = Context();
+    ctx = Context();
     status = stub_->SubmitSweep(ctx.get(), req, &resp);
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
   }
-  if (!status.ok()) return ToStatus(status);
+  if (!status.ok()) return ToStatus(status, *ctx);
   return resp;
 }
 
@@ -97,7 +106,7 @@ absl::StatusOr<v1::Sweep> SweepClient::GetSweep(int64_t sweep_id) {
   v1::GetSweepResponse resp;
   auto ctx = Context();
   grpc::Status s = stub_->GetSweep(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s);
+  if (!s.ok()) return ToStatus(s, *ctx);
   return resp.sweep();
 }
 
@@ -109,7 +118,7 @@ absl::StatusOr<std::vector<v1::Sweep>> SweepClient::ListSweeps(v1::SweepState st
     v1::ListSweepsResponse resp;
     auto ctx = Context();
     grpc::Status s = stub_->ListSweeps(ctx.get(), req, &resp);
-    if (!s.ok()) return ToStatus(s);
+    if (!s.ok()) return ToStatus(s, *ctx);
     out.insert(out.end(), resp.sweeps().begin(), resp.sweeps().end());
     req.set_page_token(resp.next_page_token());
   } while (!req.page_token().empty());
@@ -122,7 +131,7 @@ absl::StatusOr<v1::Sweep> SweepClient::CancelSweep(int64_t sweep_id) {
   v1::CancelSweepResponse resp;
   auto ctx = Context();
   grpc::Status s = stub_->CancelSweep(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s);
+  if (!s.ok()) return ToStatus(s, *ctx);
   return resp.sweep();
 }
 
@@ -134,7 +143,7 @@ absl::StatusOr<std::vector<v1::Trial>> SweepClient::ListTrials(int64_t sweep_id)
     v1::ListTrialsResponse resp;
     auto ctx = Context();
     grpc::Status s = stub_->ListTrials(ctx.get(), req, &resp);
-    if (!s.ok()) return ToStatus(s);
+    if (!s.ok()) return ToStatus(s, *ctx);
     out.insert(out.end(), resp.trials().begin(), resp.trials().end());
     req.set_page_token(resp.next_page_token());
   } while (!req.page_token().empty());
@@ -147,17 +156,18 @@ absl::StatusOr<v1::GetTrialResponse> SweepClient::GetTrial(int64_t trial_id) {
   v1::GetTrialResponse resp;
   auto ctx = Context();
   grpc::Status s = stub_->GetTrial(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s);
+  if (!s.ok()) return ToStatus(s, *ctx);
   return resp;
 }
 
-absl::StatusOr<std::vector<v1::Worker>> SweepClient::ListWorkers(bool live_only) {
+absl::StatusOr<std::vector<v1::Worker>> SweepClient::ListWorkers(bool live_only, bool include_superseded) {
   v1::ListWorkersRequest req;
   req.set_live_only(live_only);
+  req.set_include_superseded(include_superseded);
   v1::ListWorkersResponse resp;
   auto ctx = Context();
   grpc::Status s = stub_->ListWorkers(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s);
+  if (!s.ok()) return ToStatus(s, *ctx);
   return std::vector<v1::Worker>(resp.workers().begin(), resp.workers().end());
 }
 
@@ -180,7 +190,7 @@ absl::Status SweepClient::Watch(int64_t sweep_id,
     grpc::Status s = reader->Finish();
     if (s.ok()) return absl::OkStatus();
     // Reconnect after a scheduler restart; give up when it stays away.
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || (!got_any && ++failures > 5)) return ToStatus(s);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || (!got_any && ++failures > 5)) return ToStatus(s, ctx);
     PauseBeforeRetry(absl::Milliseconds(500 * std::min(failures + 1, 6)));
   }
 }

@@ -35,7 +35,9 @@ class SweepClient {
   absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id);
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id);  // every page
   absl::StatusOr<v1::GetTrialResponse> GetTrial(int64_t trial_id);
-  absl::StatusOr<std::vector<v1::Worker>> ListWorkers(bool live_only);  // by id
+  // By id; superseded registrations (earlier runs of a restarted worker)
+  // only when include_superseded.
+  absl::StatusOr<std::vector<v1::Worker>> ListWorkers(bool live_only, bool include_superseded = false);
   // Streams WatchSweep events to on_event until the sweep ends. A broken
   // stream is reopened (the first event of a new stream carries every trial).
   absl::Status Watch(int64_t sweep_id, const std::function<void(const v1::WatchSweepEvent&)>& on_event);
@@ -43,7 +45,9 @@ class SweepClient {
   const std::string& address() const { return address_; }
 
  private:
-  absl::Status ToStatus(const grpc::Status& status) const;
+  // The call's status for the user; ctx is the call's (its trailing
+  // metadata tells a scheduler whose database is down from one not reached).
+  absl::Status ToStatus(const grpc::Status& status, const grpc::ClientContext& ctx) const;
   std::unique_ptr<grpc::ClientContext> Context() const;
   // Before a retry: until the channel is connected again, at most pause
   // (a plain pause when it is connected).

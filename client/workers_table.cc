@@ -42,7 +42,10 @@ std::string RenderWorkersTable(const std::vector<v1::Worker>& workers, absl::Tim
                              absl::Nanoseconds(w.last_heartbeat_at().nanos());
     absl::StrAppendFormat(&out, kRow, absl::StrCat(w.id()), w.name().substr(0, 24),
                           w.hostname().empty() ? "-" : w.hostname().substr(0, 24), SummariseDevices(w.devices()),
-                          w.live() ? "yes" : "no", absl::StrCat(w.running_trials()),
+                          w.superseded_by() != 0 ? absl::StrCat("no, restarted as ", w.superseded_by())
+                          : w.live()             ? "yes"
+                                                 : "no",
+                          absl::StrCat(w.running_trials()),
                           w.has_last_heartbeat_at() ? FormatAge(now - heard) : "never");
   }
   return out;

@@ -21,7 +21,8 @@ std::string SummariseDevices(const google::protobuf::RepeatedPtrField<std::strin
 // (clock skew between hosts) reads "0s ago".
 std::string FormatAge(absl::Duration age);
 
-// Header and one line per worker, in the given order.
+// Header and one line per worker, in the given order; a superseded
+// registration reads "no, restarted as ID" in the live column.
 std::string RenderWorkersTable(const std::vector<v1::Worker>& workers, absl::Time now);
 
 }  // namespace normsweep::client

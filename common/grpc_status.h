@@ -9,6 +9,11 @@
 
 namespace normsweep {
 
+// Trailing metadata that a scheduler adds to an UNAVAILABLE answer when its
+// database is down, so that clients can tell that from a scheduler they
+// cannot reach (scheduler/grpc_services.h, client/sweep_client.cc).
+inline constexpr char kDatabaseUnavailableKey[] = "normsweep-database-unavailable";
+
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

@@ -18,6 +18,7 @@
 
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
+#include "common/grpc_status.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_metrics.h"
 
@@ -72,9 +73,9 @@ using WorkerServiceBase = v1::WorkerService::WithAsyncMethod_LeaseTrial<
 // What a client is told of a failed call: the status as it is, but for an
 // error carrying the database's own words (db::IsDatabaseError), which is
 // logged with `method` and replaced by a plain message; UNAVAILABLE ones also
-// get the trailing metadata kDatabaseUnavailableKey, so that a client can
-// tell "scheduler up, its database down" from "scheduler unreachable".
-inline constexpr char kDatabaseUnavailableKey[] = "normsweep-database-unavailable";
+// get the trailing metadata kDatabaseUnavailableKey (common/grpc_status.h),
+// so that a client can tell "scheduler up, its database down" from
+// "scheduler unreachable".
 grpc::Status ClientStatus(const absl::Status& status, const char* method, grpc::ServerContext* context);
 
 class WorkerServiceImpl final : public WorkerServiceBase {

@@ -28,6 +28,14 @@ TEST(WorkersTableTest, FormatsAges) {
   EXPECT_EQ(FormatAge(-absl::Seconds(2)), "0s ago");  // clock skew
 }
 
+TEST(WorkersTableTest, ASupersededRegistrationSaysItWasRestarted) {
+  v1::Worker old;
+  old.set_id(4);
+  old.set_name("box");
+  old.set_superseded_by(9);
+  EXPECT_THAT(RenderWorkersTable({old}, absl::FromUnixSeconds(1767225600)), HasSubstr(" no, restarted as 9 "));
+}
+
 TEST(WorkersTableTest, RendersOneRowPerWorker) {
   const absl::Time now = absl::FromUnixSeconds(1767225600);
   v1::Worker live, gone;

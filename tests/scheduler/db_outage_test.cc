@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "normsweep/v1/sweep_service.grpc.pb.h"
-#include "scheduler/grpc_services.h"
+#include "common/grpc_status.h"
 #include "tests/common/postgres_instance.h"
 #include "tests/common/subprocess.h"
 
@@ -80,7 +80,18 @@ TEST(DbOutageTest, SchedulerWaitsForTheDatabaseAndRecoversWithoutRestart) {
   EXPECT_THAT(down.error_message(), HasSubstr("the scheduler cannot reach its database"));
   EXPECT_THAT(down.error_message(), Not(HasSubstr("database:")));
   EXPECT_THAT(down.error_message(), Not(HasSubstr(dir)));
-  EXPECT_EQ(gctx.GetServerTrailingMetadata().count(scheduler::kDatabaseUnavailableKey), 1u);
+  EXPECT_EQ(gctx.GetServerTrailingMetadata().count(kDatabaseUnavailableKey), 1u);
+  // And the CLI says so, rather than "cannot reach the scheduler".
+  const std::string cli_log = dir + "/cli-during.out";
+  auto cli = testing::Subprocess::Start({absl::StrCat(bin_dir, "/client/normsweep"), "list"},
+                                        {{"NORMSWEEP_SCHEDULER", absl::StrCat("127.0.0.1:", std::atoi(ports->c_str()))}},
+                                        cli_log);
+  ASSERT_TRUE(cli.ok()) << cli.status();
+  EXPECT_EQ(cli->Wait(60), 1);
+  auto cli_text = testing::WaitForFile(cli_log, 1);
+  ASSERT_TRUE(cli_text.ok());
+  EXPECT_THAT(*cli_text, HasSubstr("is running, but its PostgreSQL database is unavailable"));
+  EXPECT_THAT(*cli_text, Not(HasSubstr("cannot reach the scheduler")));
   absl::SleepFor(absl::Milliseconds(500));  // a few failing maintenance passes
 
   ASSERT_TRUE((*pg)->StartAgain().ok());
