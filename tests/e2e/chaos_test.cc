@@ -9,8 +9,9 @@
 // the other one), and crash restarts of PostgreSQL (pg_ctl restart -m
 // immediate). Every fault waits for conditions, never for a fixed time: the
 // previous fault has recovered (every trial that was running at it has
-// stored progress again or ended) and some trial's current attempt is past
-// kFaultStep with its trainer visible in /proc.
+// stored progress again, been re-queued, or ended), a share of the trials
+// has succeeded (so the faults spread over the sweep), and some trial's
+// current attempt is past kFaultStep with its trainer visible in /proc.
 //
 // Then: every trial SUCCEEDED (the spec's max_attempts covers the injected
 // faults), one metric row per step and one set of step-0 gradient norms
@@ -422,14 +423,16 @@ class ChaosTest : public ::testing::Test {
     int step = 0;
     testing::TrainerProcess trainer;
     int worker = -1;
+    int succeeded = 0;  // trials SUCCEEDED by then
   };
 
-  // Waits until `previous` (if any) has recovered and a trial's current
-  // attempt is between kFaultStep and kFaultStepMax with its trainer alive;
-  // nullopt if the sweep ended or a minute passed.
-  std::optional<FaultTarget> WaitForTarget(const SweepObserver& observer, const Fault* previous, std::string* why) {
+  // Waits until `previous` (if any) has recovered, at least `succeeded`
+  // trials have SUCCEEDED (spreading the faults over the sweep), and a
+  // trial's current attempt is between kFaultStep and kFaultStepMax with its
+  // trainer alive; nullopt if the sweep ended or a minute passed.
+  std::optional<FaultTarget> WaitForTarget(const SweepObserver& observer, const Fault* previous, int succeeded,
+                                           std::string* why) {
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    int turn = 0;
     while (absl::Now() < deadline) {
       const std::vector<Poll> polls = observer.polls();
       if (previous != nullptr && !Measure(polls, *previous).recovered) {
@@ -443,9 +446,11 @@ class ChaosTest : public ::testing::Test {
       }
       const Poll& latest = polls.back();
       bool open = false;
+      int done = 0;
       std::vector<std::pair<int64_t, TrialView>> candidates;
       for (const auto& [id, t] : latest.trials) {
         open |= !IsFinal(t.state);
+        done += t.state == v1::TRIAL_SUCCEEDED;
         if (t.state == v1::TRIAL_RUNNING && t.last_step >= kFaultStep && t.last_step <= kFaultStepMax) {
           candidates.push_back({id, t});
         }
@@ -454,17 +459,22 @@ class ChaosTest : public ::testing::Test {
         *why = "the sweep ended first";
         return std::nullopt;
       }
+      if (done < succeeded) {
+        *why = absl::StrCat("waiting for ", succeeded, " trials to succeed (", done, " so far)");
+        absl::SleepFor(absl::Milliseconds(20));
+        continue;
+      }
       const std::vector<testing::TrainerProcess> trainers = testing::ListTrainers(dir_);
-      // Rotate over the candidates so that faults spread over trials and workers.
-      for (size_t k = 0; k < candidates.size(); ++k) {
-        const auto& [id, t] = candidates[(k + turn) % candidates.size()];
+      // The trials hit least so far first, so that faults spread over trials.
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [&](const auto& a, const auto& b) { return hits_[a.first] < hits_[b.first]; });
+      for (const auto& [id, t] : candidates) {
         for (const testing::TrainerProcess& p : trainers) {
           if (p.trial_id == id && p.attempt == t.attempts && WorkerIndex(p.parent) >= 0) {
-            return FaultTarget{id, t.attempts, t.last_step, p, WorkerIndex(p.parent)};
+            return FaultTarget{id, t.attempts, t.last_step, p, WorkerIndex(p.parent), done};
           }
         }
       }
-      ++turn;
       *why = "no trial was running past step " + std::to_string(kFaultStep);
       absl::SleepFor(absl::Milliseconds(20));
     }
@@ -477,6 +487,7 @@ class ChaosTest : public ::testing::Test {
   std::optional<testing::SchedulerProcess> schedulers_[2];
   std::optional<testing::Subprocess> workers_[kWorkers];
   std::unique_ptr<client::SweepClient> client_;
+  std::map<int64_t, int> hits_;  // faults per trial (the target of each)
 };
 
 v1::SweepSpec ChaosSpec() {
@@ -523,11 +534,17 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
   SweepObserver observer(Target(0, 1), sweep_id);
   std::vector<Fault> faults;
   int next_scheduler = 1;
+  constexpr int kFaults = sizeof(kSchedule) / sizeof(kSchedule[0]);
   for (FaultKind kind : kSchedule) {
     std::string why;
-    std::optional<FaultTarget> target = WaitForTarget(observer, faults.empty() ? nullptr : &faults.back(), &why);
+    // Fault k once k/(kFaults + 4) of the trials are done: the last ones
+    // still find a few trials open.
+    const int succeeded = static_cast<int>(faults.size()) * trial_count / (kFaults + 4);
+    std::optional<FaultTarget> target =
+        WaitForTarget(observer, faults.empty() ? nullptr : &faults.back(), succeeded, &why);
     ASSERT_TRUE(target.has_value()) << "fault " << faults.size() + 1 << " (" << FaultName(kind)
                                     << ") found no moment: " << why;
+    ++hits_[target->trial_id];
     Fault f;
     f.kind = kind;
     f.at = f.done = absl::Now();
@@ -584,8 +601,8 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
         break;
       }
     }
-    std::printf("[chaos] %6.2f s  fault %zu: %s: %s\n", absl::ToDoubleSeconds(f.at - start), faults.size() + 1,
-                FaultName(kind), f.what.c_str());
+    std::printf("[chaos] %6.2f s  fault %zu (%d/%d trials done): %s: %s\n", absl::ToDoubleSeconds(f.at - start),
+                faults.size() + 1, target->succeeded, trial_count, FaultName(kind), f.what.c_str());
     std::fflush(stdout);
     faults.push_back(std::move(f));
   }
