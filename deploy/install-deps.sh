@@ -12,6 +12,9 @@ packages=(
   # schema, services, storage, metrics
   protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libabsl-dev
   libpq-dev postgresql prometheus-cpp-dev libyaml-cpp-dev
+  # TLS: OpenSSL's headers (common/tls.cc checks certificates and keys); the
+  # openssl command makes the tests' throwaway certificates (and yours, README "TLS")
+  libssl-dev openssl
   # tests
   libgtest-dev libgmock-dev
   # deploy test: a real Prometheus and promtool; python3-yaml and systemd (systemd-analyze) check manifests and units

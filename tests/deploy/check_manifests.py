@@ -3,8 +3,10 @@
 for the references between them and into the code, without a cluster or a
 registry: names, ports, labels, selectors, secret keys, the flags and the
 environment variables the binaries actually read (taken from the sources),
-mounted paths, Dockerfile stages, data source uids. systemd units go through
-`systemd-analyze verify` (skipped with a message when it is not installed).
+mounted paths (a TLS or token file a binary is pointed at lies in a mounted
+volume, is a key of its Secret, or a credential the unit loads), Dockerfile
+stages, data source uids. systemd units go through `systemd-analyze verify`
+(skipped with a message when it is not installed).
 Each group of checks is also run once on a deliberately broken copy, which
 it must reject.
 
@@ -57,6 +59,17 @@ BINARIES = {
                   "env": env_of("scheduler", "db", "common") | LIBPQ_ENV},
     "worker": {"flags": flags_of("worker/worker_main.cc"), "env": env_of("worker", "common")},
 }
+
+
+# Environment variables that name a file the binary reads (TLS certificates
+# and keys, the API token's file): the file must be where the deployment
+# puts it.
+def is_file_variable(name):
+    return name.startswith("NORMSWEEP_TLS_") or name.endswith("_FILE")
+
+
+def under(path, mount):
+    return path == mount or path.startswith(mount.rstrip("/") + "/")
 
 
 def check_flags(binary, args, where, errors):
@@ -152,6 +165,20 @@ def check_k8s(docs, errors):
             volumes = {v["name"] for v in tmpl["spec"].get("volumes", [])}
             for m in mounts - volumes:
                 errors.append(f"k8s/{f}: {name} mounts volume {m}, which the pod does not define")
+            # A file the binary is told to read lies in a mounted volume; in a
+            # Secret's, it is one of that Secret's keys.
+            by_volume = {v["name"]: v for v in tmpl["spec"].get("volumes", [])}
+            for e in c.get("env", []):
+                if not is_file_variable(e["name"]) or "value" not in e:
+                    continue
+                mount = next((m for m in c.get("volumeMounts", []) if under(e["value"], m["mountPath"])), None)
+                if mount is None:
+                    errors.append(f"k8s/{f}: {name}'s {e['name']}={e['value']} is in no mounted volume")
+                    continue
+                secret = by_volume.get(mount["name"], {}).get("secret", {}).get("secretName")
+                key = os.path.relpath(e["value"], mount["mountPath"])
+                if secret in secrets and key not in secrets[secret]:
+                    errors.append(f"k8s/{f}: {name}'s {e['name']}={e['value']}: Secret {secret} has no key {key}")
             # The flag's port is the one the pod exposes as metrics.
             metrics_port = flag_value(args, "metrics_port")
             if metrics_port is None or int(metrics_port) != ports.get("metrics"):
@@ -389,6 +416,10 @@ def check_docker(compose, errors):
         for dep in deps:
             if dep not in compose["services"]:
                 errors.append(f"docker/compose.yaml: {name} depends on {dep}, which is no service")
+        paths = [v.split(":")[1] for v in svc.get("volumes", []) if ":" in v]
+        for e, value in (svc.get("environment") or {}).items():
+            if is_file_variable(e) and not any(under(str(value), p) for p in paths):
+                errors.append(f"docker/compose.yaml: {name}'s {e}={value} is in no mounted volume")
         for v in svc.get("volumes", []):
             src = v.split(":")[0]
             if src.startswith(".") and not os.path.exists(os.path.join(DEPLOY, "docker", src)):
@@ -428,6 +459,16 @@ def docker_compose_config(errors):
 
 # ---------------------------------------------------------------- systemd
 
+def check_credentials(unit, text, errors):
+    """Every %d/NAME (the service's credentials directory) in ExecStart is a
+    LoadCredential=NAME:PATH of the unit."""
+    exec_start = re.search(r"^ExecStart=(.*?)(?<!\\)$", text, re.M | re.S).group(1)
+    loaded = set(re.findall(r"^LoadCredential=([^:\s]+):", text, re.M))
+    for name in re.findall(r"%d/([\w.-]+)", exec_start):
+        if name not in loaded:
+            errors.append(f"systemd/{unit}: ExecStart reads %d/{name}, but no LoadCredential={name}:... loads it")
+
+
 def check_systemd(errors):
     units = sorted(glob.glob(os.path.join(DEPLOY, "systemd", "*.service")))
     if [os.path.basename(u) for u in units] != ["normsweep-scheduler.service", "normsweep-worker.service"]:
@@ -442,6 +483,7 @@ def check_systemd(errors):
         for line in ("Restart=on-failure",):
             if line not in text:
                 errors.append(f"systemd/{os.path.basename(u)}: no {line}")
+        check_credentials(os.path.basename(u), text, errors)
         env_file = re.search(r"^EnvironmentFile=(\S+)", text, re.M)
         example = os.path.join(DEPLOY, "systemd", f"{binary}.env.example")
         if env_file is None or not os.path.exists(example):
@@ -525,7 +567,17 @@ def main():
         find(d, "Deployment", "normsweep-worker")["spec"]["template"]["spec"]["containers"][0]["args"].append(
             "--metrics_host_port=1")
 
-    for what, m in (("a secret key no Secret has", wrong_secret_key), ("an env var the worker never reads", unknown_env),
+    def tls_key_not_in_secret(d):
+        c = find(d, "Deployment", "normsweep-scheduler")["spec"]["template"]["spec"]["containers"][0]
+        next(e for e in c["env"] if e["name"] == "NORMSWEEP_TLS_KEY")["value"] = "/etc/normsweep/tls/tls.pem"
+
+    def tls_file_unmounted(d):
+        c = find(d, "Deployment", "normsweep-worker")["spec"]["template"]["spec"]["containers"][0]
+        next(e for e in c["env"] if e["name"] == "NORMSWEEP_TLS_CA")["value"] = "/etc/ssl/normsweep-ca.crt"
+
+    for what, m in (("a TLS file that is no key of its Secret", tls_key_not_in_secret),
+                    ("a TLS file outside every mount", tls_file_unmounted),
+                    ("a secret key no Secret has", wrong_secret_key), ("an env var the worker never reads", unknown_env),
                     ("a Service selecting nothing", service_misses), ("a flag the worker lacks", unknown_flag)):
         bad += must_fail(what, broken_k8s(m))
     c2 = copy.deepcopy(compose)
@@ -534,6 +586,13 @@ def main():
     c3 = copy.deepcopy(compose)
     del c3["services"]["grafana"]["environment"]["NORMSWEEP_GRAFANA_DB_USER"]
     bad += must_fail("grafana without a provisioning variable", lambda errs: check_grafana(c3, errs))
+    c4 = copy.deepcopy(compose)
+    c4["services"]["scheduler"]["volumes"] = []
+    bad += must_fail("a compose scheduler without its TLS folder", lambda errs: check_docker(c4, errs))
+    unit = read(os.path.join(DEPLOY, "systemd", "normsweep-scheduler.service"))
+    no_credential = re.sub(r"^LoadCredential=tls.key:.*$", "", unit, flags=re.M)
+    bad += must_fail("a unit reading a credential it does not load",
+                     lambda errs: check_credentials("normsweep-scheduler.service", no_credential, errs))
 
     if errors or bad:
         return 1
