@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/time_util.h>
 
 #include "absl/strings/numbers.h"

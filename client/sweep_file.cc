@@ -1,6 +1,5 @@
 #include "client/sweep_file.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -9,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json_quote.h"
+#include "proto/schema/json.h"
 
 namespace normsweep::client {
 namespace {
@@ -87,10 +87,7 @@ absl::StatusOr<v1::SweepSpec> SweepSpecFromYaml(const std::string& text) {
   absl::StatusOr<std::string> json = YamlToJson(text);
   if (!json.ok()) return json.status();
   v1::SweepSpec spec;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  const auto status = google::protobuf::util::JsonStringToMessage(*json, &spec, options);
-  if (!status.ok()) return absl::InvalidArgumentError(std::string(status.message()));
+  if (absl::Status st = schema::FromJson(*json, schema::UnknownFields::kReject, &spec); !st.ok()) return st;
   return spec;
 }
 

@@ -11,9 +11,9 @@
 #include "common/status_macros.h"
 #include "common/wait_for.h"
 #include "db/migrations.h"
-#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
-#include "trainer/train_config_proto.h"
+#include "proto/schema/json.h"
+#include "proto/schema/train_config.h"
 
 namespace normsweep::db {
 namespace {
@@ -77,20 +77,12 @@ absl::Status NoWorker(int64_t id) {
     *(msg).mutable_##field() = TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(*v)); \
   }
 
-std::string SpecToJson(const v1::SweepSpec& spec) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(spec, &json, options);
-  return json;
-}
-
 // A trial's stored config as kTrialColumns reads it: config_pb in hex after
 // "\x" (encoded in SQL, whatever the server's bytea_output), or, for trials
 // stored before migration 0007, the config as JSON.
 absl::Status ParseStoredConfig(absl::string_view stored, v1::TrainConfig& config) {
   if (!absl::ConsumePrefix(&stored, "\\x")) {
-    ASSIGN_OR_RETURN(config, trainer::TrainConfigFromJson(std::string(stored)));
+    ASSIGN_OR_RETURN(config, schema::TrainConfigFromJson(std::string(stored)));
     return absl::OkStatus();
   }
   if (stored.size() % 2 != 0 || !std::all_of(stored.begin(), stored.end(), absl::ascii_isxdigit) ||
@@ -148,10 +140,9 @@ absl::StatusOr<std::vector<v1::Sweep>> ParseSweeps(const PgResult& r) {
     s.set_id(r.GetInt64(i, 0));
     s.set_request_id(r.GetString(i, 1));
     s.set_name(r.GetString(i, 2));
-    google::protobuf::util::JsonParseOptions options;
-    options.ignore_unknown_fields = true;  // a spec stored by a newer version
-    auto st = google::protobuf::util::JsonStringToMessage(r.GetString(i, 3), s.mutable_spec(), options);
-    if (!st.ok()) return absl::DataLossError(absl::StrCat("sweep ", s.id(), ": stored spec: ", st.ToString()));
+    // A spec stored by a newer version may have more fields.
+    absl::Status st = schema::FromJson(r.GetString(i, 3), schema::UnknownFields::kIgnore, s.mutable_spec());
+    if (!st.ok()) return absl::DataLossError(absl::StrCat("sweep ", s.id(), ": stored spec: ", st.message()));
     s.set_state(SweepStateFromName(r.GetString(i, 4)));
     s.set_trial_count(static_cast<int32_t>(r.GetInt64(i, 5)));
     NS_SET_TIME(r, i, 6, s, created_at);
@@ -447,7 +438,7 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
   absl::Status status = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
     PgParams p;
     if (request_id.empty()) p.AddNull(); else p.Add(request_id);
-    p.Add(spec.name()).Add(SpecToJson(spec)).Add(static_cast<int64_t>(spec.priority()))
+    p.Add(spec.name()).Add(schema::ToJson(spec)).Add(static_cast<int64_t>(spec.priority()))
         .Add(static_cast<int64_t>(spec.max_attempts()))
         .Add(static_cast<int64_t>(spec.max_concurrent_trials()))
         .Add(static_cast<int64_t>(trials.size())).AddMicros(now);
@@ -479,7 +470,7 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
       lr.Add(t.config.lr());
       seed.Add(static_cast<int64_t>(t.config.seed()));
       variant.AddString(t.variant);
-      config.AddString(trainer::TrainConfigToJson(t.config));
+      config.AddString(schema::TrainConfigToJson(t.config));
       config_pb.AddString(absl::BytesToHexString(t.config.SerializeAsString()));
     }
     RETURN_IF_ERROR(conn.Exec(

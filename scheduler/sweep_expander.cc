@@ -13,7 +13,7 @@
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -131,7 +131,7 @@ absl::Status CheckBaseStrings(const v1::TrainConfig& base) {
 // trainer config ("post" and "post-ln", "2" and "02"): the sweep would hold
 // two trials of one config. The key is the resolved config's bytes.
 absl::StatusOr<std::string> ResolvedKey(const v1::TrainConfig& config) {
-  ASSIGN_OR_RETURN(v1::TrainConfig resolved, trainer::ResolvedTrainConfig(config));
+  ASSIGN_OR_RETURN(v1::TrainConfig resolved, schema::ResolvedTrainConfig(config));
   return resolved.SerializeAsString();
 }
 
@@ -203,7 +203,7 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
 
   // ---- base config ----
   RETURN_IF_ERROR(CheckBaseStrings(spec.base()));
-  RETURN_IF_ERROR(Within("spec.base", trainer::ValidateTrainConfig(Probe(spec.base()))));
+  RETURN_IF_ERROR(Within("spec.base", schema::ValidateTrainConfig(Probe(spec.base()))));
 
   // ---- main axes, each value on its own ----
   RETURN_IF_ERROR(CheckAxisSize("spec.placements", spec.placements()));
@@ -364,7 +364,7 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
           db::NewTrial t;
           t.index = static_cast<int32_t>(trials.size());
           t.variant = variant;
-          absl::StatusOr<v1::TrainConfig> resolved = trainer::ResolvedTrainConfig(c);
+          absl::StatusOr<v1::TrainConfig> resolved = schema::ResolvedTrainConfig(c);
           if (!resolved.ok()) {
             return Within(absl::StrCat("spec: trial ", t.index, " (placement=", placement, ", warmup_steps=", warmup,
                                        ", lr=", lr, ", seed=", seed, variant.empty() ? "" : ", ", variant, ")"),

@@ -1,6 +1,6 @@
 // Resolved trainer settings: TrainConfig (proto/normsweep/v1/train.proto) with
 // every default applied. The trainer core takes these plain structs so that it
-// does not depend on protobuf; trainer/train_config_proto.h converts.
+// does not depend on protobuf; proto/schema/train_config.h converts.
 #ifndef NORMSWEEP_TRAINER_CONFIG_H_
 #define NORMSWEEP_TRAINER_CONFIG_H_
 

@@ -1,6 +1,6 @@
 #include "trainer/json_event_sink.h"
 
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 
 namespace normsweep::trainer {
 
@@ -60,7 +60,7 @@ v1::TrainEvent ToProto(const FinalEvent& e) {
 }
 
 void JsonLinesEventSink::Write(const v1::TrainEvent& event) {
-  const std::string line = TrainEventToJson(event);
+  const std::string line = schema::TrainEventToJson(event);
   std::fwrite(line.data(), 1, line.size(), out_);
   std::fputc('\n', out_);
   std::fflush(out_);

@@ -3,7 +3,7 @@
 // The core (model, ops, optimizer, data, checkpoints, training loop) depends
 // only on the C++ standard library and a BLAS, so that the CUDA build also
 // works on a bare GPU machine without Abseil or protobuf. Front ends convert
-// Status to absl::Status at the module boundary (trainer/train_config_proto.h).
+// Status to absl::Status at the module boundary (proto/schema/train_config.h).
 #ifndef NORMSWEEP_TRAINER_STATUS_H_
 #define NORMSWEEP_TRAINER_STATUS_H_
 

@@ -26,13 +26,14 @@
 #include "trainer/inspect.h"
 #include "trainer/json_event_sink.h"
 #include "trainer/probes.h"
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 #include "trainer/trainer.h"
 
 namespace {
 
 using normsweep::v1::TrainConfig;
 namespace tr = normsweep::trainer;
+namespace schema = normsweep::schema;
 
 std::atomic<bool> g_cancel{false};
 void OnSignal(int) { g_cancel.store(true); }
@@ -185,7 +186,7 @@ int Train(const Args& args) {
   if (auto it = args.flags.find("config"); it != args.flags.end()) {
     std::string text;
     if (!ReadText(it->second, &text)) return UsageError("--config: cannot read '" + it->second + "'");
-    auto parsed = tr::TrainConfigFromJson(text);
+    auto parsed = schema::TrainConfigFromJson(text);
     if (!parsed.ok()) return UsageError("--config '" + it->second + "': " + std::string(parsed.status().message()));
     config = *parsed;
   }
@@ -205,7 +206,7 @@ int Train(const Args& args) {
     if (events == nullptr) return UsageError("--events: cannot open '" + it->second + "' for writing");
   }
   tr::JsonLinesEventSink sink(events);
-  auto settings = tr::SettingsFromProto(config);
+  auto settings = schema::SettingsFromProto(config);
   if (!settings.ok()) {
     tr::FinalEvent f;
     f.outcome = tr::Outcome::kFailed;
@@ -213,16 +214,16 @@ int Train(const Args& args) {
     sink.OnFinal(f);
     return UsageError(f.error);
   }
-  auto resolved = tr::ResolvedTrainConfig(config);
+  auto resolved = schema::ResolvedTrainConfig(config);
   if (args.flags.count("print-config")) {
-    std::printf("%s\n", tr::TrainConfigToJson(*resolved).c_str());
+    std::printf("%s\n", schema::TrainConfigToJson(*resolved).c_str());
     return 0;
   }
   tr::RunOptions options;
   if (auto it = args.flags.find("checkpoint-out"); it != args.flags.end()) options.checkpoint_out = it->second;
   if (auto it = args.flags.find("resume"); it != args.flags.end()) options.resume_from = it->second;
   options.cancel = &g_cancel;
-  options.checkpoint_metadata["config"] = tr::TrainConfigToJson(*resolved);
+  options.checkpoint_metadata["config"] = schema::TrainConfigToJson(*resolved);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   tr::FinalEvent final_event = tr::RunTraining(*settings, options, sink);

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 #include "worker/trial_process.h"
 #include "worker/trial_watchdog.h"
 
@@ -265,7 +265,7 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
   if (ec) {
     started = absl::FailedPreconditionError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   } else {
-    std::ofstream(dir + "/config.json") << trainer::TrainConfigToJson(config) << "\n";
+    std::ofstream(dir + "/config.json") << schema::TrainConfigToJson(config) << "\n";
     started = TrialProcess::Start(argv, dir + "/stderr.log");
   }
   if (!started.ok()) {
@@ -306,7 +306,7 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
     const absl::Time now = clock_.Now();
     for (const std::string& line : lines) {
       if (line.empty()) continue;
-      absl::StatusOr<v1::TrainEvent> event = trainer::TrainEventFromJson(line);
+      absl::StatusOr<v1::TrainEvent> event = schema::TrainEventFromJson(line);
       if (!event.ok()) {
         if (bad_lines++ == 0) Log(absl::StrCat(LeaseName(trial), ": ignoring a non-event line: ", Truncate(line, 200)));
         continue;

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "client/sweep_file.h"
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 
 namespace normsweep::client {
 namespace {
@@ -93,7 +93,7 @@ TEST(SweepFileTest, ShippedExamplesAreValid) {
     v1::TrainConfig c = spec->base();
     c.set_placement(spec->placements(0));
     c.set_lr(spec->peak_lrs(0));
-    EXPECT_TRUE(trainer::ValidateTrainConfig(c).ok()) << entry.path() << ": " << trainer::ValidateTrainConfig(c);
+    EXPECT_TRUE(schema::ValidateTrainConfig(c).ok()) << entry.path() << ": " << schema::ValidateTrainConfig(c);
   }
   EXPECT_GE(n, 2);
 }

@@ -1,12 +1,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 
-namespace normsweep::trainer {
+namespace normsweep::schema {
 namespace {
 
 using ::testing::HasSubstr;
+using trainer::Placement;
+using trainer::ScheduleKind;
 
 v1::TrainConfig Valid() {
   v1::TrainConfig c;
@@ -94,4 +96,4 @@ TEST(TrainEventTest, OptionalZeroFieldsArePrinted) {
 }
 
 }  // namespace
-}  // namespace normsweep::trainer
+}  // namespace normsweep::schema

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "trainer/safetensors.h"
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 
 extern char** environ;
 
@@ -93,7 +93,7 @@ std::vector<v1::TrainEvent> Events(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    auto e = TrainEventFromJson(line);
+    auto e = schema::TrainEventFromJson(line);
     EXPECT_TRUE(e.ok()) << line;
     if (e.ok()) events.push_back(*e);
   }
@@ -189,7 +189,7 @@ TEST(TrainCliTest, ConfigFileWithFlagOverrides) {
   std::ofstream(config) << R"({"placement": "pre", "lr": 0.002, "warmup_steps": 50, "layers": 3})";
   Result r = RunTrainer({"train", "--config", config.string(), "--layers", "4", "--print-config"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto c = TrainConfigFromJson(r.out);
+  auto c = schema::TrainConfigFromJson(r.out);
   ASSERT_TRUE(c.ok()) << r.out;
   EXPECT_EQ(c->placement(), "pre");
   EXPECT_EQ(c->layers(), 4);

@@ -28,7 +28,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 
 namespace {
 
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  auto config = normsweep::trainer::TrainConfigFromJson(text.str());
+  auto config = normsweep::schema::TrainConfigFromJson(text.str());
   if (!config.ok()) {
     std::fprintf(stderr, "fake-trainer: %s\n", config.status().ToString().c_str());
     return 2;
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
         n->set_norm(1.0 + l + (m[5] == '2' ? 0.5 : 0));
       }
     }
-    Emit(normsweep::trainer::TrainEventToJson(g));
+    Emit(normsweep::schema::TrainEventToJson(g));
   }
   double loss = 5.5, best = 1e9, val = 0;
   int step = 0;
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     e.set_lr(config->lr() * std::min(1.0, step / std::max(1.0, 1.0 * config->warmup_steps())));
     e.set_grad_norm(1.0 / step);
     e.set_tokens_per_s(1000 + step);
-    Emit(normsweep::trainer::TrainEventToJson(e));
+    Emit(normsweep::schema::TrainEventToJson(e));
     if ((eval_every > 0 && step % eval_every == 0) || step == steps) {
       val = loss + 0.1;
       best = std::min(best, val);
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
       ev.set_step(step);
       ev.set_val_loss(val);
       ev.set_val_accuracy(0.5);
-      Emit(normsweep::trainer::TrainEventToJson(ev));
+      Emit(normsweep::schema::TrainEventToJson(ev));
     }
     if (step == crash_at) {
       if (mode == "crash") {
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   f.set_final_val_accuracy(0.5);
   f.set_mean_tokens_per_s(1234.5);
   if (mode == "diverge") f.set_diverged_step(steps);
-  Emit(normsweep::trainer::TrainEventToJson(f));
+  Emit(normsweep::schema::TrainEventToJson(f));
   if (mode == "linger") {
     std::signal(SIGTERM, SIG_IGN);
     sleep(100);

@@ -1,10 +1,31 @@
-#include "trainer/train_config_proto.h"
+#include "proto/schema/train_config.h"
 
-#include <google/protobuf/util/json_util.h>
+#include "proto/schema/json.h"
 
 #include <string>
 
-namespace normsweep::trainer {
+namespace normsweep::schema {
+
+// The trainer core's plain settings, which this file converts to.
+using trainer::Status;
+using trainer::StatusOr;
+using trainer::StatusCode;
+using trainer::TrainSettings;
+using trainer::ModelConfig;
+using trainer::OptimizerConfig;
+using trainer::ScheduleConfig;
+using trainer::ParsePlacement;
+using trainer::ParsePositions;
+using trainer::ParseOptimizer;
+using trainer::ParseSchedule;
+using trainer::ParsePrecision;
+using trainer::PlacementName;
+using trainer::PositionsName;
+using trainer::OptimizerName;
+using trainer::ScheduleName;
+using trainer::PrecisionName;
+using trainer::ValidateTrainSettings;
+
 namespace {
 
 absl::StatusCode ToAbslCode(StatusCode code) {
@@ -151,35 +172,22 @@ absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& confi
 
 absl::StatusOr<v1::TrainConfig> TrainConfigFromJson(const std::string& json) {
   v1::TrainConfig config;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  auto status = google::protobuf::util::JsonStringToMessage(json, &config, options);
-  if (!status.ok()) {
-    return absl::InvalidArgumentError("config: " + std::string(status.message()));
+  if (absl::Status st = FromJson(json, UnknownFields::kReject, &config); !st.ok()) {
+    return absl::InvalidArgumentError("config: " + std::string(st.message()));
   }
   return config;
 }
-
-namespace {
-std::string ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
-  return out;
-}
-}  // namespace
 
 std::string TrainConfigToJson(const v1::TrainConfig& config) { return ToJson(config); }
 std::string TrainEventToJson(const v1::TrainEvent& event) { return ToJson(event); }
 
 absl::StatusOr<v1::TrainEvent> TrainEventFromJson(const std::string& line) {
   v1::TrainEvent event;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;  // newer trainers may add fields
-  auto status = google::protobuf::util::JsonStringToMessage(line, &event, options);
-  if (!status.ok()) return absl::InvalidArgumentError("event: " + std::string(status.message()));
+  // Newer trainers may add fields.
+  if (absl::Status st = FromJson(line, UnknownFields::kIgnore, &event); !st.ok()) {
+    return absl::InvalidArgumentError("event: " + std::string(st.message()));
+  }
   return event;
 }
 
-}  // namespace normsweep::trainer
+}  // namespace normsweep::schema

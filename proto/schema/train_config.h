@@ -1,9 +1,10 @@
-// Conversion between the schema (normsweep.v1.TrainConfig, protobuf) and the
-// trainer core's plain settings, plus the JSON I/O that normsweep-train, the
-// scheduler and the worker share. This is the only trainer library that
-// depends on protobuf and Abseil.
-#ifndef NORMSWEEP_TRAINER_TRAIN_CONFIG_PROTO_H_
-#define NORMSWEEP_TRAINER_TRAIN_CONFIG_PROTO_H_
+// The schema's TrainConfig rules, shared by normsweep-train, the scheduler,
+// the worker and the CLI: conversion to the trainer core's plain settings
+// (trainer/config.h: defaults and validation in standard C++, no BLAS, no
+// OpenMP), the resolved config, and the JSON forms of TrainConfig and
+// TrainEvent (proto/schema/json.h).
+#ifndef NORMSWEEP_PROTO_SCHEMA_TRAIN_CONFIG_H_
+#define NORMSWEEP_PROTO_SCHEMA_TRAIN_CONFIG_H_
 
 #include <string>
 
@@ -13,13 +14,13 @@
 #include "trainer/config.h"
 #include "trainer/status.h"
 
-namespace normsweep::trainer {
+namespace normsweep::schema {
 
 // The trainer core's Status as an absl::Status (same code, same message).
-absl::Status ToAbslStatus(const Status& status);
+absl::Status ToAbslStatus(const trainer::Status& status);
 
 // Applies defaults and validates; INVALID_ARGUMENT names the field.
-absl::StatusOr<TrainSettings> SettingsFromProto(const v1::TrainConfig& config);
+absl::StatusOr<trainer::TrainSettings> SettingsFromProto(const v1::TrainConfig& config);
 
 // Validation only (what the scheduler checks before storing a sweep).
 absl::Status ValidateTrainConfig(const v1::TrainConfig& config);
@@ -33,6 +34,6 @@ std::string TrainConfigToJson(const v1::TrainConfig& config);
 std::string TrainEventToJson(const v1::TrainEvent& event);  // one line, no newline
 absl::StatusOr<v1::TrainEvent> TrainEventFromJson(const std::string& line);
 
-}  // namespace normsweep::trainer
+}  // namespace normsweep::schema
 
-#endif  // NORMSWEEP_TRAINER_TRAIN_CONFIG_PROTO_H_
+#endif  // NORMSWEEP_PROTO_SCHEMA_TRAIN_CONFIG_H_
