@@ -61,6 +61,7 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target,
 void AwaitConnection(grpc::Channel& channel, absl::Time deadline) {
   if (channel.GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) return;
   const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return;
   const absl::Duration for_the_call = std::min(left / 5, absl::Seconds(1));
   channel.WaitForConnected(absl::ToChronoTime(deadline - for_the_call));
 }
