@@ -1,6 +1,7 @@
 // Turns a SweepSpec into trials: validation (INVALID_ARGUMENT naming the
 // field), defaults, and the expansion of the grid or the random search into
-// one resolved TrainConfig per trial. Pure functions; no I/O.
+// one resolved TrainConfig per trial. Pure functions; no I/O. The pieces
+// ExpandSweep runs are in sweep_expander_internal.h.
 #ifndef NORMSWEEP_SCHEDULER_SWEEP_EXPANDER_H_
 #define NORMSWEEP_SCHEDULER_SWEEP_EXPANDER_H_
 
