@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "normsweep/v1/sweep.pb.h"
 #include "normsweep/v1/worker_service.pb.h"
+#include "proto/schema/state_names.h"
 
 namespace normsweep::db {
 
@@ -154,9 +155,6 @@ class Store {
   virtual absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) = 0;
 };
 
-// Field limits shared by validation and storage.
-inline constexpr int kMaxTrialsPerSweep = 10000;
-
 // Errors that carry the database's own words (libpq's messages, with SQL,
 // parameters, server paths) are marked, so that the scheduler's gRPC edge
 // logs them and tells clients a plain message instead.
@@ -168,11 +166,13 @@ bool IsDatabaseError(const absl::Status& status);
 // sweep was cancelled. Both stores decide by this rule (PostgresStore in SQL).
 std::string RetriedAttemptError(const std::string& reason, int attempts);
 
-std::string TrialStateName(v1::TrialState state);   // "PENDING", ...
-v1::TrialState TrialStateFromName(const std::string& name);
-std::string SweepStateName(v1::SweepState state);   // "RUNNING", ...
-v1::SweepState SweepStateFromName(const std::string& name);
-bool IsFinal(v1::TrialState state);
+// The states' stored names ("PENDING", ...; "RUNNING", ...) and which are
+// final: the schema's one definition.
+using schema::IsFinal;
+using schema::SweepStateFromName;
+using schema::SweepStateName;
+using schema::TrialStateFromName;
+using schema::TrialStateName;
 // Adds n trials in `state` to counts.
 void AddToCounts(v1::TrialState state, v1::TrialCounts* counts, int64_t n = 1);
 

@@ -72,7 +72,7 @@ void Scheduler::NotifyChange() {
 }
 
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitSweepRequest& request) {
-  RETURN_IF_ERROR(CheckLength("request_id", request.request_id(), kMaxRequestIdLength));
+  RETURN_IF_ERROR(CheckLength("request_id", request.request_id(), schema::kMaxRequestIdLength));
   ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials, ExpandSweep(request.spec()));
   const v1::SweepSpec spec = NormalizedSpec(request.spec());
   v1::SubmitSweepResponse response;
@@ -101,7 +101,7 @@ absl::StatusOr<v1::GetSweepResponse> Scheduler::GetSweep(const v1::GetSweepReque
 
 absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(const v1::ListSweepsRequest& request) {
   if (!v1::SweepState_IsValid(request.state())) return Invalid("state", "unknown sweep state");
-  ASSIGN_OR_RETURN(int size, PageSize(request.page_size(), 100, kMaxPageSizeSweeps));
+  ASSIGN_OR_RETURN(int size, PageSize(request.page_size(), 100, schema::kMaxPageSizeSweeps));
   ASSIGN_OR_RETURN(int64_t before, ParsePageToken(request.page_token()));
   ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, store_.ListSweeps(request.state(), before, size));
   v1::ListSweepsResponse response;
@@ -121,7 +121,7 @@ absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(const v1::CancelS
 absl::StatusOr<v1::ListTrialsResponse> Scheduler::ListTrials(const v1::ListTrialsRequest& request) {
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
   if (!v1::TrialState_IsValid(request.state())) return Invalid("state", "unknown trial state");
-  ASSIGN_OR_RETURN(int size, PageSize(request.page_size(), 1000, kMaxPageSizeTrials));
+  ASSIGN_OR_RETURN(int size, PageSize(request.page_size(), 1000, schema::kMaxPageSizeTrials));
   ASSIGN_OR_RETURN(int64_t after, ParsePageToken(request.page_token()));
   if (after > INT32_MAX) return Invalid("page_token", "malformed");
   // Tokens are "last index + 1" so that 0 means "from the start".
@@ -221,13 +221,15 @@ absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(const v1::ListWor
 
 absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(const v1::RegisterWorkerRequest& request) {
   if (request.name().empty()) return Invalid("name", "required");
-  RETURN_IF_ERROR(CheckLength("name", request.name(), kMaxNameLength));
-  RETURN_IF_ERROR(CheckLength("hostname", request.hostname(), 255));
-  if (request.devices_size() > 64) return Invalid("devices", "at most 64");
+  RETURN_IF_ERROR(CheckLength("name", request.name(), schema::kMaxNameLength));
+  RETURN_IF_ERROR(CheckLength("hostname", request.hostname(), schema::kMaxHostnameLength));
+  if (request.devices_size() > schema::kMaxDevicesPerWorker) {
+    return Invalid("devices", absl::StrCat("at most ", schema::kMaxDevicesPerWorker));
+  }
   for (int i = 0; i < request.devices_size(); ++i) {
     const std::string field = absl::StrCat("devices[", i, "]");
     if (request.devices(i).empty()) return Invalid(field, "must not be empty");
-    RETURN_IF_ERROR(CheckLength(field, request.devices(i), 64));
+    RETURN_IF_ERROR(CheckLength(field, request.devices(i), schema::kMaxDeviceLength));
   }
   ASSIGN_OR_RETURN(int64_t id, store_.RegisterWorker(request, clock_.Now()));
   v1::RegisterWorkerResponse response;
@@ -262,8 +264,8 @@ void Scheduler::LeaseTrialAsync(const v1::LeaseTrialRequest& request, Done<v1::L
 
 absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
   RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
-  if (request.leases_size() > kMaxLeasesPerHeartbeat) {
-    return Invalid("leases", absl::StrCat("at most ", kMaxLeasesPerHeartbeat));
+  if (request.leases_size() > schema::kMaxLeasesPerHeartbeat) {
+    return Invalid("leases", absl::StrCat("at most ", schema::kMaxLeasesPerHeartbeat));
   }
   for (int i = 0; i < request.leases_size(); ++i) {
     RETURN_IF_ERROR(CheckId(absl::StrCat("leases[", i, "].trial_id"), request.leases(i).trial_id()));
@@ -291,7 +293,9 @@ absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
   RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
   RETURN_IF_ERROR(CheckId("trial_id", request.trial_id()));
   if (request.attempt() <= 0) return Invalid("attempt", "must be positive (the lease's attempt)");
-  if (request.points_size() > kMaxPointsPerReport) return Invalid("points", absl::StrCat("at most ", kMaxPointsPerReport));
+  if (request.points_size() > schema::kMaxPointsPerReport) {
+    return Invalid("points", absl::StrCat("at most ", schema::kMaxPointsPerReport));
+  }
   for (int i = 0; i < request.points_size(); ++i) {
     if (request.points(i).step() < 0) return Invalid(absl::StrCat("points[", i, "].step"), "must be >= 0");
   }
@@ -303,8 +307,10 @@ absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
       const std::string where = absl::StrCat("layer_grad_norms[", i, "].norms[", j, "]");
       if (g.norms(j).layer() < 0) return Invalid(where + ".layer", "must be >= 0");
       if (g.norms(j).matrix().empty()) return Invalid(where + ".matrix", "required");
-      RETURN_IF_ERROR(CheckLength(where + ".matrix", g.norms(j).matrix(), 64));
-      if (++norms > kMaxPointsPerReport) return Invalid("layer_grad_norms", absl::StrCat("at most ", kMaxPointsPerReport, " norms"));
+      RETURN_IF_ERROR(CheckLength(where + ".matrix", g.norms(j).matrix(), schema::kMaxMatrixNameLength));
+      if (++norms > schema::kMaxPointsPerReport) {
+        return Invalid("layer_grad_norms", absl::StrCat("at most ", schema::kMaxPointsPerReport, " norms"));
+      }
     }
   }
   return norms;
@@ -321,7 +327,7 @@ absl::Status ValidateFinish(const v1::FinishTrialRequest& request) {
     if (request.outcome() != v1::TRIAL_FAILED) return Invalid("retry", "only with outcome TRIAL_FAILED");
     if (request.result().error().empty()) return Invalid("result.error", "required with retry: say what happened");
   }
-  RETURN_IF_ERROR(CheckLength("result.error", request.result().error(), kMaxErrorLength));
+  RETURN_IF_ERROR(CheckLength("result.error", request.result().error(), schema::kMaxErrorLength));
   if (request.result().has_diverged_step() && request.result().diverged_step() < 0) {
     return Invalid("result.diverged_step", "must be >= 0");
   }

@@ -19,6 +19,7 @@
 #include "db/store.h"
 #include "normsweep/v1/sweep_service.pb.h"
 #include "normsweep/v1/worker_service.pb.h"
+#include "proto/schema/api_limits.h"
 #include "scheduler/scheduler_metrics.h"
 
 namespace normsweep::scheduler {
@@ -32,12 +33,11 @@ struct SchedulerOptions {
   absl::Duration watch_poll_interval = absl::Milliseconds(500);
 };
 
-// Request limits (documented in the protos).
-inline constexpr int kMaxPageSizeSweeps = 1000;
-inline constexpr int kMaxPageSizeTrials = 10000;
-inline constexpr int kMaxPointsPerReport = 10000;
-inline constexpr int kMaxErrorLength = 4096;
-inline constexpr int kMaxLeasesPerHeartbeat = 1024;
+// The API's limits are proto/schema/api_limits.h; these three are also
+// named here, where tests of the scheduler have long found them.
+using schema::kMaxAxisValues;
+using schema::kMaxErrorLength;
+using schema::kMaxPointsPerReport;
 
 class Scheduler {
  public:

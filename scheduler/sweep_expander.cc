@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
+#include "proto/schema/api_limits.h"
 #include "proto/schema/train_config.h"
 #include "scheduler/sweep_expander_internal.h"
 
@@ -56,7 +57,7 @@ absl::Status CheckBaseStrings(const v1::TrainConfig& base) {
     const FieldDescriptor* f = d->field(i);
     if (f->cpp_type() != FieldDescriptor::CPPTYPE_STRING || f->is_repeated()) continue;
     RETURN_IF_ERROR(
-        CheckStoredText(absl::StrCat("spec.base.", f->name()), r->GetString(base, f), kMaxStringFieldLength));
+        CheckStoredText(absl::StrCat("spec.base.", f->name()), r->GetString(base, f), schema::kMaxStringFieldLength));
   }
   return absl::OkStatus();
 }
@@ -64,15 +65,15 @@ absl::Status CheckBaseStrings(const v1::TrainConfig& base) {
 template <typename T>
 absl::Status CheckAxisSize(const std::string& field, const T& values) {
   if (values.empty()) return Invalid(field, "must not be empty");
-  if (values.size() > kMaxAxisValues) {
-    return Invalid(field, absl::StrCat("at most ", kMaxAxisValues, " values"));
+  if (values.size() > schema::kMaxAxisValues) {
+    return Invalid(field, absl::StrCat("at most ", schema::kMaxAxisValues, " values"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckRandomSearch(const v1::RandomSearch& rs) {
-  if (rs.samples() < 1 || rs.samples() > kMaxTrials) {
-    return Invalid("spec.random_search.samples", absl::StrCat("must be in [1, ", kMaxTrials, "]"));
+  if (rs.samples() < 1 || rs.samples() > schema::kMaxTrialsPerSweep) {
+    return Invalid("spec.random_search.samples", absl::StrCat("must be in [1, ", schema::kMaxTrialsPerSweep, "]"));
   }
   if (!std::isfinite(rs.lr_min()) || rs.lr_min() <= 0) return Invalid("spec.random_search.lr_min", "must be finite and > 0");
   if (!std::isfinite(rs.lr_max()) || rs.lr_max() < rs.lr_min()) {
@@ -88,7 +89,7 @@ absl::Status CheckPlacements(const v1::SweepSpec& spec, const v1::TrainConfig& p
   for (int i = 0; i < spec.placements_size(); ++i) {
     const std::string& placement = spec.placements(i);
     const std::string where = absl::StrCat("spec.placements[", i, "]");
-    RETURN_IF_ERROR(CheckStoredText(where, placement, kMaxPlacementLength));
+    RETURN_IF_ERROR(CheckStoredText(where, placement, schema::kMaxPlacementLength));
     // An empty placement would resolve to the default (post).
     if (placement.empty()) return Invalid(where, "must not be empty (post or pre)");
     v1::TrainConfig c = probe;
@@ -187,17 +188,17 @@ v1::TrainConfig WithVariant(const v1::TrainConfig& base, const std::vector<std::
 
 absl::Status CheckScalarFields(const v1::SweepSpec& spec) {
   if (spec.name().empty()) return Invalid("spec.name", "required");
-  if (spec.name().size() > kMaxNameLength) {
-    return Invalid("spec.name", absl::StrCat("at most ", kMaxNameLength, " characters"));
+  if (spec.name().size() > schema::kMaxNameLength) {
+    return Invalid("spec.name", absl::StrCat("at most ", schema::kMaxNameLength, " characters"));
   }
   // PostgreSQL's text and jsonb cannot hold NUL characters.
-  RETURN_IF_ERROR(CheckStoredText("spec.name", spec.name(), kMaxNameLength));
-  if (spec.max_attempts() < 0 || spec.max_attempts() > kMaxMaxAttempts) {
-    return Invalid("spec.max_attempts", absl::StrCat("must be in [1, ", kMaxMaxAttempts, "] (0: default ",
-                                                     kDefaultMaxAttempts, ")"));
+  RETURN_IF_ERROR(CheckStoredText("spec.name", spec.name(), schema::kMaxNameLength));
+  if (spec.max_attempts() < 0 || spec.max_attempts() > schema::kMaxMaxAttempts) {
+    return Invalid("spec.max_attempts", absl::StrCat("must be in [1, ", schema::kMaxMaxAttempts, "] (0: default ",
+                                                     schema::kDefaultMaxAttempts, ")"));
   }
-  if (spec.priority() < -kMaxPriority || spec.priority() > kMaxPriority) {
-    return Invalid("spec.priority", absl::StrCat("must be in [", -kMaxPriority, ", ", kMaxPriority, "]"));
+  if (spec.priority() < -schema::kMaxPriority || spec.priority() > schema::kMaxPriority) {
+    return Invalid("spec.priority", absl::StrCat("must be in [", -schema::kMaxPriority, ", ", schema::kMaxPriority, "]"));
   }
   if (spec.max_concurrent_trials() < 0) return Invalid("spec.max_concurrent_trials", "must be >= 0 (0: unlimited)");
   return absl::OkStatus();
@@ -257,7 +258,7 @@ bool IsAxisField(const FieldDescriptor* f) {
 
 absl::StatusOr<AxisValue> ParseAxisValue(const FieldDescriptor* f, const std::string& text, const std::string& where) {
   AxisValue v{f, text};
-  RETURN_IF_ERROR(CheckStoredText(where, text, kMaxStringFieldLength));
+  RETURN_IF_ERROR(CheckStoredText(where, text, schema::kMaxStringFieldLength));
   if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
     if (!absl::SimpleAtoi(text, &v.i)) {
       return Invalid(where, absl::StrCat(QuoteForError(text), " is not an integer (", f->name(), ")"));
@@ -306,7 +307,7 @@ absl::Status AxisValues::Add(int index, const std::string& shown, const v1::Trai
 }
 
 absl::StatusOr<int64_t> CheckGridSize(const v1::SweepSpec& spec, const std::vector<std::vector<AxisValue>>& extra) {
-  constexpr int64_t kMax = kMaxTrials;
+  constexpr int64_t kMax = schema::kMaxTrialsPerSweep;
   const bool random = spec.has_random_search();
   const int64_t settings =
       random ? spec.random_search().samples() : int64_t{spec.warmup_steps_size()} * spec.peak_lrs_size();
@@ -410,7 +411,7 @@ std::string ShortestDouble(double d) {
 
 v1::SweepSpec NormalizedSpec(const v1::SweepSpec& spec) {
   v1::SweepSpec s = spec;
-  if (s.max_attempts() == 0) s.set_max_attempts(kDefaultMaxAttempts);
+  if (s.max_attempts() == 0) s.set_max_attempts(schema::kDefaultMaxAttempts);
   return s;
 }
 

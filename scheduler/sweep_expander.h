@@ -1,7 +1,8 @@
 // Turns a SweepSpec into trials: validation (INVALID_ARGUMENT naming the
 // field), defaults, and the expansion of the grid or the random search into
-// one resolved TrainConfig per trial. Pure functions; no I/O. The pieces
-// ExpandSweep runs are in sweep_expander_internal.h.
+// one resolved TrainConfig per trial. Pure functions; no I/O. The limits are
+// the API's (proto/schema/api_limits.h); the pieces ExpandSweep runs are in
+// sweep_expander_internal.h.
 #ifndef NORMSWEEP_SCHEDULER_SWEEP_EXPANDER_H_
 #define NORMSWEEP_SCHEDULER_SWEEP_EXPANDER_H_
 
@@ -12,17 +13,6 @@
 #include "normsweep/v1/sweep.pb.h"
 
 namespace normsweep::scheduler {
-
-// Documented limits (see proto/normsweep/v1/sweep.proto).
-inline constexpr int kMaxTrials = db::kMaxTrialsPerSweep;  // grid size per sweep
-inline constexpr int kMaxAxisValues = 1000;                // values per axis
-inline constexpr int kMaxNameLength = 200;
-inline constexpr int kMaxRequestIdLength = 128;
-inline constexpr int kMaxStringFieldLength = 1024;         // base config strings, axis values
-inline constexpr int kMaxPlacementLength = 64;             // placement values
-inline constexpr int kDefaultMaxAttempts = 3;
-inline constexpr int kMaxMaxAttempts = 100;
-inline constexpr int kMaxPriority = 1000;
 
 // The spec with defaults applied (max_attempts), as it is stored.
 v1::SweepSpec NormalizedSpec(const v1::SweepSpec& spec);

@@ -3,20 +3,11 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "proto/schema/state_names.h"
 
 namespace normsweep::worker {
 
 namespace {
-
-std::string StateName(v1::TrialState s) {
-  switch (s) {
-    case v1::TRIAL_SUCCEEDED: return "SUCCEEDED";
-    case v1::TRIAL_DIVERGED: return "DIVERGED";
-    case v1::TRIAL_FAILED: return "FAILED";
-    case v1::TRIAL_CANCELLED: return "CANCELLED";
-    default: return "UNSPECIFIED";
-  }
-}
 
 prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char* name, const char* help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
@@ -42,7 +33,9 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
                        .Register(registry)),
       idle_(idle_family_.Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                                           0.25, 0.5, 1, 2.5, 5})) {
-  for (const char* o : {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}) finished_.Add({{"outcome", o}});
+  for (v1::TrialState s : {v1::TRIAL_SUCCEEDED, v1::TRIAL_DIVERGED, v1::TRIAL_FAILED, v1::TRIAL_CANCELLED}) {
+    finished_.Add({{"outcome", schema::TrialStateName(s)}});
+  }
 }
 
 void WorkerMetrics::AddDevice(const std::string& device) {
@@ -94,7 +87,7 @@ void WorkerMetrics::UpdateDeviceThroughput(const std::string& device) {
 }
 
 void WorkerMetrics::TrialEnded(int64_t trial_id, v1::TrialState outcome) {
-  if (outcome != v1::TRIAL_STATE_UNSPECIFIED) finished_.Add({{"outcome", StateName(outcome)}}).Increment();
+  if (outcome != v1::TRIAL_STATE_UNSPECIFIED) finished_.Add({{"outcome", schema::TrialStateName(outcome)}}).Increment();
   absl::MutexLock lock(&mu_);
   auto it = live_.find(trial_id);
   if (it == live_.end()) return;

@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/schema/api_limits.h"
 #include "scheduler/sweep_expander_internal.h"
 
 namespace normsweep::scheduler {
@@ -136,7 +137,7 @@ TEST(SweepExpanderTest, RejectsBadSpecsNamingTheField) {
   s.clear_name();
   EXPECT_THAT(Error(s), HasSubstr("spec.name"));
   s = Grid();
-  s.set_name(std::string(kMaxNameLength + 1, 'x'));
+  s.set_name(std::string(schema::kMaxNameLength + 1, 'x'));
   EXPECT_THAT(Error(s), HasSubstr("spec.name: at most"));
   s.set_name(std::string("a\0b", 3));
   EXPECT_THAT(Error(s), HasSubstr("spec.name: must not contain NUL"));
@@ -181,7 +182,7 @@ TEST(SweepExpanderTest, RejectsBadSpecsNamingTheField) {
   EXPECT_THAT(Error(s), HasSubstr("spec.base"));
   EXPECT_THAT(Error(s), HasSubstr("heads"));
   s = Grid();
-  s.mutable_base()->set_task(std::string(kMaxStringFieldLength + 1, 'a'));
+  s.mutable_base()->set_task(std::string(schema::kMaxStringFieldLength + 1, 'a'));
   EXPECT_THAT(Error(s), HasSubstr("spec.base.task: at most"));
   s = Grid();
   s.set_max_attempts(-1);
@@ -237,10 +238,10 @@ TEST(SweepExpanderTest, RejectsBadExtraAxesAndCombinations) {
 TEST(SweepExpanderTest, EnforcesTheGridLimit) {
   v1::SweepSpec s = Grid();
   s.clear_seeds();
-  for (int i = 0; i < kMaxAxisValues; ++i) s.add_seeds(i);  // 12 x 1000 > 10,000
+  for (int i = 0; i < schema::kMaxAxisValues; ++i) s.add_seeds(i);  // 12 x 1000 > 10,000
   std::string e = Error(s);
   EXPECT_THAT(e, HasSubstr("the limit is 10000"));
-  s.add_seeds(kMaxAxisValues);
+  s.add_seeds(schema::kMaxAxisValues);
   EXPECT_THAT(Error(s), HasSubstr("spec.seeds: at most 1000 values"));
   // Exactly at the limit is fine: 2 x 1 x 1 x 5000.
   s = Grid();
@@ -261,7 +262,7 @@ TEST(SweepExpanderTest, EnforcesTheGridLimit) {
 }
 
 TEST(SweepExpanderTest, NormalizedSpecFillsMaxAttempts) {
-  EXPECT_EQ(NormalizedSpec(Grid()).max_attempts(), kDefaultMaxAttempts);
+  EXPECT_EQ(NormalizedSpec(Grid()).max_attempts(), schema::kDefaultMaxAttempts);
   v1::SweepSpec s = Grid();
   s.set_max_attempts(7);
   EXPECT_EQ(NormalizedSpec(s).max_attempts(), 7);
@@ -301,18 +302,18 @@ TEST(SweepExpanderPartsTest, ScalarFieldsInOrder) {
   s.set_priority(5000);
   EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.name: required");  // the first error wins
   s = Grid();
-  s.set_name(std::string(kMaxNameLength, 'x'));
+  s.set_name(std::string(schema::kMaxNameLength, 'x'));
   EXPECT_TRUE(internal::CheckScalarFields(s).ok());
-  s.set_name(std::string(kMaxNameLength + 1, 'x'));
+  s.set_name(std::string(schema::kMaxNameLength + 1, 'x'));
   EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.name: at most 200 characters");
   s = Grid();
-  s.set_max_attempts(kMaxMaxAttempts + 1);
+  s.set_max_attempts(schema::kMaxMaxAttempts + 1);
   EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.max_attempts: must be in [1, 100] (0: default 3)");
-  s.set_max_attempts(kMaxMaxAttempts);
+  s.set_max_attempts(schema::kMaxMaxAttempts);
   EXPECT_TRUE(internal::CheckScalarFields(s).ok());
-  s.set_priority(-kMaxPriority - 1);
+  s.set_priority(-schema::kMaxPriority - 1);
   EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.priority: must be in [-1000, 1000]");
-  s.set_priority(-kMaxPriority);
+  s.set_priority(-schema::kMaxPriority);
   EXPECT_TRUE(internal::CheckScalarFields(s).ok());
   s.set_max_concurrent_trials(-1);
   EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.max_concurrent_trials: must be >= 0 (0: unlimited)");
@@ -346,7 +347,7 @@ TEST(SweepExpanderPartsTest, AxisSizesAndRandomSearchFields) {
   s = Random();
   s.mutable_random_search()->set_samples(0);
   EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.random_search.samples: must be in [1, 10000]");
-  s.mutable_random_search()->set_samples(kMaxTrials + 1);
+  s.mutable_random_search()->set_samples(schema::kMaxTrialsPerSweep + 1);
   EXPECT_THAT(Message(internal::CheckAxisSizes(s)), HasSubstr("spec.random_search.samples"));
   s = Random();
   s.mutable_random_search()->set_lr_min(0);
@@ -364,7 +365,7 @@ TEST(SweepExpanderPartsTest, AxisSizesAndRandomSearchFields) {
   s.clear_seeds();
   EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.seeds: must not be empty");
   s = Grid();
-  for (int i = 0; i < kMaxAxisValues; ++i) s.add_peak_lrs(1);
+  for (int i = 0; i < schema::kMaxAxisValues; ++i) s.add_peak_lrs(1);
   EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.peak_lrs: at most 1000 values");
 }
 
@@ -379,7 +380,7 @@ TEST(SweepExpanderPartsTest, MainAxisDuplicatesAreFoundOnResolvedValues) {
   s.add_placements("");
   EXPECT_EQ(Message(internal::CheckMainAxisValues(s, probe)), "spec.placements[2]: must not be empty (post or pre)");
   s = Grid();
-  s.add_placements(std::string(kMaxPlacementLength + 1, 'p'));
+  s.add_placements(std::string(schema::kMaxPlacementLength + 1, 'p'));
   EXPECT_EQ(Message(internal::CheckMainAxisValues(s, probe)), "spec.placements[2]: at most 64 characters");
   s = Grid();
   s.add_peak_lrs(0.0005);
@@ -439,7 +440,7 @@ TEST(SweepExpanderPartsTest, AxisFieldsAndValues) {
   EXPECT_EQ(Message(internal::ParseAxisValue(Field("beta2"), "nan", "w").status()),
             "w: 'nan' is not a finite number (beta2)");
   EXPECT_EQ(Message(internal::ParseAxisValue(Field("optimizer"), "", "w").status()), "w: must not be empty");
-  EXPECT_EQ(Message(internal::ParseAxisValue(Field("task"), std::string(kMaxStringFieldLength + 1, 't'), "w")
+  EXPECT_EQ(Message(internal::ParseAxisValue(Field("task"), std::string(schema::kMaxStringFieldLength + 1, 't'), "w")
                         .status()),
             "w: at most 1024 characters");
 }
