@@ -156,29 +156,37 @@ absl::StatusOr<v1::GetTrialResponse> Scheduler::GetTrial(const v1::GetTrialReque
   return response;
 }
 
+int64_t WatchFloor::Seen(absl::Time now, int64_t highest) {
+  // Polls at one instant (a FakeClock standing still) keep one entry, the latest.
+  if (!seen_at_.empty() && seen_at_.back().first == now) {
+    seen_at_.back().second = highest;
+  } else {
+    seen_at_.emplace_back(now, highest);
+  }
+  while (seen_at_.size() > 1 && seen_at_[1].first <= now - slack_) seen_at_.pop_front();
+  if (seen_at_.front().first <= now - slack_) floor_ = seen_at_.front().second;
+  return floor_;
+}
+
 absl::Status Scheduler::WatchSweep(const v1::WatchSweepRequest& request,
                                    const std::function<bool(const v1::WatchSweepEvent&)>& send,
                                    const std::function<bool()>& cancelled) {
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
   const int64_t id = request.sweep_id();
-  // Change numbers are taken inside transactions, so a smaller one can commit
-  // after a larger one was seen. Each poll therefore re-reads from the
-  // highest number seen at least kSlack ago and skips what was already sent.
-  // Only CreateSweep, CancelSweep and limited-sweep leases take several
-  // statements; everything else commits right after numbering.
-  constexpr absl::Duration kSlack = absl::Seconds(3);
+  // The slack: only CreateSweep, CancelSweep and limited-sweep leases take
+  // several statements; everything else commits right after numbering.
+  WatchFloor floor(absl::Seconds(3));
   // Changes wake the stream early, but it polls at most this often.
   const absl::Duration min_gap = std::min(absl::Milliseconds(100), options_.watch_poll_interval);
-  std::deque<std::pair<absl::Time, int64_t>> seen_at;  // (when, highest number seen)
-  std::map<int64_t, int64_t> sent;                      // trial id -> number sent
-  int64_t floor = 0, highest = 0;
+  std::map<int64_t, int64_t> sent;  // trial id -> number sent
+  int64_t highest = 0;
   v1::Sweep last_sweep;
   bool first = true;
   uint64_t seen_changes = 0;
   while (true) {
     if (cancelled()) return absl::CancelledError("watch cancelled by the client");
     ASSIGN_OR_RETURN(v1::Sweep sweep, store_.GetSweep(id));
-    ASSIGN_OR_RETURN(auto changed, store_.TrialsChangedSince(id, floor));
+    ASSIGN_OR_RETURN(auto changed, store_.TrialsChangedSince(id, floor.floor()));
     v1::WatchSweepEvent event;
     for (auto& [trial, seq] : changed) {
       highest = std::max(highest, seq);
@@ -187,10 +195,7 @@ absl::Status Scheduler::WatchSweep(const v1::WatchSweepRequest& request,
       sent[trial.id()] = seq;
       *event.add_trials() = std::move(trial);
     }
-    const absl::Time now = absl::Now();
-    seen_at.emplace_back(now, highest);
-    while (seen_at.size() > 1 && seen_at[1].first <= now - kSlack) seen_at.pop_front();
-    if (seen_at.front().first <= now - kSlack) floor = seen_at.front().second;
+    floor.Seen(clock_.Now(), highest);
     const bool sweep_changed = first || !google::protobuf::util::MessageDifferencer::Equals(sweep, last_sweep);
     if (sweep_changed || event.trials_size() > 0) {
       *event.mutable_sweep() = sweep;
@@ -200,6 +205,8 @@ absl::Status Scheduler::WatchSweep(const v1::WatchSweepRequest& request,
     first = false;
     if (SweepDone(sweep)) return absl::OkStatus();
     // Sleep until this replica changes something or the poll interval ends.
+    // These waits are real time whatever the clock (Clock has no wait), so a
+    // FakeClock that stands still slows nothing and spins nothing.
     absl::SleepFor(min_gap);
     absl::MutexLock lock(&watch_mu_);
     auto changed_here = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(watch_mu_) { return changes_ != seen_changes; };

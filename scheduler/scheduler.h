@@ -9,7 +9,10 @@
 #ifndef NORMSWEEP_SCHEDULER_SCHEDULER_H_
 #define NORMSWEEP_SCHEDULER_SCHEDULER_H_
 
+#include <cstdint>
+#include <deque>
 #include <functional>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -38,6 +41,24 @@ struct SchedulerOptions {
 using schema::kMaxAxisValues;
 using schema::kMaxErrorLength;
 using schema::kMaxPointsPerReport;
+
+// WatchSweep's re-read floor. Change numbers are taken inside transactions,
+// so a smaller one can commit after a larger one was seen: each poll
+// therefore re-reads from the highest number seen at least `slack` ago (by
+// the scheduler's clock). One per stream; not thread-safe.
+class WatchFloor {
+ public:
+  explicit WatchFloor(absl::Duration slack) : slack_(slack) {}
+  // A poll at `now` saw change numbers up to `highest`; returns the floor
+  // for the next poll.
+  int64_t Seen(absl::Time now, int64_t highest);
+  int64_t floor() const { return floor_; }
+
+ private:
+  const absl::Duration slack_;
+  std::deque<std::pair<absl::Time, int64_t>> seen_at_;  // (when, highest number seen)
+  int64_t floor_ = 0;
+};
 
 class Scheduler {
  public:

@@ -369,6 +369,40 @@ TEST_F(SchedulerTest, WatchEndsWhenTheClientGoes) {
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
 }
 
+TEST(WatchFloorTest, RereadsFromTheHighestNumberSeenASlackAgo) {
+  FakeClock clock;
+  WatchFloor floor(absl::Seconds(3));
+  EXPECT_EQ(floor.Seen(clock.Now(), 5), 0);  // nothing seen 3 s ago yet
+  clock.Advance(absl::Seconds(1));
+  EXPECT_EQ(floor.Seen(clock.Now(), 9), 0);
+  clock.Advance(absl::Seconds(2));  // the first poll is 3 s old now
+  EXPECT_EQ(floor.Seen(clock.Now(), 12), 5);
+  clock.Advance(absl::Seconds(1));  // the second one is
+  EXPECT_EQ(floor.Seen(clock.Now(), 12), 9);
+  // A clock that stands still never moves the floor.
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(floor.Seen(clock.Now(), 50 + i), 9);
+  clock.Advance(absl::Seconds(3));
+  EXPECT_EQ(floor.Seen(clock.Now(), 200), 149);
+  EXPECT_EQ(floor.floor(), 149);
+}
+
+TEST_F(SchedulerTest, WatchWithAStillFakeClockPollsAtItsIntervalNotInALoop) {
+  auto sweep = scheduler_.SubmitSweep(Request());
+  ASSERT_TRUE(sweep.ok());
+  v1::WatchSweepRequest r;
+  r.set_sweep_id(sweep->sweep().id());
+  int polls = 0;
+  const absl::Time until = absl::Now() + absl::Milliseconds(300);
+  absl::Status s = scheduler_.WatchSweep(r, [](const v1::WatchSweepEvent&) { return true; }, [&] {
+    ++polls;
+    return absl::Now() >= until;
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+  // watch_poll_interval is 20 ms of real time: about 15 polls, not thousands.
+  EXPECT_GE(polls, 3);
+  EXPECT_LE(polls, 20);
+}
+
 TEST_F(SchedulerTest, WorkerThatStopsHeartbeatingTurnsNotLive) {
   auto register_worker = [&](const std::string& name) {
     v1::RegisterWorkerRequest r;
