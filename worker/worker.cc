@@ -9,74 +9,33 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "proto/schema/state_names.h"
 #include "proto/schema/train_config.h"
 #include "worker/trial_process.h"
-#include "worker/trial_watchdog.h"
+#include "worker/trial_supervisor.h"
 
 namespace normsweep::worker {
 
 namespace {
 
-constexpr int kMaxErrorLength = 4096;  // TrialResult.error limit in the API
-
 void Log(const std::string& message) { LogLine("normsweep-worker", message); }
-
-v1::TrialState OutcomeFromName(const std::string& name) {
-  if (name == "SUCCEEDED") return v1::TRIAL_SUCCEEDED;
-  if (name == "DIVERGED") return v1::TRIAL_DIVERGED;
-  if (name == "FAILED") return v1::TRIAL_FAILED;
-  if (name == "CANCELLED") return v1::TRIAL_CANCELLED;
-  return v1::TRIAL_STATE_UNSPECIFIED;
-}
-
-const char* OutcomeName(v1::TrialState s) {
-  switch (s) {
-    case v1::TRIAL_SUCCEEDED: return "SUCCEEDED";
-    case v1::TRIAL_DIVERGED: return "DIVERGED";
-    case v1::TRIAL_FAILED: return "FAILED";
-    case v1::TRIAL_CANCELLED: return "CANCELLED";
-    default: return "?";
-  }
-}
-
-// The final event's figures.
-v1::TrialResult ResultFromFinal(const v1::TrainEvent& e) {
-  v1::TrialResult r;
-  if (e.has_final_val_loss()) r.set_final_val_loss(e.final_val_loss());
-  if (e.has_best_val_loss()) r.set_best_val_loss(e.best_val_loss());
-  if (e.has_final_train_loss()) r.set_final_train_loss(e.final_train_loss());
-  if (e.has_final_val_accuracy()) r.set_final_val_accuracy(e.final_val_accuracy());
-  if (e.has_diverged_step()) r.set_diverged_step(e.diverged_step());
-  if (e.has_mean_tokens_per_s()) r.set_tokens_per_s(e.mean_tokens_per_s());
-  r.set_error(e.error());
-  return r;
-}
-
-std::string Truncate(std::string s, size_t n) {
-  if (s.size() <= n) return s;
-  // Keep the end: the last lines of stderr say the most.
-  return "..." + s.substr(s.size() - (n - 3));
-}
-
-std::string TrimmedTail(const std::string& tail) {
-  size_t end = tail.find_last_not_of(" \n\r\t");
-  return end == std::string::npos ? "" : tail.substr(0, end + 1);
-}
 
 std::string LeaseName(const v1::Trial& t) { return absl::StrCat("trial ", t.id(), " (attempt ", t.attempts(), ")"); }
 
 }  // namespace
 
-bool IsKilledFromOutside(int term_signal) {
-  switch (term_signal) {
-    case SIGKILL:  // the OOM killer, kill -9
-    case SIGTERM:  // a service manager stopping the machine's processes
-    case SIGINT:
-    case SIGHUP:
-      return true;
-    default:  // SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS: the trainer's own crash
-      return false;
+TrialLaunch MakeTrialLaunch(const WorkerOptions& options, const SlotSpec& slot, const v1::Trial& trial) {
+  TrialLaunch launch;
+  launch.dir = absl::StrCat(options.work_dir, "/trial-", trial.id(), "-", trial.attempts());
+  launch.config = trial.config();
+  launch.config.set_threads(slot.threads);
+  launch.config.set_device(slot.device);
+  launch.argv = {options.trainer_path, "train", "--config", launch.dir + "/config.json", "--events", "-"};
+  if (launch.config.checkpoint_every() > 0) {
+    launch.argv.push_back("--checkpoint-out");
+    launch.argv.push_back(launch.dir + "/checkpoint.safetensors");
   }
+  return launch;
 }
 
 Worker::Worker(SchedulerClient& client, Clock& clock, WorkerMetrics& metrics, WorkerOptions options)
@@ -247,59 +206,51 @@ void Worker::RunSlot(int slot) {
 }
 
 Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional<absl::Time>* idle_since) {
-  const SlotSpec& spec = options_.slots[slot];
   const v1::Trial& trial = lease->trial;
-  const std::string dir = absl::StrCat(options_.work_dir, "/trial-", trial.id(), "-", trial.attempts());
-  v1::TrainConfig config = trial.config();
-  config.set_threads(spec.threads);
-  config.set_device(spec.device);
-  std::vector<std::string> argv = {options_.trainer_path, "train", "--config", dir + "/config.json", "--events", "-"};
-  if (config.checkpoint_every() > 0) {
-    argv.push_back("--checkpoint-out");
-    argv.push_back(dir + "/checkpoint.safetensors");
-  }
-
-  absl::StatusOr<std::unique_ptr<TrialProcess>> started;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    started = absl::FailedPreconditionError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-  } else {
-    std::ofstream(dir + "/config.json") << schema::TrainConfigToJson(config) << "\n";
-    started = TrialProcess::Start(argv, dir + "/stderr.log");
-  }
+  const TrialLaunch launch = MakeTrialLaunch(options_, options_.slots[slot], trial);
+  absl::StatusOr<std::unique_ptr<TrialProcess>> started = StartTrainer(launch);
   if (!started.ok()) {
     Log(absl::StrCat(LeaseName(trial), ": cannot start the trainer: ", started.status().ToString()));
-    v1::TrialResult result;
-    result.set_error(Truncate(absl::StrCat("worker could not start the trainer: ", started.status().message()),
-                              kMaxErrorLength));
-    QueueFinish(lease, v1::TRIAL_FAILED, result);
-    metrics_.TrialEnded(trial.id(), v1::TRIAL_FAILED);
+    const TrialVerdict verdict = StartFailureVerdict(started.status());
+    QueueFinish(lease, verdict.outcome, verdict.result);
+    metrics_.TrialEnded(trial.id(), verdict.outcome);
     return nullptr;
   }
   TrialProcess& proc = **started;
   // The slot's gap: from the previous trainer's exit to this one's start.
   if (idle_since->has_value()) metrics_.SlotIdle(absl::Now() - **idle_since);
-  metrics_.TrialStarted(trial, slot, spec.device);
-  Log(absl::StrCat(LeaseName(trial), " started on ", spec.device, " slot ", slot, " (pid ", proc.pid(), ", ",
+  metrics_.TrialStarted(trial, slot, options_.slots[slot].device);
+  const v1::TrainConfig& config = launch.config;
+  Log(absl::StrCat(LeaseName(trial), " started on ", config.device(), " slot ", slot, " (pid ", proc.pid(), ", ",
                    config.placement(), " warmup=", config.warmup_steps(), " lr=", config.lr(), " seed=",
                    config.seed(), ")"));
+  Supervised run = Supervise(proc, lease, config.steps());
+  *idle_since = absl::Now();
+  Conclude(lease, run, proc, launch.dir);
+  return run.next;
+}
 
-  enum class Stop { kNone, kCancel, kLost, kHandBack, kTimeout };
-  Stop stop = Stop::kNone;
-  std::string stop_reason;
-  TrialWatchdog watchdog(clock_.Now(), options_.trial_timeout, options_.stall_timeout, options_.kill_after);
-  std::optional<v1::TrainEvent> final_event;
-  int last_step = 0;
-  const int steps = config.steps();
-  const absl::Time started_at = clock_.Now();
-  bool prefetch_tried = false;
-  absl::Time final_at = absl::InfiniteFuture();
-  bool lingering_killed = false;
+absl::StatusOr<std::unique_ptr<TrialProcess>> Worker::StartTrainer(const TrialLaunch& launch) {
+  std::error_code ec;
+  std::filesystem::create_directories(launch.dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create ", launch.dir, ": ", ec.message()));
+  std::ofstream(launch.dir + "/config.json") << schema::TrainConfigToJson(launch.config) << "\n";
+  return TrialProcess::Start(launch.argv, launch.dir + "/stderr.log");
+}
+
+LeaseFlags Worker::FlagsOf(const Lease& lease, absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  return LeaseFlags{lease.lost, lease.cancel_requested, draining_ && now >= drain_deadline_};
+}
+
+Worker::Supervised Worker::Supervise(TrialProcess& proc, const LeasePtr& lease, int steps) {
+  const v1::Trial& trial = lease->trial;
+  TrialSupervisor supervisor(clock_.Now(), steps,
+                             SupervisorLimits{options_.trial_timeout, options_.stall_timeout, options_.kill_after,
+                                              options_.prefetch_lead});
+  Supervised run;
   int bad_lines = 0;
-  LeasePtr next;
   std::vector<std::string> lines;
-
   while (!proc.done()) {
     lines.clear();
     proc.Poll(absl::Milliseconds(100), &lines);
@@ -308,137 +259,70 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
       if (line.empty()) continue;
       absl::StatusOr<v1::TrainEvent> event = schema::TrainEventFromJson(line);
       if (!event.ok()) {
-        if (bad_lines++ == 0) Log(absl::StrCat(LeaseName(trial), ": ignoring a non-event line: ", Truncate(line, 200)));
+        if (bad_lines++ == 0) Log(absl::StrCat(LeaseName(trial), ": ignoring a non-event line: ", KeepEnd(line, 200)));
         continue;
       }
-      watchdog.OnEvent(now);
-      metrics_.OnEvent(trial.id(), *event);
-      if (event->type() == "final") {
-        final_event = *event;
-      } else {
-        if (event->type() == "step") last_step = event->step();
-        absl::MutexLock lock(&mu_);
-        lease->progress.Add(*event, now);
-      }
+      supervisor.OnEvent(now);
+      RecordEvent(*lease, *event, now, &run);
     }
-    if (final_event.has_value() && stop == Stop::kNone) {
-      // The run is over (its outcome stands); only a lost lease still
-      // matters. A process that lingers after its final event is killed.
-      {
-        absl::MutexLock lock(&mu_);
-        if (lease->lost) stop = Stop::kLost;
-      }
-      if (final_at == absl::InfiniteFuture()) final_at = now;
-      if (!lingering_killed && !proc.exited() && now - final_at > options_.kill_after) {
-        Log(absl::StrCat(LeaseName(trial), ": still running ", absl::FormatDuration(options_.kill_after),
-                         " after its final event; SIGKILL"));
-        proc.Signal(SIGKILL);
-        lingering_killed = true;
-      }
-    } else if (stop == Stop::kNone) {
-      {
-        absl::MutexLock lock(&mu_);
-        if (lease->lost) {
-          stop = Stop::kLost;
-          stop_reason = "the lease was lost";
-        } else if (lease->cancel_requested) {
-          stop = Stop::kCancel;
-          stop_reason = "the sweep was cancelled";
-        } else if (draining_ && now >= drain_deadline_) {
-          stop = Stop::kHandBack;
-          stop_reason = "the drain's grace period ended";
-        }
-      }
-      if (stop == Stop::kNone) {
-        if (std::optional<std::string> why = watchdog.Expired(now)) {
-          stop = Stop::kTimeout;
-          stop_reason = *why;
-        }
-      }
-      if (stop != Stop::kNone) {
-        Log(absl::StrCat(LeaseName(trial), ": stopping (SIGTERM): ", stop_reason));
-        proc.Signal(SIGTERM);
-        watchdog.OnTerminate(now);
-      }
-    } else if (watchdog.ShouldKill(now) && !proc.exited()) {
-      Log(absl::StrCat(LeaseName(trial), ": still running ", absl::FormatDuration(options_.kill_after),
-                       " after SIGTERM; SIGKILL"));
-      proc.Signal(SIGKILL);
-      watchdog.OnTerminate(now);  // no-op: the first SIGTERM time stays
-    }
-    // Lease the slot's next trial while this one finishes.
-    if (!prefetch_tried && stop == Stop::kNone &&
-        (final_event.has_value() ||
-         (last_step > 0 && (now - started_at) / last_step * (steps - last_step) <= options_.prefetch_lead))) {
-      prefetch_tried = true;
-      next = LeaseOne();
-    }
+    const PollAction action = supervisor.OnPoll(
+        PollState{now, run.final_event.has_value(), proc.exited(), run.last_step, FlagsOf(*lease, now)});
+    if (!action.log.empty()) Log(absl::StrCat(LeaseName(trial), ": ", action.log));
+    if (action.signal != 0) proc.Signal(action.signal);
+    if (action.prefetch) run.next = LeaseOne();
   }
+  run.stop = supervisor.stop();
+  run.stop_reason = supervisor.stop_reason();
+  return run;
+}
 
-  *idle_since = absl::Now();
-  v1::TrialState outcome = v1::TRIAL_FAILED;
-  v1::TrialResult result;
-  bool retry = false;
-  switch (stop) {
-    case Stop::kLost: {
+void Worker::RecordEvent(Lease& lease, const v1::TrainEvent& event, absl::Time now, Supervised* run) {
+  metrics_.OnEvent(lease.trial.id(), event);
+  if (event.type() == "final") {
+    run->final_event = event;
+    return;
+  }
+  if (event.type() == "step") run->last_step = event.step();
+  absl::MutexLock lock(&mu_);
+  lease.progress.Add(event, now);
+}
+
+void Worker::Conclude(const LeasePtr& lease, const Supervised& run, const TrialProcess& proc, const std::string& dir) {
+  const v1::Trial& trial = lease->trial;
+  const TrialVerdict verdict = DecideOutcome(
+      TrialEnd{run.final_event, ProcessEnd{proc.term_signal(), proc.ExitDescription(), proc.stderr_tail()}, run.stop,
+               run.stop_reason});
+  switch (verdict.action) {
+    case TrialVerdict::Action::kForget: {
       Log(absl::StrCat(LeaseName(trial), ": lease lost; stopped (", proc.ExitDescription(), "), not reported"));
       metrics_.TrialEnded(trial.id(), v1::TRIAL_STATE_UNSPECIFIED);
       absl::MutexLock lock(&mu_);
       EraseLease(trial.id(), lease.get());
-      return next;
+      return;
     }
-    case Stop::kHandBack: {
+    case TrialVerdict::Action::kHandBack: {
       Log(absl::StrCat(LeaseName(trial), ": handed back (", proc.ExitDescription(),
                        "); the scheduler re-queues it when the lease expires"));
       metrics_.TrialEnded(trial.id(), v1::TRIAL_STATE_UNSPECIFIED);
       absl::MutexLock lock(&mu_);
       lease->state = LeaseState::kHandedBack;
-      return next;
+      return;
     }
-    case Stop::kTimeout:
-      outcome = v1::TRIAL_FAILED;
-      if (final_event.has_value()) result = ResultFromFinal(*final_event);
-      result.set_error(stop_reason);
-      break;
-    case Stop::kCancel:
-      outcome = v1::TRIAL_CANCELLED;
-      if (final_event.has_value()) result = ResultFromFinal(*final_event);
-      result.clear_error();
-      break;
-    case Stop::kNone:
-      if (final_event.has_value()) {
-        result = ResultFromFinal(*final_event);
-        outcome = OutcomeFromName(final_event->outcome());
-        if (outcome == v1::TRIAL_STATE_UNSPECIFIED) {
-          outcome = v1::TRIAL_FAILED;
-          result.set_error(absl::StrCat("trainer reported an unknown outcome '", final_event->outcome(), "'"));
-        } else if (outcome == v1::TRIAL_FAILED && result.error().empty()) {
-          result.set_error(absl::StrCat("normsweep-train ", proc.ExitDescription(), "; stderr: ",
-                                        TrimmedTail(proc.stderr_tail())));
-        }
-      } else {
-        outcome = v1::TRIAL_FAILED;
-        std::string error = absl::StrCat("normsweep-train ", proc.ExitDescription(), " without a final event");
-        const std::string tail = TrimmedTail(proc.stderr_tail());
-        if (!tail.empty()) absl::StrAppend(&error, "; stderr: ", tail);
-        result.set_error(error);
-        // Not sent by this worker (stop is kNone): the machine's doing.
-        retry = IsKilledFromOutside(proc.term_signal());
-      }
+    case TrialVerdict::Action::kFinish:
       break;
   }
-  result.set_error(Truncate(result.error(), kMaxErrorLength));
-  if (retry) {
-    Log(absl::StrCat(LeaseName(trial), " ended at step ", last_step, ": ", result.error(),
+  const std::string& error = verdict.result.error();
+  if (verdict.retry) {
+    Log(absl::StrCat(LeaseName(trial), " ended at step ", run.last_step, ": ", error,
                      "; not the trial's fault, asking the scheduler to run it again"));
   } else {
-    Log(absl::StrCat(LeaseName(trial), " ", OutcomeName(outcome), " at step ", last_step,
-                     result.error().empty() ? "" : absl::StrCat(": ", result.error())));
+    Log(absl::StrCat(LeaseName(trial), " ", schema::TrialStateName(verdict.outcome), " at step ", run.last_step,
+                     error.empty() ? "" : absl::StrCat(": ", error)));
   }
-  QueueFinish(lease, outcome, result, retry);
-  metrics_.TrialEnded(trial.id(), retry ? v1::TRIAL_STATE_UNSPECIFIED : outcome);
-  if (outcome != v1::TRIAL_FAILED && !options_.keep_trial_dirs) std::filesystem::remove_all(dir, ec);
-  return next;
+  QueueFinish(lease, verdict.outcome, verdict.result, verdict.retry);
+  metrics_.TrialEnded(trial.id(), verdict.retry ? v1::TRIAL_STATE_UNSPECIFIED : verdict.outcome);
+  std::error_code ec;
+  if (verdict.outcome != v1::TRIAL_FAILED && !options_.keep_trial_dirs) std::filesystem::remove_all(dir, ec);
 }
 
 void Worker::QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result, bool retry) {

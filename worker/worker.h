@@ -48,16 +48,23 @@
 #include "normsweep/v1/worker_service.pb.h"
 #include "worker/progress_buffer.h"
 #include "worker/scheduler_client.h"
+#include "worker/trial_outcome.h"
+#include "worker/trial_process.h"
+#include "worker/trial_supervisor.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_options.h"
 
 namespace normsweep::worker {
 
-// Whether a trainer that ended on this signal, without a final event and
-// with no signal sent by the worker, was killed by the machine (the OOM
-// killer, a SIGKILL or SIGTERM from outside) rather than by its own fault
-// (SIGSEGV, SIGABRT, ...): such a trial is run again (FinishTrialRequest.retry).
-bool IsKilledFromOutside(int term_signal);
+// How one trial is run on one slot: its directory (config.json, stderr.log,
+// checkpoint), the config with the slot's device and threads, the trainer's
+// command line.
+struct TrialLaunch {
+  std::string dir;
+  v1::TrainConfig config;
+  std::vector<std::string> argv;
+};
+TrialLaunch MakeTrialLaunch(const WorkerOptions& options, const SlotSpec& slot, const v1::Trial& trial);
 
 class Worker {
  public:
@@ -99,8 +106,27 @@ class Worker {
   void RunSlot(int slot);
   // Runs one trial to its end; returns the lease prefetched meanwhile, if
   // any. *idle_since: when the slot's previous trainer ended (in), when
-  // this one did (out), for the slot-idle histogram.
+  // this one did (out), for the slot-idle histogram. The decisions are
+  // TrialSupervisor's (per poll) and DecideOutcome's (at the end).
   LeasePtr RunTrial(int slot, const LeasePtr& lease, std::optional<absl::Time>* idle_since);
+  // What one run of the trainer left.
+  struct Supervised {
+    std::optional<v1::TrainEvent> final_event;
+    int last_step = 0;
+    TrialStop stop = TrialStop::kNone;
+    std::string stop_reason;
+    LeasePtr next;  // prefetched meanwhile, or nullptr
+  };
+  // Writes the config into the trial's directory and starts the trainer.
+  absl::StatusOr<std::unique_ptr<TrialProcess>> StartTrainer(const TrialLaunch& launch);
+  // Reads the process's events until it is done, doing what the
+  // supervisor says after each poll.
+  Supervised Supervise(TrialProcess& proc, const LeasePtr& lease, int steps);
+  // One event: metrics, then the final event or the lease's progress.
+  void RecordEvent(Lease& lease, const v1::TrainEvent& event, absl::Time now, Supervised* run);
+  LeaseFlags FlagsOf(const Lease& lease, absl::Time now) const;
+  // Carries out DecideOutcome: FinishTrial queued, lease forgotten or handed back.
+  void Conclude(const LeasePtr& lease, const Supervised& run, const TrialProcess& proc, const std::string& dir);
   // LeaseTrial; nullptr when there is nothing to lease or the call failed.
   LeasePtr LeaseOne();
   // retry: FinishTrialRequest.retry (the attempt ended through no fault of the trial).

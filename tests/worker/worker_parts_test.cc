@@ -1,12 +1,18 @@
 // The worker's timing and bookkeeping pieces, with a FakeClock: progress
-// batching (ProgressBuffer), the trial watchdog, slot resolution.
+// batching (ProgressBuffer), the trial watchdog, the per-poll decisions of a
+// running trial (TrialSupervisor: stop, SIGKILL, prefetch), the trial's
+// command line, slot resolution.
+#include <signal.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/clock.h"
 #include "normsweep/v1/worker_service.pb.h"
 #include "worker/progress_buffer.h"
 #include "worker/slots.h"
+#include "worker/trial_supervisor.h"
 #include "worker/trial_watchdog.h"
+#include "worker/worker.h"
 
 namespace normsweep::worker {
 namespace {
@@ -156,6 +162,158 @@ TEST(TrialWatchdogTest, SigkillFollowsSigtermAfterKillAfter) {
   EXPECT_FALSE(w.ShouldKill(clock.Now()));
   clock.Advance(absl::Seconds(1));
   EXPECT_TRUE(w.ShouldKill(clock.Now()));
+}
+
+SupervisorLimits Limits() {
+  SupervisorLimits l;
+  l.trial_timeout = absl::Seconds(60);
+  l.stall_timeout = absl::Seconds(10);
+  l.kill_after = absl::Seconds(3);
+  l.prefetch_lead = absl::Seconds(3);
+  return l;
+}
+
+PollState At(FakeClock& clock, LeaseFlags lease = {}, bool final_seen = false, int last_step = 0,
+             bool exited = false) {
+  return PollState{clock.Now(), final_seen, exited, last_step, lease};
+}
+
+TEST(TrialSupervisorTest, RunningQuietlyDoesNothing) {
+  FakeClock clock;
+  TrialSupervisor s(clock.Now(), 1000, Limits());
+  for (int i = 0; i < 50; ++i) {
+    clock.Advance(absl::Seconds(1));
+    s.OnEvent(clock.Now());
+    const PollAction a = s.OnPoll(At(clock, {}, false, i + 1));
+    EXPECT_EQ(a.signal, 0);
+    EXPECT_EQ(a.log, "");
+    EXPECT_FALSE(a.prefetch);  // 950 steps at 1 s each: far from the end
+  }
+  EXPECT_EQ(s.stop(), TrialStop::kNone);
+  EXPECT_EQ(s.stop_reason(), "");
+}
+
+TEST(TrialSupervisorTest, StopsOnTheFirstReasonInOrderThenKills) {
+  struct Case {
+    LeaseFlags lease;
+    TrialStop stop;
+    const char* reason;
+  };
+  for (const Case& c : {Case{{true, true, true}, TrialStop::kLost, "the lease was lost"},
+                        Case{{false, true, true}, TrialStop::kCancel, "the sweep was cancelled"},
+                        Case{{false, false, true}, TrialStop::kHandBack, "the drain's grace period ended"}}) {
+    FakeClock clock;
+    TrialSupervisor s(clock.Now(), 100, Limits());
+    clock.Advance(absl::Seconds(20));  // the watchdog would stop it too: the lease's state comes first
+    const PollAction a = s.OnPoll(At(clock, c.lease));
+    EXPECT_EQ(a.signal, SIGTERM) << c.reason;
+    EXPECT_EQ(a.log, absl::StrCat("stopping (SIGTERM): ", c.reason));
+    EXPECT_FALSE(a.prefetch);  // a stopped trial prefetches nothing
+    EXPECT_EQ(s.stop(), c.stop);
+    EXPECT_EQ(s.stop_reason(), c.reason);
+    // Decided once: later flags change nothing, no second SIGTERM.
+    clock.Advance(absl::Seconds(1));
+    EXPECT_EQ(s.OnPoll(At(clock, {true, true, true})).signal, 0);
+    EXPECT_EQ(s.stop(), c.stop);
+    clock.Advance(absl::Seconds(2));  // kill_after since SIGTERM
+    const PollAction kill = s.OnPoll(At(clock));
+    EXPECT_EQ(kill.signal, SIGKILL);
+    EXPECT_EQ(kill.log, "still running 3s after SIGTERM; SIGKILL");
+    clock.Advance(absl::Milliseconds(100));
+    EXPECT_EQ(s.OnPoll(At(clock, {}, false, 0, /*exited=*/true)).signal, 0);  // gone: nothing more
+  }
+}
+
+TEST(TrialSupervisorTest, WatchdogStopsAStalledOrOverlongTrial) {
+  FakeClock clock;
+  TrialSupervisor stalled(clock.Now(), 100, Limits());
+  clock.Advance(absl::Seconds(10));
+  EXPECT_EQ(stalled.OnPoll(At(clock)).signal, 0);
+  clock.Advance(absl::Milliseconds(100));
+  const PollAction a = stalled.OnPoll(At(clock));
+  EXPECT_EQ(a.signal, SIGTERM);
+  EXPECT_EQ(stalled.stop(), TrialStop::kTimeout);
+  EXPECT_THAT(stalled.stop_reason(), HasSubstr("no progress event for 10.1 s (--stall-timeout-s=10)"));
+  EXPECT_THAT(a.log, HasSubstr("stopping (SIGTERM): no progress event"));
+
+  TrialSupervisor overlong(clock.Now(), 100000, Limits());
+  for (int i = 0; i < 61; ++i) {
+    clock.Advance(absl::Seconds(1));
+    overlong.OnEvent(clock.Now());
+    overlong.OnPoll(At(clock, {}, false, i + 1));
+  }
+  EXPECT_EQ(overlong.stop(), TrialStop::kTimeout);
+  EXPECT_THAT(overlong.stop_reason(), HasSubstr("trial time limit (--trial-timeout-s=60)"));
+}
+
+TEST(TrialSupervisorTest, AfterTheFinalEventOnlyALostLeaseCountsAndALingeringProcessIsKilledOnce) {
+  FakeClock clock;
+  TrialSupervisor s(clock.Now(), 100, Limits());
+  clock.Advance(absl::Seconds(5));
+  // Cancel and drain come too late: the outcome stands.
+  PollAction a = s.OnPoll(At(clock, {false, true, true}, /*final_seen=*/true, 100));
+  EXPECT_EQ(a.signal, 0);
+  EXPECT_TRUE(a.prefetch);  // the final event is in: lease the next trial
+  EXPECT_EQ(s.stop(), TrialStop::kNone);
+  clock.Advance(absl::Seconds(3));
+  EXPECT_EQ(s.OnPoll(At(clock, {}, true, 100)).signal, 0);  // exactly kill_after: not yet
+  clock.Advance(absl::Milliseconds(100));
+  a = s.OnPoll(At(clock, {}, true, 100));
+  EXPECT_EQ(a.signal, SIGKILL);
+  EXPECT_EQ(a.log, "still running 3s after its final event; SIGKILL");
+  EXPECT_FALSE(a.prefetch);  // once per trial
+  clock.Advance(absl::Seconds(10));
+  EXPECT_EQ(s.OnPoll(At(clock, {}, true, 100)).signal, 0);  // once
+  EXPECT_EQ(s.stop(), TrialStop::kNone);
+
+  TrialSupervisor lost(clock.Now(), 100, Limits());
+  a = lost.OnPoll(At(clock, {true, false, false}, true, 100));
+  EXPECT_EQ(a.signal, 0);  // it is ending anyway: no signal
+  EXPECT_FALSE(a.prefetch);
+  EXPECT_EQ(lost.stop(), TrialStop::kLost);
+  EXPECT_EQ(lost.stop_reason(), "");
+}
+
+TEST(TrialSupervisorTest, PrefetchesOnceNearTheEndByTheStepRate) {
+  FakeClock clock;
+  TrialSupervisor s(clock.Now(), 100, Limits());
+  clock.Advance(absl::Seconds(10));
+  EXPECT_FALSE(s.OnPoll(At(clock, {}, false, 0)).prefetch);  // no step yet: no rate
+  EXPECT_FALSE(s.OnPoll(At(clock, {}, false, 50)).prefetch);  // 50 steps left at 0.2 s: 10 s
+  EXPECT_TRUE(s.OnPoll(At(clock, {}, false, 77)).prefetch);   // 23 left at 0.13 s: 2.99 s
+  EXPECT_FALSE(s.OnPoll(At(clock, {}, false, 90)).prefetch);  // already tried
+}
+
+TEST(ShouldPrefetchTest, FinalEventOrTheRemainingStepsWithinTheLead) {
+  const absl::Duration lead = absl::Seconds(3);
+  EXPECT_TRUE(ShouldPrefetch(absl::Seconds(1), 0, 100, /*final_seen=*/true, lead));
+  EXPECT_FALSE(ShouldPrefetch(absl::Seconds(1), 0, 100, false, lead));
+  EXPECT_TRUE(ShouldPrefetch(absl::Seconds(10), 70, 100, false, absl::Seconds(5)));  // 30 x 1/7 s = 4.3 s
+  EXPECT_FALSE(ShouldPrefetch(absl::Seconds(10), 70, 100, false, lead));
+  EXPECT_TRUE(ShouldPrefetch(absl::Seconds(10), 100, 100, false, lead));  // done stepping
+  EXPECT_TRUE(ShouldPrefetch(absl::Seconds(10), 1, 1, false, absl::ZeroDuration()));
+}
+
+TEST(MakeTrialLaunchTest, DirectoryConfigAndCommandLine) {
+  WorkerOptions options;
+  options.work_dir = "/var/w";
+  options.trainer_path = "/usr/bin/normsweep-train";
+  v1::Trial trial;
+  trial.set_id(42);
+  trial.set_attempts(2);
+  trial.mutable_config()->set_steps(7);
+  TrialLaunch l = MakeTrialLaunch(options, SlotSpec{"cuda:1", 4}, trial);
+  EXPECT_EQ(l.dir, "/var/w/trial-42-2");
+  EXPECT_EQ(l.config.device(), "cuda:1");
+  EXPECT_EQ(l.config.threads(), 4);
+  EXPECT_EQ(l.config.steps(), 7);
+  EXPECT_THAT(l.argv, ::testing::ElementsAre("/usr/bin/normsweep-train", "train", "--config",
+                                             "/var/w/trial-42-2/config.json", "--events", "-"));
+  trial.mutable_config()->set_checkpoint_every(5);
+  l = MakeTrialLaunch(options, SlotSpec{"cpu", 1}, trial);
+  ASSERT_EQ(l.argv.size(), 8u);
+  EXPECT_EQ(l.argv[6], "--checkpoint-out");
+  EXPECT_EQ(l.argv[7], "/var/w/trial-42-2/checkpoint.safetensors");
 }
 
 TEST(ResolveSlotsTest, CpuSlotsSplitTheCores) {

@@ -225,11 +225,6 @@ TEST_F(WorkerTest, TrainerKilledFromOutsideIsRetriedItsOwnCrashIsNot) {
   EXPECT_FALSE(fake_.Get(c).finishes[0].retry());
 }
 
-TEST(IsKilledFromOutside, MachineSignalsYesCrashesNo) {
-  for (int sig : {SIGKILL, SIGTERM, SIGINT, SIGHUP}) EXPECT_TRUE(IsKilledFromOutside(sig)) << sig;
-  for (int sig : {0, SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS}) EXPECT_FALSE(IsKilledFromOutside(sig)) << sig;
-}
-
 TEST_F(WorkerTest, MissingTrainerIsFailedNotFatal) {
   options_.trainer_path = dir_ + "/no-such-trainer";
   const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
