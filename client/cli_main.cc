@@ -21,23 +21,19 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/util/time_util.h>
-
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/report.h"
 #include "client/results.h"
 #include "client/sweep_client.h"
-#include "common/api_token.h"
-#include "common/json_quote.h"
-#include "common/tls.h"
 #include "client/sweep_file.h"
-#include "client/attempts_table.h"
+#include "client/sweep_flags.h"
+#include "client/sweep_tables.h"
 #include "client/workers_table.h"
+#include "common/api_token.h"
 #include "common/cli_args.h"
+#include "common/tls.h"
 
 namespace {
 
@@ -92,27 +88,6 @@ int Fail(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-const char* StateName(v1::SweepState s) {
-  switch (s) {
-    case v1::SWEEP_RUNNING: return "running";
-    case v1::SWEEP_COMPLETED: return "completed";
-    case v1::SWEEP_CANCELLED: return "cancelled";
-    default: return "unknown";
-  }
-}
-
-const char* TrialStateName(v1::TrialState s) {
-  switch (s) {
-    case v1::TRIAL_PENDING: return "pending";
-    case v1::TRIAL_RUNNING: return "running";
-    case v1::TRIAL_SUCCEEDED: return "succeeded";
-    case v1::TRIAL_DIVERGED: return "diverged";
-    case v1::TRIAL_FAILED: return "failed";
-    case v1::TRIAL_CANCELLED: return "cancelled";
-    default: return "unknown";
-  }
-}
-
 bool ParseId(const std::vector<std::string>& pos, int64_t* id, std::string* error) {
   if (pos.size() < 2) {
     *error = "missing the " + std::string(pos[0] == "trial" ? "trial" : "sweep") + " id";
@@ -127,61 +102,6 @@ bool ParseId(const std::vector<std::string>& pos, int64_t* id, std::string* erro
     return false;
   }
   return true;
-}
-
-// A JSON value for a --set or axis item: bare when it reads as a number or bool.
-std::string JsonValue(const std::string& v) {
-  double d;
-  if (v == "true" || v == "false" || (absl::SimpleAtod(v, &d) && v.find_first_of("xXnN") == std::string::npos)) {
-    return v;
-  }
-  return normsweep::JsonQuote(v);
-}
-
-std::string JsonList(const std::string& csv) {
-  std::string out = "[";
-  bool first = true;
-  for (absl::string_view item : absl::StrSplit(csv, ',', absl::SkipEmpty())) {
-    if (!first) out += ",";
-    first = false;
-    out += JsonValue(std::string(item));
-  }
-  return out + "]";
-}
-
-// The sweep spec from flags, built as JSON and parsed through the same
-// schema as a file.
-absl::StatusOr<v1::SweepSpec> SpecFromFlags(const normsweep::CliArgs& args) {
-  std::string json = "{";
-  auto add = [&](const std::string& key, const std::string& value) {
-    if (json.size() > 1) json += ",";
-    json += normsweep::JsonQuote(key) + ":" + value;
-  };
-  if (!args.Has("name")) return absl::InvalidArgumentError("--name is required when no sweep file is given");
-  add("name", normsweep::JsonQuote(args.Get("name")));
-  const std::map<std::string, std::string> lists = {
-      {"placements", "placements"}, {"warmup-steps", "warmup_steps"}, {"lrs", "peak_lrs"}, {"seeds", "seeds"}};
-  for (const auto& [flag, field] : lists) {
-    if (args.Has(flag)) add(field, JsonList(args.Get(flag)));
-  }
-  if (!args.Has("seeds")) add("seeds", "[0]");
-  if (!args.Has("warmup-steps")) add("warmup_steps", "[0]");
-  const std::map<std::string, std::string> ints = {
-      {"max-attempts", "max_attempts"}, {"priority", "priority"}, {"max-concurrent", "max_concurrent_trials"}};
-  for (const auto& [flag, field] : ints) {
-    if (args.Has(flag)) add(field, JsonValue(args.Get(flag)));
-  }
-  std::string base = "{";
-  for (const std::string& set : args.All("set")) {
-    const size_t eq = set.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return absl::InvalidArgumentError("--set " + set + ": expected FIELD=VALUE");
-    }
-    if (base.size() > 1) base += ",";
-    base += normsweep::JsonQuote(set.substr(0, eq)) + ":" + JsonValue(set.substr(eq + 1));
-  }
-  add("base", base + "}");
-  return cl::SweepSpecFromYaml(json + "}");
 }
 
 std::string FormatDuration(double seconds) {
@@ -261,7 +181,7 @@ int Watch(cl::SweepClient& client, int64_t id) {
   });
   view.Finish();
   if (!s.ok()) return Fail(s);
-  std::printf("sweep %ld %s\n", static_cast<long>(id), StateName(last.state()));
+  std::printf("sweep %ld %s\n", static_cast<long>(id), cl::SweepStateLabel(last.state()).c_str());
   return PrintResults(client, id, "table");
 }
 
@@ -276,15 +196,14 @@ int Submit(cl::SweepClient& client, const normsweep::CliArgs& args) {
     if (spec.ok() && args.Has("name")) spec->set_name(args.Get("name"));
     if (spec.ok() && args.Has("set")) {
       // --set overrides fields of the file's base config.
-      normsweep::CliArgs only_sets;
-      only_sets.flags["name"] = spec->name();
-      only_sets.all["set"] = args.All("set");
-      absl::StatusOr<v1::SweepSpec> overrides = SpecFromFlags(only_sets);
-      if (!overrides.ok()) return Usage(std::string(overrides.status().message()));
-      spec->mutable_base()->MergeFrom(overrides->base());
+      v1::TrainConfig overrides;
+      if (absl::Status s = cl::ApplySetFlags(args.All("set"), &overrides); !s.ok()) {
+        return Usage(std::string(s.message()));
+      }
+      spec->mutable_base()->MergeFrom(overrides);
     }
   } else {
-    spec = SpecFromFlags(args);
+    spec = cl::SpecFromFlags(args);
   }
   if (!spec.ok()) return Usage(std::string(spec.status().message()));
   const bool dry_run = args.Has("dry-run");
@@ -316,14 +235,7 @@ int List(cl::SweepClient& client, const normsweep::CliArgs& args) {
   }
   auto sweeps = client.ListSweeps(state);
   if (!sweeps.ok()) return Fail(sweeps.status());
-  std::printf("%-6s %-28s %-10s %7s %6s %8s %7s  %s\n", "id", "name", "state", "trials", "done", "diverged",
-              "failed", "created");
-  for (const v1::Sweep& s : *sweeps) {
-    const auto& c = s.counts();
-    std::printf("%-6ld %-28s %-10s %7d %6d %8d %7d  %s\n", static_cast<long>(s.id()), s.name().substr(0, 28).c_str(),
-                StateName(s.state()), s.trial_count(), c.succeeded() + c.diverged() + c.failed() + c.cancelled(),
-                c.diverged(), c.failed(), google::protobuf::util::TimeUtil::ToString(s.created_at()).c_str());
-  }
+  std::fputs(cl::RenderSweepList(*sweeps).c_str(), stdout);
   return 0;
 }
 
@@ -332,53 +244,14 @@ int Show(cl::SweepClient& client, int64_t id) {
   if (!sweep.ok()) return Fail(sweep.status());
   auto trials = client.ListTrials(id);
   if (!trials.ok()) return Fail(trials.status());
-  const auto& c = sweep->counts();
-  std::printf("sweep %ld \"%s\": %s, %d trials (%d pending, %d running, %d succeeded, %d diverged, %d failed, %d "
-              "cancelled)\ncreated %s\n",
-              static_cast<long>(sweep->id()), sweep->name().c_str(), StateName(sweep->state()), sweep->trial_count(),
-              c.pending(), c.running(), c.succeeded(), c.diverged(), c.failed(), c.cancelled(),
-              google::protobuf::util::TimeUtil::ToString(sweep->created_at()).c_str());
-  std::printf("\n%-8s %-5s %-6s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-10s %s\n", "trial", "idx", "place", "warmup",
-              "lr", "seed", "variant", "state", "attempts", "step", "val_loss", "note");
-  for (const v1::Trial& t : *trials) {
-    std::string val = t.result().has_final_val_loss() ? absl::StrFormat("%.4f", t.result().final_val_loss())
-                      : t.has_last_val_loss()          ? absl::StrFormat("(%.4f)", t.last_val_loss())
-                                                       : "";
-    std::string note = !t.result().error().empty() ? t.result().error().substr(0, 60)
-                       : t.result().has_diverged_step() ? absl::StrCat("diverged at step ", t.result().diverged_step())
-                                                        : "";
-    std::printf("%-8ld %-5d %-6s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-10s %s\n", static_cast<long>(t.id()), t.index(),
-                t.config().placement().c_str(), t.config().warmup_steps(), cl::FormatLr(t.config().lr()).c_str(),
-                t.config().seed(), t.variant().substr(0, 20).c_str(), TrialStateName(t.state()), t.attempts(),
-                t.last_step(), val.c_str(), note.c_str());
-  }
+  std::fputs(cl::RenderSweepDetail(*sweep, *trials).c_str(), stdout);
   return 0;
 }
 
 int Trial(cl::SweepClient& client, int64_t id) {
   auto t = client.GetTrial(id);
   if (!t.ok()) return Fail(t.status());
-  const v1::Trial& trial = t->trial();
-  std::printf("trial %ld of sweep %ld: %s, placement %s, warmup %d, lr %s, seed %d%s\n", static_cast<long>(trial.id()),
-              static_cast<long>(trial.sweep_id()), TrialStateName(trial.state()), trial.config().placement().c_str(),
-              trial.config().warmup_steps(), cl::FormatLr(trial.config().lr()).c_str(), trial.config().seed(),
-              trial.variant().empty() ? "" : (", " + trial.variant()).c_str());
-  std::printf("%-7s %-10s %-11s %-11s %-10s %-10s\n", "step", "lr", "train_loss", "val_loss", "grad_norm", "tokens/s");
-  auto opt = [](bool has, double v, const char* fmt) { return has ? absl::StrFormat(fmt, v) : std::string(); };
-  for (const v1::MetricPoint& m : t->metrics()) {
-    std::printf("%-7d %-10s %-11s %-11s %-10s %-10s\n", m.step(), opt(m.has_lr(), m.lr(), "%.3e").c_str(),
-                opt(m.has_train_loss(), m.train_loss(), "%.4f").c_str(), opt(m.has_val_loss(), m.val_loss(), "%.4f").c_str(),
-                opt(m.has_grad_norm(), m.grad_norm(), "%.4f").c_str(),
-                opt(m.has_tokens_per_s(), m.tokens_per_s(), "%.0f").c_str());
-  }
-  for (const v1::LayerGradNorms& g : t->layer_grad_norms()) {
-    std::printf("\nFFN gradient norms at step %d:", g.step());
-    for (const v1::LayerGradNorm& n : g.norms()) std::printf(" L%d.%s=%.4f", n.layer(), n.matrix().c_str(), n.norm());
-    std::printf("\n");
-  }
-  if (const std::string attempts = cl::RenderAttemptsTable(t->attempts()); !attempts.empty()) {
-    std::printf("\n%s", attempts.c_str());
-  }
+  std::fputs(cl::RenderTrialDetail(*t).c_str(), stdout);
   return 0;
 }
 
@@ -452,6 +325,6 @@ int main(int argc, char** argv) {
   if (command == "report") return Report(client, id, args);
   auto sweep = client.CancelSweep(id);
   if (!sweep.ok()) return Fail(sweep.status());
-  std::printf("sweep %ld %s\n", static_cast<long>(id), StateName(sweep->state()));
+  std::printf("sweep %ld %s\n", static_cast<long>(id), cl::SweepStateLabel(sweep->state()).c_str());
   return 0;
 }

@@ -14,10 +14,12 @@
 
 #include <google/protobuf/util/time_util.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/results.h"
+#include "proto/schema/state_names.h"
 
 namespace normsweep::client {
 namespace {
@@ -46,10 +48,6 @@ std::string P(double v) { return absl::StrFormat("%.1f", v); }
 bool Usable(const v1::Trial& t) {
   return t.state() == v1::TRIAL_SUCCEEDED && t.result().has_final_val_loss() &&
          std::isfinite(t.result().final_val_loss());
-}
-
-bool Finished(v1::TrialState s) {
-  return s == v1::TRIAL_SUCCEEDED || s == v1::TRIAL_DIVERGED || s == v1::TRIAL_FAILED || s == v1::TRIAL_CANCELLED;
 }
 
 // percentile_cont(0.5): the middle value, or the mean of the two middle ones.
@@ -620,13 +618,9 @@ constexpr char kDefs[] =
     "patternTransform=\"rotate(45)\"><rect width=\"8\" height=\"8\" fill=\"#f7d4d4\"/>"
     "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"8\" stroke=\"#d62728\" stroke-width=\"3\"/></pattern></defs></svg>\n";
 
-const char* SweepStateName(v1::SweepState s) {
-  switch (s) {
-    case v1::SWEEP_RUNNING: return "running";
-    case v1::SWEEP_COMPLETED: return "completed";
-    case v1::SWEEP_CANCELLED: return "cancelled";
-    default: return "unknown state";
-  }
+std::string SweepStateName(v1::SweepState s) {
+  if (s == v1::SWEEP_STATE_UNSPECIFIED || !v1::SweepState_IsValid(s)) return "unknown state";
+  return absl::AsciiStrToLower(schema::SweepStateName(s));
 }
 
 // The first trial's resolved config; the sweep's extra axes say what varies.
@@ -718,7 +712,7 @@ std::string RenderReportHtml(const ReportData& data) {
   int finished = 0;
   for (const v1::GetTrialResponse& t : data.trials) {
     plain.push_back(t.trial());
-    finished += Finished(t.trial().state());
+    finished += schema::IsFinal(t.trial().state());
   }
   const v1::TrialCounts& c = sweep.counts();
   absl::StrAppend(&s, "<p class=\"meta\">", SweepStateName(sweep.state()), "; ", data.trials.size(), " trials: ",

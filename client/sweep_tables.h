@@ -1,0 +1,35 @@
+// What `normsweep list`, `show ID` and `trial ID` print: the sweeps table,
+// one sweep with its trials, one trial with its metric history, step-0
+// gradient norms and attempts. Pure functions, so tests need no scheduler.
+#ifndef NORMSWEEP_CLIENT_SWEEP_TABLES_H_
+#define NORMSWEEP_CLIENT_SWEEP_TABLES_H_
+
+#include <string>
+#include <vector>
+
+#include "normsweep/v1/sweep.pb.h"
+#include "normsweep/v1/sweep_service.pb.h"
+
+namespace normsweep::client {
+
+// The states as the CLI prints them: "running", "completed", "cancelled";
+// "pending", ..., "cancelled"; "unknown" for anything else.
+std::string SweepStateLabel(v1::SweepState state);
+std::string TrialStateLabel(v1::TrialState state);
+
+// `normsweep list`: a header and one line per sweep, in the given order:
+//   id     name                         state       trials   done diverged  failed  created
+std::string RenderSweepList(const std::vector<v1::Sweep>& sweeps);
+
+// `normsweep show ID`: the sweep's counts, then one line per trial (its
+// final validation loss, or the last one in parentheses while it runs; its
+// error or divergence step as the note).
+std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Trial>& trials);
+
+// `normsweep trial ID`: the trial, its metric points, its step-0 FFN
+// gradient norms and its attempts (RenderAttemptsTable).
+std::string RenderTrialDetail(const v1::GetTrialResponse& trial);
+
+}  // namespace normsweep::client
+
+#endif  // NORMSWEEP_CLIENT_SWEEP_TABLES_H_

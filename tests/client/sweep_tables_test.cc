@@ -1,0 +1,137 @@
+#include "client/sweep_tables.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace normsweep::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Sweep Sweep() {
+  v1::Sweep s;
+  s.set_id(7);
+  s.set_name("ln-warmup-a-name-longer-than-28-characters");
+  s.set_state(v1::SWEEP_RUNNING);
+  s.set_trial_count(12);
+  v1::TrialCounts* c = s.mutable_counts();
+  c->set_pending(3);
+  c->set_running(2);
+  c->set_succeeded(4);
+  c->set_diverged(2);
+  c->set_failed(1);
+  c->set_cancelled(0);
+  s.mutable_created_at()->set_seconds(1796112649);  // 2026-12-01T08:10:49Z
+  return s;
+}
+
+v1::Trial Trial(int64_t id, int index, v1::TrialState state) {
+  v1::Trial t;
+  t.set_id(id);
+  t.set_sweep_id(7);
+  t.set_index(index);
+  t.set_state(state);
+  t.set_attempts(1);
+  t.set_last_step(100);
+  t.mutable_config()->set_placement("pre");
+  t.mutable_config()->set_warmup_steps(400);
+  t.mutable_config()->set_lr(1e-3);
+  t.mutable_config()->set_seed(2);
+  return t;
+}
+
+TEST(SweepTablesTest, StateLabels) {
+  EXPECT_EQ(SweepStateLabel(v1::SWEEP_RUNNING), "running");
+  EXPECT_EQ(SweepStateLabel(v1::SWEEP_COMPLETED), "completed");
+  EXPECT_EQ(SweepStateLabel(v1::SWEEP_CANCELLED), "cancelled");
+  EXPECT_EQ(SweepStateLabel(v1::SWEEP_STATE_UNSPECIFIED), "unknown");
+  EXPECT_EQ(TrialStateLabel(v1::TRIAL_PENDING), "pending");
+  EXPECT_EQ(TrialStateLabel(v1::TRIAL_RUNNING), "running");
+  EXPECT_EQ(TrialStateLabel(v1::TRIAL_SUCCEEDED), "succeeded");
+  EXPECT_EQ(TrialStateLabel(v1::TRIAL_DIVERGED), "diverged");
+  EXPECT_EQ(TrialStateLabel(v1::TRIAL_FAILED), "failed");
+  EXPECT_EQ(TrialStateLabel(v1::TRIAL_CANCELLED), "cancelled");
+  EXPECT_EQ(TrialStateLabel(v1::TRIAL_STATE_UNSPECIFIED), "unknown");
+  EXPECT_EQ(TrialStateLabel(static_cast<v1::TrialState>(42)), "unknown");
+}
+
+TEST(SweepTablesTest, SweepList) {
+  EXPECT_EQ(RenderSweepList({}), "id     name                         state       trials   done diverged  failed  created\n");
+  v1::Sweep done = Sweep();
+  done.set_id(8);
+  done.set_name("short");
+  done.set_state(v1::SWEEP_COMPLETED);
+  EXPECT_EQ(RenderSweepList({Sweep(), done}),
+            "id     name                         state       trials   done diverged  failed  created\n"
+            "7      ln-warmup-a-name-longer-than running         12      7        2       1  2026-12-01T08:10:49Z\n"
+            "8      short                        completed       12      7        2       1  2026-12-01T08:10:49Z\n");
+}
+
+TEST(SweepTablesTest, SweepDetail) {
+  v1::Trial ok = Trial(101, 0, v1::TRIAL_SUCCEEDED);
+  ok.mutable_result()->set_final_val_loss(2.34567);
+  v1::Trial running = Trial(102, 1, v1::TRIAL_RUNNING);
+  running.set_last_val_loss(3.5);
+  running.set_variant("layers=12,optimizer=sgd,beta2=0.98");
+  v1::Trial diverged = Trial(103, 2, v1::TRIAL_DIVERGED);
+  diverged.mutable_result()->set_diverged_step(37);
+  v1::Trial failed = Trial(104, 3, v1::TRIAL_FAILED);
+  failed.set_attempts(3);
+  failed.mutable_result()->set_error(std::string(70, 'e'));
+  EXPECT_EQ(RenderSweepDetail(Sweep(), {ok, running, diverged, failed}),
+            "sweep 7 \"ln-warmup-a-name-longer-than-28-characters\": running, 12 trials (3 pending, 2 running, 4 "
+            "succeeded, 2 diverged, 1 failed, 0 cancelled)\n"
+            "created 2026-12-01T08:10:49Z\n"
+            "\n"
+            "trial    idx   place  warmup   lr        seed  variant              state      attempts step   "
+            "val_loss   note\n"
+            "101      0     pre    400      1e-03     2                          succeeded  1        100    "
+            "2.3457     \n"
+            "102      1     pre    400      1e-03     2     layers=12,optimizer= running    1        100    "
+            "(3.5000)   \n"
+            "103      2     pre    400      1e-03     2                          diverged   1        100               "
+            "diverged at step 37\n"
+            "104      3     pre    400      1e-03     2                          failed     3        100               " +
+                std::string(60, 'e') + "\n");
+}
+
+TEST(SweepTablesTest, TrialDetail) {
+  v1::GetTrialResponse r;
+  *r.mutable_trial() = Trial(101, 0, v1::TRIAL_SUCCEEDED);
+  v1::MetricPoint* p = r.add_metrics();
+  p->set_step(1);
+  p->set_lr(2.5e-6);
+  p->set_train_loss(5.54321);
+  p->set_grad_norm(1.25);
+  p->set_tokens_per_s(12345.6);
+  v1::MetricPoint* e = r.add_metrics();
+  e->set_step(100);
+  e->set_val_loss(2.5);
+  v1::LayerGradNorms* g = r.add_layer_grad_norms();
+  g->set_step(0);
+  v1::LayerGradNorm* n = g->add_norms();
+  n->set_layer(0);
+  n->set_matrix("ffn.fc1");
+  n->set_norm(0.5);
+  n = g->add_norms();
+  n->set_layer(1);
+  n->set_matrix("ffn.fc2");
+  n->set_norm(1.0 / 3);
+  EXPECT_EQ(RenderTrialDetail(r),
+            "trial 101 of sweep 7: succeeded, placement pre, warmup 400, lr 1e-03, seed 2\n"
+            "step    lr         train_loss  val_loss    grad_norm  tokens/s  \n"
+            "1       2.500e-06  5.5432                  1.2500     12346     \n"
+            "100                            2.5000                           \n"
+            "\n"
+            "FFN gradient norms at step 0: L0.ffn.fc1=0.5000 L1.ffn.fc2=0.3333\n");
+  r.mutable_trial()->set_variant("layers=12");
+  v1::TrialAttempt* a = r.add_attempts();
+  a->set_attempt(1);
+  a->set_outcome(v1::TRIAL_SUCCEEDED);
+  const std::string with = RenderTrialDetail(r);
+  EXPECT_THAT(with, HasSubstr("seed 2, layers=12\n"));
+  EXPECT_THAT(with, HasSubstr("L1.ffn.fc2=0.3333\n\nattempt  worker  ended"));
+}
+
+}  // namespace
+}  // namespace normsweep::client
