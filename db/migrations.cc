@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "db/pg_connection.h"
@@ -130,6 +131,10 @@ absl::StatusOr<int> ApplyMigrations(PgConnection& conn, const std::vector<Migrat
   ASSIGN_OR_RETURN(PgResult timeout, conn.Exec("SELECT current_setting('statement_timeout')"));
   const std::string previous_timeout = timeout.GetString(0, 0);
   RETURN_IF_ERROR(conn.Exec("SELECT set_config('statement_timeout', '0', false)").status());
+  // The client-side deadline too, until this returns.
+  const absl::Duration client_timeout = conn.client_timeout();
+  conn.set_client_timeout(absl::InfiniteDuration());
+  absl::Cleanup restore_client_timeout = [&conn, client_timeout] { conn.set_client_timeout(client_timeout); };
   RETURN_IF_ERROR(conn.Exec("SELECT pg_advisory_lock($1)", PgParams().Add(kMigrationLockKey)).status());
   absl::StatusOr<int> result = ApplyLocked(conn, migrations);
   absl::Status unlock =

@@ -1,6 +1,11 @@
 #include "db/pg_connection.h"
 
+#include <libpq-fe.h>
+#include <poll.h>
+
+#include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +43,15 @@ absl::Status StatusFromResult(PGconn* conn, const PGresult* res) {
 }
 
 }  // namespace
+
+void PgConnDeleter::operator()(pg_conn* conn) const { PQfinish(conn); }
+void PgResultDeleter::operator()(pg_result* res) const { PQclear(res); }
+
+int PgResult::rows() const { return PQntuples(res_.get()); }
+
+int PgResult::column(const char* name) const { return PQfnumber(res_.get(), name); }
+
+bool PgResult::IsNull(int row, int col) const { return PQgetisnull(res_.get(), row, col) != 0; }
 
 int64_t PgResult::affected() const {
   const char* n = PQcmdTuples(res_.get());
@@ -112,13 +126,17 @@ absl::StatusOr<std::unique_ptr<PgConnection>> PgConnection::Connect(const PgConn
   }
   // NOTICEs ("already exists, skipping") are not errors; keep them off stderr.
   PQsetNoticeProcessor(conn.get(), [](void*, const char*) {}, nullptr);
-  std::unique_ptr<PgConnection> c(new PgConnection(conn.release()));
+  // Sending never blocks either: Await waits for it with the deadline.
+  if (PQsetnonblocking(conn.get(), 1) != 0) {
+    return MarkDatabaseError(absl::InternalError("database: cannot set the connection nonblocking"));
+  }
+  std::unique_ptr<PgConnection> c(new PgConnection(conn.release(), options));
   PgParams p;
   p.Add(absl::StrCat(absl::ToInt64Milliseconds(options.statement_timeout)));
   p.Add(options.generic_plans ? "force_generic_plan" : "auto");
   // No JIT: our statements are short and prepared; a generic plan whose
   // estimate crossed jit_above_cost was compiled again on every execution
-  // (70-80 ms each, measured with tests/bench/scheduler_load).
+  // (scheduler/README.md).
   absl::StatusOr<PgResult> r =
       c->Exec("SELECT set_config('statement_timeout', $1, false), set_config('jit', 'off', false),"
               " set_config('plan_cache_mode', $2, false)", p);
@@ -151,12 +169,122 @@ struct LibpqParams {
 
 }  // namespace
 
+PgConnection::PgConnection(pg_conn* conn, const PgConnectOptions& options)
+    : conn_(conn), client_timeout_(options.ClientTimeout()),
+      cancel_wait_(std::max(options.client_timeout_margin, absl::ZeroDuration())) {}
+
+bool PgConnection::broken() const { return conn_ == nullptr || PQstatus(conn_.get()) != CONNECTION_OK; }
+
+bool PgConnection::idle() const {
+  return conn_ != nullptr && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
+}
+
+namespace {
+
+absl::Status Closed() {
+  return MarkDatabaseError(
+      absl::UnavailableError("database: connection closed after a query that did not answer in time"));
+}
+
+enum class Ready { kYes, kTimeout, kError };
+
+// Waits until the connection's socket is ready for `events` or the deadline.
+Ready WaitForSocket(PGconn* conn, short events, absl::Time deadline) {
+  const int fd = PQsocket(conn);
+  if (fd < 0) return Ready::kError;
+  while (true) {
+    int timeout_ms = -1;
+    if (deadline != absl::InfiniteFuture()) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return Ready::kTimeout;
+      timeout_ms = static_cast<int>(
+          std::min<int64_t>(absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))), INT_MAX));
+    }
+    pollfd p{fd, events, 0};
+    const int n = poll(&p, 1, timeout_ms);
+    if (n > 0) return Ready::kYes;
+    if (n < 0 && errno != EINTR) return Ready::kError;
+  }
+}
+
+// Sends what libpq holds (nonblocking mode), reading meanwhile as libpq
+// asks; false on the deadline.
+bool Flush(PGconn* conn, absl::Time deadline) {
+  while (true) {
+    const int pending = PQflush(conn);
+    if (pending <= 0) return true;  // sent, or failed (PQgetResult reports it)
+    const Ready ready = WaitForSocket(conn, POLLIN | POLLOUT, deadline);
+    if (ready == Ready::kTimeout) return false;
+    if (ready == Ready::kError || PQconsumeInput(conn) == 0) return true;
+  }
+}
+
+// Reads until PQgetResult would not block; false on the deadline.
+bool AwaitInput(PGconn* conn, absl::Time deadline) {
+  while (PQisBusy(conn) != 0) {
+    const Ready ready = WaitForSocket(conn, POLLIN, deadline);
+    if (ready == Ready::kTimeout) return false;
+    if (ready == Ready::kError || PQconsumeInput(conn) == 0) return true;  // PQgetResult reports it
+  }
+  return true;
+}
+
+// Every result of the query, keeping the last, as PQexec does; false on the
+// deadline (*last then holds what came before it).
+bool AwaitResults(PGconn* conn, absl::Time deadline, PGresult** last) {
+  while (true) {
+    if (!AwaitInput(conn, deadline)) return false;
+    PGresult* r = PQgetResult(conn);
+    if (r == nullptr) return true;
+    PQclear(*last);
+    *last = r;
+    if (PQstatus(conn) == CONNECTION_BAD) return true;
+  }
+}
+
+absl::Time DeadlineAfter(absl::Duration timeout) {
+  return timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+}
+
+}  // namespace
+
+absl::StatusOr<PgResult> PgConnection::Await(int sent) {
+  PGconn* conn = conn_.get();
+  if (sent == 0) return StatusFromResult(conn, nullptr);
+  PGresult* last = nullptr;  // owned here until Check takes it
+  const absl::Time deadline = DeadlineAfter(client_timeout_);
+  const bool flushed = Flush(conn, deadline);
+  if (flushed && AwaitResults(conn, deadline, &last)) return Check(last);
+  const std::string waited =
+      absl::StrCat("database: no answer within ", absl::FormatDuration(client_timeout_), " (client-side timeout)");
+  // The server may be stuck, or the network: cancel the query and wait for
+  // its answer a while longer, so that the connection can be used again. A
+  // half-sent query, or a cancel that goes unanswered, closes it instead.
+  bool cancelled = false;
+  if (flushed) {
+    if (PGcancel* cancel = PQgetCancel(conn); cancel != nullptr) {
+      char error[256] = "";
+      cancelled = PQcancel(cancel, error, sizeof error) == 1;
+      PQfreeCancel(cancel);
+    }
+  }
+  if (cancelled && AwaitResults(conn, DeadlineAfter(cancel_wait_), &last) && PQstatus(conn) == CONNECTION_OK) {
+    const ExecStatusType status = last != nullptr ? PQresultStatus(last) : PGRES_FATAL_ERROR;
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return Check(last);  // it ended meanwhile
+    PQclear(last);
+    return MarkDatabaseError(absl::DeadlineExceededError(absl::StrCat(waited, "; cancelled")));
+  }
+  PQclear(last);
+  conn_.reset();
+  return MarkDatabaseError(absl::DeadlineExceededError(absl::StrCat(waited, "; connection closed")));
+}
+
 absl::StatusOr<PgResult> PgConnection::Exec(std::string_view sql, const PgParams& params) {
+  if (conn_ == nullptr) return Closed();
   const LibpqParams p(params);
   std::string query(sql);
-  PGresult* raw = PQexecParams(conn_.get(), query.c_str(), p.count(), /*paramTypes=*/nullptr, p.values.data(),
-                               p.length_data(), p.format_data(), /*resultFormat=*/0);
-  return Check(raw);
+  return Await(PQsendQueryParams(conn_.get(), query.c_str(), p.count(), /*paramTypes=*/nullptr, p.values.data(),
+                                 p.length_data(), p.format_data(), /*resultFormat=*/0));
 }
 
 absl::StatusOr<PgResult> PgConnection::Check(PGresult* raw) {
@@ -170,20 +298,22 @@ absl::StatusOr<PgResult> PgConnection::Check(PGresult* raw) {
 
 absl::StatusOr<PgResult> PgConnection::ExecPrepared(const std::string& name, std::string_view sql,
                                                     const PgParams& params) {
+  if (conn_ == nullptr) return Closed();
   const int n = static_cast<int>(params.values().size());
   if (!prepared_.contains(name)) {
     std::string query(sql);
     absl::StatusOr<PgResult> prepared =
-        Check(PQprepare(conn_.get(), name.c_str(), query.c_str(), n, /*paramTypes=*/nullptr));
+        Await(PQsendPrepare(conn_.get(), name.c_str(), query.c_str(), n, /*paramTypes=*/nullptr));
     if (!prepared.ok()) return prepared.status();
     prepared_.insert(name);
   }
   const LibpqParams p(params);
-  return Check(PQexecPrepared(conn_.get(), name.c_str(), n, p.values.data(), p.length_data(), p.format_data(),
-                              /*resultFormat=*/0));
+  return Await(PQsendQueryPrepared(conn_.get(), name.c_str(), n, p.values.data(), p.length_data(), p.format_data(),
+                                   /*resultFormat=*/0));
 }
 
 std::string PgConnection::Describe() const {
+  if (conn_ == nullptr) return "(closed)";
   const char* host = PQhost(conn_.get());
   const char* port = PQport(conn_.get());
   const char* db = PQdb(conn_.get());

@@ -1,12 +1,12 @@
-// RAII wrappers over libpq (the only place besides postgres_store.cc and
-// migrations.cc that sees libpq). Every query goes through PQexecParams or a
-// prepared statement with text parameters (binary for PgArrayOf arrays);
-// every result's status is checked; results are cleared by their owner. A PgConnection is used by one thread at a time (PgPool hands
-// them out).
+// RAII wrappers over libpq, the only code that calls it (db/pg_connection.cc;
+// this header names libpq's types but does not include libpq-fe.h). Every
+// query goes through PQsendQueryParams or a prepared statement with text
+// parameters (binary for PgArrayOf arrays), waited for with a client-side
+// deadline; every result's status is checked; results are cleared by their
+// owner. A PgConnection is used by one thread at a time (PgPool hands them
+// out). db-internal: outside db/, only tests include it (to look at rows).
 #ifndef NORMSWEEP_DB_PG_CONNECTION_H_
 #define NORMSWEEP_DB_PG_CONNECTION_H_
-
-#include <libpq-fe.h>
 
 #include <cstdint>
 #include <cstring>
@@ -23,23 +23,32 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "db/pg_connect_options.h"
+
+// libpq's PGconn and PGresult (typedefs of these in libpq-fe.h).
+struct pg_conn;
+struct pg_result;
 
 namespace normsweep::db {
 
 struct PgConnDeleter {
-  void operator()(PGconn* conn) const { PQfinish(conn); }
+  void operator()(pg_conn* conn) const;  // PQfinish
 };
 struct PgResultDeleter {
-  void operator()(PGresult* res) const { PQclear(res); }
+  void operator()(pg_result* res) const;  // PQclear
 };
 
 // One query result (rows of text values).
 class PgResult {
  public:
-  explicit PgResult(PGresult* res) : res_(res) {}
-  int rows() const { return PQntuples(res_.get()); }
+  explicit PgResult(pg_result* res) : res_(res) {}
+  int rows() const;
   int64_t affected() const;  // rows touched by INSERT/UPDATE/DELETE
-  bool IsNull(int row, int col) const { return PQgetisnull(res_.get(), row, col) != 0; }
+  // The number of the column that the statement names `name` (lower case, as
+  // unquoted SQL names and AS aliases are), or -1 (PQfnumber). Look columns
+  // up once per result, not once per row.
+  int column(const char* name) const;
+  bool IsNull(int row, int col) const;
   std::string GetString(int row, int col) const;
   int64_t GetInt64(int row, int col) const;   // 0 when NULL
   double GetDouble(int row, int col) const;   // handles NaN/Infinity; 0 when NULL
@@ -49,7 +58,7 @@ class PgResult {
   std::optional<absl::Time> GetOptionalMicros(int row, int col) const;
 
  private:
-  std::unique_ptr<PGresult, PgResultDeleter> res_;
+  std::unique_ptr<pg_result, PgResultDeleter> res_;
 };
 
 template <typename T>
@@ -99,9 +108,8 @@ class PgParams {
 };
 
 // A one-dimensional array parameter in PostgreSQL's binary format (what
-// array_recv reads): nothing to format here and nothing to parse there (the
-// text form's parsing was 7% of the server's CPU under the scheduler load
-// generator). T is int32_t (int[]), int64_t (bigint[]), double (float8[]) or
+// array_recv reads): nothing to format here and nothing to parse there
+// (scheduler/README.md has the figures). T is int32_t (int[]), int64_t (bigint[]), double (float8[]) or
 // std::string (text[]); the statement must cast its parameter to exactly
 // that array type, or PostgreSQL refuses it ("binary data has array element
 // type 23 (integer) instead of expected 20 (bigint)").
@@ -197,43 +205,51 @@ class PgArray {
   std::string body_;
 };
 
-struct PgConnectOptions {
-  std::string conninfo;  // URL or key=value; empty: the PG* environment
-  absl::Duration statement_timeout = absl::Seconds(10);
-  absl::Duration connect_timeout = absl::Seconds(5);
-  std::string application_name = "normsweep";
-  // plan_cache_mode = force_generic_plan: for connections that run only the
-  // hot prepared statements (PostgresStore's group runners), whose generic
-  // plans are what they need; planning afresh costs them more than it saves.
-  bool generic_plans = false;
-};
-
 class PgConnection {
  public:
   static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(const PgConnectOptions& options);
 
-  // PQexecParams; OK only for PGRES_COMMAND_OK / PGRES_TUPLES_OK. Errors map
-  // SQLSTATE to a code: connection loss UNAVAILABLE, statement timeout
-  // DEADLINE_EXCEEDED, unique violation ALREADY_EXISTS, serialization or
-  // deadlock ABORTED, anything else INTERNAL.
+  // PQsendQueryParams, then the answer; OK only for PGRES_COMMAND_OK /
+  // PGRES_TUPLES_OK. Errors map SQLSTATE to a code: connection loss
+  // UNAVAILABLE, statement timeout DEADLINE_EXCEEDED, unique violation
+  // ALREADY_EXISTS, serialization or deadlock ABORTED, anything else
+  // INTERNAL; all are marked (MarkDatabaseError).
+  //
+  // No answer within client_timeout() (PgConnectOptions::ClientTimeout) is
+  // DEADLINE_EXCEEDED too, as pgBackRest's client does it: the query is
+  // cancelled (PQcancel) and its answer waited for, the margin again; the
+  // connection stays usable when it comes, and is closed (broken()) when it
+  // does not. (libpq 15's PQcancel itself connects to the server without a
+  // timeout: a host that drops packets can still hold it up.)
   absl::StatusOr<PgResult> Exec(std::string_view sql, const PgParams& params = PgParams());
   // The same for a hot statement, prepared once per connection under `name`
-  // (PQprepare + PQexecPrepared: parameterised the same way, but parsed and
-  // planned once instead of on every call). name must identify sql.
+  // (PQsendPrepare, then PQsendQueryPrepared: parameterised the same way, but
+  // parsed and planned once instead of on every call). name must identify sql.
   absl::StatusOr<PgResult> ExecPrepared(const std::string& name, std::string_view sql,
                                         const PgParams& params = PgParams());
 
-  bool broken() const { return PQstatus(conn_.get()) != CONNECTION_OK; }
+  // Lost, or closed after a query that did not answer its cancel.
+  bool broken() const;
   // Not inside a transaction.
-  bool idle() const { return PQtransactionStatus(conn_.get()) == PQTRANS_IDLE; }
+  bool idle() const;
   // host:port/dbname as user — never the password.
   std::string Describe() const;
 
- private:
-  explicit PgConnection(PGconn* conn) : conn_(conn) {}
-  absl::StatusOr<PgResult> Check(PGresult* raw);
+  // The client-side deadline of each query (InfiniteDuration(): none). Code
+  // that lifts the server's statement_timeout lifts this one too.
+  absl::Duration client_timeout() const { return client_timeout_; }
+  void set_client_timeout(absl::Duration timeout) { client_timeout_ = timeout; }
 
-  std::unique_ptr<PGconn, PgConnDeleter> conn_;
+ private:
+  PgConnection(pg_conn* conn, const PgConnectOptions& options);
+  // The answer to the query just sent (sent: PQsend*'s return value), with
+  // the client-side deadline and cancel.
+  absl::StatusOr<PgResult> Await(int sent);
+  absl::StatusOr<PgResult> Check(pg_result* raw);
+
+  std::unique_ptr<pg_conn, PgConnDeleter> conn_;  // null once closed after a timeout
+  absl::Duration client_timeout_;
+  const absl::Duration cancel_wait_;  // for the answer to a cancel
   std::set<std::string> prepared_;
 };
 

@@ -11,7 +11,8 @@ absl::Status InTransaction(PgPool& pool, Fn&& fn) {
     if (!conn.ok()) return conn.status();
     absl::StatusOr<PgResult> begin = (*conn)->Exec("BEGIN");
     if (!begin.ok()) {
-      if ((*conn)->broken() && attempt == 0) continue;  // stale pooled connection
+      // A stale pooled connection (not one closed after a client-side timeout).
+      if ((*conn)->broken() && attempt == 0 && begin.status().code() == absl::StatusCode::kUnavailable) continue;
       return begin.status();
     }
     absl::Status status = fn(**conn);

@@ -1,5 +1,9 @@
 // PostgreSQL-only behaviour: migrations (recorded, concurrent start-ups),
-// the analysis views, statement splitting, timeouts, connection loss.
+// the analysis views, statement splitting, timeouts (the server's and the
+// client's), connection loss. Includes the db-internal db/pg_connection.h to
+// look at rows and connections directly.
+#include <signal.h>
+
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -205,6 +209,81 @@ TEST(PgConnectionTest, DescribeNeverShowsThePassword) {
   auto failed = PgConnection::Connect(unreachable);
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(failed.status().message()), Not(HasSubstr("hunter2")));
+}
+
+// The client's own deadline, statement_timeout plus client_timeout_margin:
+// a query that the server does not time out (its statement_timeout lifted
+// here) is cancelled and answers DEADLINE_EXCEEDED soon after the deadline,
+// and the connection is used again, for one-off and prepared statements.
+TEST(PgConnectionTest, ClientTimeoutCancelsAndTheConnectionStaysUsable) {
+  PgConnectOptions options;
+  options.conninfo = NewDatabase("client_timeout");
+  options.statement_timeout = absl::Milliseconds(200);
+  options.client_timeout_margin = absl::Milliseconds(300);
+  auto conn = PgConnection::Connect(options);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  EXPECT_EQ((*conn)->client_timeout(), absl::Milliseconds(500));
+  ASSERT_TRUE((*conn)->Exec("SET statement_timeout = 0").ok());
+  for (bool prepared : {false, true}) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<PgResult> slow = prepared ? (*conn)->ExecPrepared("sleep", "SELECT pg_sleep($1::float8)",
+                                                                     PgParams().Add(30.0))
+                                             : (*conn)->Exec("SELECT pg_sleep(30)");
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(slow.status().code(), absl::StatusCode::kDeadlineExceeded) << slow.status();
+    EXPECT_TRUE(IsDatabaseError(slow.status()));
+    EXPECT_THAT(std::string(slow.status().message()), HasSubstr("client-side timeout"));
+    EXPECT_THAT(std::string(slow.status().message()), HasSubstr("cancelled"));
+    EXPECT_GE(took, absl::Milliseconds(500));
+    EXPECT_LT(took, absl::Seconds(5));
+    EXPECT_FALSE((*conn)->broken());
+    EXPECT_TRUE((*conn)->idle());
+    auto after = (*conn)->Exec("SELECT 41 + 1");
+    ASSERT_TRUE(after.ok()) << after.status();
+    EXPECT_EQ(after->GetInt64(0, 0), 42);
+  }
+  // No deadline without a statement_timeout.
+  PgConnectOptions none;
+  none.statement_timeout = absl::ZeroDuration();
+  EXPECT_EQ(none.ClientTimeout(), absl::InfiniteDuration());
+}
+
+// A server that answers neither the query nor its cancel (its backend
+// stopped): the connection is closed, so that the pool drops it, and the
+// next connection is a new one.
+TEST(PgConnectionTest, ClientTimeoutClosesAConnectionThatNeverAnswers) {
+  PgConnectOptions options;
+  options.conninfo = NewDatabase("client_timeout_stuck");
+  options.statement_timeout = absl::Milliseconds(200);
+  options.client_timeout_margin = absl::Milliseconds(300);
+  PgPool pool(options, 1);
+  int64_t first_pid = 0;
+  {
+    auto conn = pool.Acquire();
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    auto pid = (**conn).Exec("SELECT pg_backend_pid()");
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    first_pid = pid->GetInt64(0, 0);
+    ASSERT_EQ(kill(static_cast<pid_t>(first_pid), SIGSTOP), 0);
+    const absl::Time start = absl::Now();
+    auto stuck = (**conn).Exec("SELECT 1");
+    const absl::Duration took = absl::Now() - start;
+    ASSERT_EQ(kill(static_cast<pid_t>(first_pid), SIGCONT), 0);
+    EXPECT_EQ(stuck.status().code(), absl::StatusCode::kDeadlineExceeded) << stuck.status();
+    EXPECT_TRUE(IsDatabaseError(stuck.status()));
+    EXPECT_THAT(std::string(stuck.status().message()), HasSubstr("connection closed"));
+    EXPECT_GE(took, absl::Milliseconds(800));  // the deadline, then the wait for the cancel
+    EXPECT_LT(took, absl::Seconds(5));
+    EXPECT_TRUE((**conn).broken());
+    auto again = (**conn).Exec("SELECT 1");
+    EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable) << again.status();
+    EXPECT_TRUE(IsDatabaseError(again.status()));
+  }
+  auto next = pool.Acquire();
+  ASSERT_TRUE(next.ok()) << next.status();
+  auto pid = (**next).Exec("SELECT pg_backend_pid()");
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_NE(pid->GetInt64(0, 0), first_pid);
 }
 
 TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
