@@ -44,7 +44,7 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 
 namespace {
 
-using normsweep::db::PostgresStore;
+using normsweep::db::OpenedPostgresStore;
 using normsweep::db::PostgresStoreOptions;
 
 struct Options {
@@ -121,12 +121,12 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // The database may come up after us: retry with back-off, without a restart.
-  std::unique_ptr<PostgresStore> store;
+  OpenedPostgresStore db;
   absl::Duration backoff = absl::Milliseconds(200);
   while (true) {
-    absl::StatusOr<std::unique_ptr<PostgresStore>> opened = PostgresStore::Open(options.store);
+    absl::StatusOr<OpenedPostgresStore> opened = normsweep::db::OpenPostgresStore(options.store);
     if (opened.ok()) {
-      store = *std::move(opened);
+      db = *std::move(opened);
       break;
     }
     Log(absl::StrCat("database not ready (retrying in ", absl::FormatDuration(backoff),
@@ -135,9 +135,9 @@ int main(int argc, char** argv) {
     if (sigtimedwait(&signals, nullptr, &(ts = absl::ToTimespec(backoff))) > 0) return 1;
     backoff = std::min(backoff * 2, absl::Seconds(10));
   }
-  Log(absl::StrCat("database ", store->description(), ", migrations applied"));
+  Log(absl::StrCat("database ", db.description, ", migrations applied"));
 
-  auto server = normsweep::scheduler::SchedulerServer::Start(*store, normsweep::RealClock::Get(), options.server);
+  auto server = normsweep::scheduler::SchedulerServer::Start(*db.store, normsweep::RealClock::Get(), options.server);
   if (!server.ok()) {
     Log(server.status().ToString());
     return 1;

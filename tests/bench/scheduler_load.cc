@@ -449,12 +449,12 @@ int Main() {
       db::PostgresStoreOptions options;
       options.connect.conninfo = conninfo;
       options.pool_size = absl::GetFlag(FLAGS_db_pool_size);
-      auto opened = db::PostgresStore::Open(options);
+      auto opened = db::OpenPostgresStore(options);
       if (!opened.ok()) {
         std::fprintf(stderr, "store: %s\n", opened.status().ToString().c_str());
         return 1;
       }
-      store = *std::move(opened);
+      store = std::move(opened->store);
     }
   }
   // TLS: the scheduler's credentials (as flags for a child process) and the workers'.

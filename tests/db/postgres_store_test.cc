@@ -42,16 +42,16 @@ std::unique_ptr<PgConnection> Connect(const std::string& conninfo) {
   return *std::move(conn);
 }
 
-std::unique_ptr<PostgresStore> OpenStore(const std::string& conninfo) {
+std::unique_ptr<Store> OpenStore(const std::string& conninfo) {
   PostgresStoreOptions options;
   options.connect.conninfo = conninfo;
-  auto store = PostgresStore::Open(options);
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? *std::move(store) : nullptr;
+  auto opened = OpenPostgresStore(options);
+  EXPECT_TRUE(opened.ok()) << opened.status();
+  return opened.ok() ? std::move(opened->store) : nullptr;
 }
 
 // A sweep of n Pre-LN trials (lr 1e-3), created at kT0.
-absl::StatusOr<CreateSweepResult> CreateSweepOf(PostgresStore& store, const std::string& name, int n,
+absl::StatusOr<CreateSweepResult> CreateSweepOf(Store& store, const std::string& name, int n,
                                                 int max_attempts) {
   v1::SweepSpec spec;
   spec.set_name(name);
@@ -122,7 +122,7 @@ TEST(MigrationsTest, ConcurrentStartupsApplyEachMigrationOnce) {
     threads.emplace_back([&, i] {
       PostgresStoreOptions options;
       options.connect.conninfo = conninfo;
-      results[i] = PostgresStore::Open(options).status();
+      results[i] = OpenPostgresStore(options).status();
     });
   }
   for (auto& t : threads) t.join();
@@ -288,7 +288,7 @@ TEST(PgConnectionTest, ClientTimeoutClosesAConnectionThatNeverAnswers) {
 
 TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
   const std::string conninfo = NewDatabase("views");
-  std::unique_ptr<PostgresStore> store = OpenStore(conninfo);
+  std::unique_ptr<Store> store = OpenStore(conninfo);
   ASSERT_NE(store, nullptr);
   // post/pre x lr {1e-3, 1e-2} x seeds {0, 1, 2}, warm-up 0.
   v1::SweepSpec spec;
@@ -376,8 +376,8 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
 // loser of a race fails on the unique index and runs its group again).
 TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   const std::string conninfo = NewDatabase("race");
-  std::unique_ptr<PostgresStore> a = OpenStore(conninfo);
-  std::unique_ptr<PostgresStore> b = OpenStore(conninfo);
+  std::unique_ptr<Store> a = OpenStore(conninfo);
+  std::unique_ptr<Store> b = OpenStore(conninfo);
   ASSERT_TRUE(a != nullptr && b != nullptr);
   ASSERT_TRUE(CreateSweepOf(*a, "race", 4, 1).ok());
   v1::RegisterWorkerRequest reg;
@@ -391,7 +391,7 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   }
   // Connected and prepared before the race, so that neither store is done
   // before the other has started.
-  for (PostgresStore* store : {a.get(), b.get()}) {
+  for (Store* store : {a.get(), b.get()}) {
     v1::ReportProgressRequest warm;
     warm.set_worker_id(w);
     warm.set_trial_id(leased[0].id());
@@ -399,7 +399,7 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
     ASSERT_TRUE(store->ReportProgress(warm, kT0).ok());
   }
   constexpr int kBatches = 100;
-  auto report = [&](PostgresStore* store, double loss) {
+  auto report = [&](Store* store, double loss) {
     for (int batch = 0; batch < kBatches; ++batch) {
       for (const v1::Trial& t : leased) {
         v1::ReportProgressRequest req;
@@ -447,7 +447,7 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
 // re-sent batch) step by step with only what the batches lack.
 TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
   const std::string conninfo = NewDatabase("storage");
-  std::unique_ptr<PostgresStore> store = OpenStore(conninfo);
+  std::unique_ptr<Store> store = OpenStore(conninfo);
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(CreateSweepOf(*store, "storage", 1, 1).ok());
   v1::RegisterWorkerRequest reg;
@@ -503,7 +503,7 @@ TEST(ConfigStorageTest, BinaryCopyMatchesTheJsonAndOlderRowsReadTheJson) {
                   ->Exec("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET bytea_output = escape',"
                          " current_database()); END $$")
                   .ok());
-  std::unique_ptr<PostgresStore> store = OpenStore(conninfo);
+  std::unique_ptr<Store> store = OpenStore(conninfo);
   ASSERT_NE(store, nullptr);
   v1::SweepSpec spec;
   spec.set_name("configs");
@@ -547,9 +547,9 @@ TEST(ConfigStorageTest, BinaryCopyMatchesTheJsonAndOlderRowsReadTheJson) {
 // and cancellation, and completes the sweep when it reaches 0.
 TEST(OpenTrialsTest, CountFollowsEveryTransitionAndCompletesTheSweep) {
   const std::string conninfo = NewDatabase("open_trials");
-  std::unique_ptr<PostgresStore> opened = OpenStore(conninfo);
+  std::unique_ptr<Store> opened = OpenStore(conninfo);
   ASSERT_NE(opened, nullptr);
-  PostgresStore& store = *opened;
+  Store& store = *opened;
   auto conn = Connect(conninfo);
   auto expect_consistent = [&](int64_t sweep_id, int64_t open, const std::string& state) {
     auto r = conn->Exec(
@@ -631,36 +631,37 @@ TEST(ConnectionLossTest, StoreRecoversWhenTheDatabaseComesBack) {
   options.connect.conninfo = *conninfo;
   options.connect.connect_timeout = absl::Seconds(2);
   options.pool_size = 2;
-  auto store = PostgresStore::Open(options);
-  ASSERT_TRUE(store.ok()) << store.status();
+  auto opened = OpenPostgresStore(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store* store = opened->store.get();
   v1::SweepSpec spec;
   spec.set_name("r");
   spec.set_max_attempts(3);
   NewTrial t;
   t.config.set_placement("pre");
   t.config.set_lr(1e-3);
-  auto sweep = (*store)->CreateSweep("", spec, {t}, kT0);
+  auto sweep = store->CreateSweep("", spec, {t}, kT0);
   ASSERT_TRUE(sweep.ok());
-  ASSERT_TRUE((*store)->GetSweep(sweep->sweep.id()).ok());  // a pooled connection now exists
+  ASSERT_TRUE(store->GetSweep(sweep->sweep.id()).ok());  // a pooled connection now exists
 
   ASSERT_TRUE((*pg)->Stop().ok());
-  auto down = (*store)->GetSweep(sweep->sweep.id());
+  auto down = store->GetSweep(sweep->sweep.id());
   EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
-  auto still_down = (*store)->Stats(kT0);
+  auto still_down = store->Stats(kT0);
   EXPECT_EQ(still_down.status().code(), absl::StatusCode::kUnavailable);
 
   ASSERT_TRUE((*pg)->StartAgain().ok());
   // Back-off is at most 5 s; within 10 s the same store object serves again.
   absl::StatusOr<v1::Sweep> back = absl::UnavailableError("not yet");
   for (int i = 0; i < 100 && !back.ok(); ++i) {
-    back = (*store)->GetSweep(sweep->sweep.id());
+    back = store->GetSweep(sweep->sweep.id());
     if (!back.ok()) absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->trial_count(), 1);
   v1::RegisterWorkerRequest reg;
   reg.set_name("after");
-  EXPECT_TRUE((*store)->RegisterWorker(reg, kT0).ok());
+  EXPECT_TRUE(store->RegisterWorker(reg, kT0).ok());
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ class SensitivityViewsTest : public ::testing::Test {
     ASSERT_TRUE(conninfo.ok()) << conninfo.status();
     PostgresStoreOptions options;
     options.connect.conninfo = *conninfo;
-    auto store = PostgresStore::Open(options);  // applies the migrations
+    auto store = OpenPostgresStore(options);  // applies the migrations
     ASSERT_TRUE(store.ok()) << store.status();
     PgConnectOptions connect;
     connect.conninfo = *conninfo;

@@ -43,9 +43,9 @@ class StoreTest : public ::testing::TestWithParam<Kind> {
     ASSERT_TRUE(conninfo.ok()) << conninfo.status();
     PostgresStoreOptions options;
     options.connect.conninfo = *conninfo;
-    auto store = PostgresStore::Open(options);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
+    auto opened = OpenPostgresStore(options);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = std::move(opened->store);
   }
 
   static v1::SweepSpec Spec(const std::string& name, int trials, int priority = 0,

@@ -54,9 +54,9 @@ class ReportCliTest : public ::testing::Test {
     ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
     db::PostgresStoreOptions options;
     options.connect.conninfo = *conninfo;
-    auto store = db::PostgresStore::Open(options);
+    auto store = db::OpenPostgresStore(options);
     ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_NO_FATAL_FAILURE(FillSweep(**store));
+    ASSERT_NO_FATAL_FAILURE(FillSweep(*store->store));
     auto s = testing::StartScheduler(bin_, *conninfo, dir_);
     ASSERT_TRUE(s.ok()) << s.status();
     scheduler_.emplace(*std::move(s));

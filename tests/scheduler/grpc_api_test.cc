@@ -38,9 +38,9 @@ class GrpcApiTest : public ::testing::Test {
     conninfo_ = *conninfo;
     db::PostgresStoreOptions options;
     options.connect.conninfo = *conninfo;
-    auto store = db::PostgresStore::Open(options);
+    auto store = db::OpenPostgresStore(options);
     ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
+    store_ = std::move(store->store);
     SchedulerServerOptions server_options;
     server_options.grpc_address = "127.0.0.1:0";
     server_options.metrics_address = "";  // /metrics over HTTP: two_schedulers_test
@@ -176,7 +176,7 @@ class GrpcApiTest : public ::testing::Test {
   }
 
   std::string conninfo_;
-  std::unique_ptr<db::PostgresStore> store_;
+  std::unique_ptr<db::Store> store_;
   std::unique_ptr<SchedulerServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::SweepService::Stub> sweeps_;

@@ -1,0 +1,46 @@
+# cmake -DOUT=sql_statements.h -DDIR=db/sql -P embed_sql.cmake
+# Writes the statements in db/sql into a C++ header, as embed_migrations.cmake
+# does the migrations: db/sql/lease_group.sql becomes
+# normsweep::db::sql::kLeaseGroup. Whole-line -- comments are left out (the
+# server gets the statement only); {{name}} stands for db/sql/name.sql, a
+# fragment (a select list, a CTE) that several statements share.
+file(GLOB SOURCES ${DIR}/*.sql)
+list(SORT SOURCES)
+set(names "")
+foreach(src ${SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  if(NOT name MATCHES "^[a-z][a-z0-9_]*$")
+    message(FATAL_ERROR "${src}: statement files are named [a-z][a-z0-9_]*.sql")
+  endif()
+  file(READ ${src} sql)
+  string(REGEX REPLACE "\n[ \t]*--[^\n]*" "" sql "\n${sql}")
+  string(STRIP "${sql}" sql)
+  set(text_${name} "${sql}")
+  list(APPEND names ${name})
+endforeach()
+
+set(body "// Generated from db/sql by db/embed_sql.cmake. Do not edit.\n")
+string(APPEND body "#ifndef NORMSWEEP_DB_SQL_STATEMENTS_H_\n#define NORMSWEEP_DB_SQL_STATEMENTS_H_\n\n")
+string(APPEND body "namespace normsweep::db::sql {\n")
+foreach(name ${names})
+  set(sql "${text_${name}}")
+  foreach(fragment ${names})
+    string(REPLACE "{{${fragment}}}" "${text_${fragment}}" sql "${sql}")
+  endforeach()
+  if(sql MATCHES "{{")
+    message(FATAL_ERROR "${DIR}/${name}.sql: {{...}} names no file of ${DIR} (fragments do not nest)")
+  endif()
+  # lease_group -> kLeaseGroup
+  string(REGEX MATCHALL "[a-z0-9]+" parts "${name}")
+  set(constant "k")
+  foreach(part ${parts})
+    string(SUBSTRING "${part}" 0 1 first)
+    string(TOUPPER "${first}" first)
+    string(SUBSTRING "${part}" 1 -1 rest)
+    string(APPEND constant "${first}${rest}")
+  endforeach()
+  string(APPEND body "\n// db/sql/${name}.sql\ninline constexpr char ${constant}[] = R\"normsweep_sql(${sql})normsweep_sql\";\n")
+endforeach()
+string(APPEND body "\n}  // namespace normsweep::db::sql\n\n#endif  // NORMSWEEP_DB_SQL_STATEMENTS_H_\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)
