@@ -157,9 +157,9 @@ class ProgressView {
 int PrintResults(cl::SweepClient& client, int64_t id, const std::string& format) {
   auto sweep = client.GetSweep(id);
   if (!sweep.ok()) return Fail(sweep.status());
-  auto trials = client.ListTrials(id);
-  if (!trials.ok()) return Fail(trials.status());
-  const std::vector<cl::ResultCell> cells = cl::SummariseTrials(*trials);
+  auto analysis = client.GetSweepAnalysis(id);
+  if (!analysis.ok()) return Fail(analysis.status());
+  const std::vector<cl::ResultCell> cells = cl::CellsFromAnalysis(*analysis);
   if (format == "table") {
     std::fputs(cl::RenderResultsTable(*sweep, cells).c_str(), stdout);
   } else if (format == "csv") {

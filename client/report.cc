@@ -45,19 +45,6 @@ std::string Opt(const std::optional<double>& v) { return v ? Num(*v) : "&ndash;"
 // Coordinates in SVG.
 std::string P(double v) { return absl::StrFormat("%.1f", v); }
 
-bool Usable(const v1::Trial& t) {
-  return t.state() == v1::TRIAL_SUCCEEDED && t.result().has_final_val_loss() &&
-         std::isfinite(t.result().final_val_loss());
-}
-
-// percentile_cont(0.5): the middle value, or the mean of the two middle ones.
-std::optional<double> Median(std::vector<double> v) {
-  if (v.empty()) return std::nullopt;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // The viridis colour map (matplotlib's), 0 dark purple .. 1 yellow.
 std::array<double, 3> Viridis(double t) {
   static constexpr double kStops[5][3] = {
@@ -214,7 +201,7 @@ struct VariantView {
   std::string variant;
   std::vector<std::string> placements;
   std::map<std::string, std::vector<const v1::GetTrialResponse*>> trials;  // by placement
-  std::vector<ResultCell> cells;                                          // SummariseTrials of them
+  std::vector<ResultCell> cells;                                          // the view's cells of this variant
   std::vector<int> warmups;
   std::vector<double> lrs;
   std::optional<double> best_cell;
@@ -223,18 +210,19 @@ struct VariantView {
 
 std::vector<VariantView> Variants(const ReportData& data) {
   std::map<std::string, VariantView> by_variant;
-  std::map<std::string, std::vector<v1::Trial>> plain;
   for (const v1::GetTrialResponse& t : data.trials) {
     VariantView& v = by_variant[t.trial().variant()];
     v.variant = t.trial().variant();
     v.trials[t.trial().config().placement()].push_back(&t);
-    plain[v.variant].push_back(t.trial());
+  }
+  for (const ResultCell& c : CellsFromAnalysis(data.analysis)) {
+    auto it = by_variant.find(c.variant);
+    if (it != by_variant.end()) it->second.cells.push_back(c);
   }
   std::vector<VariantView> out;
   for (auto& [name, v] : by_variant) {
     v.index = static_cast<int>(out.size());
     for (const auto& [placement, unused] : v.trials) v.placements.push_back(placement);
-    v.cells = SummariseTrials(plain[name]);
     std::set<int> warmups;
     std::set<double> lrs;
     double lo = INFINITY, hi = -INFINITY;
@@ -637,48 +625,24 @@ std::string ModelLine(const v1::TrainConfig& c, const v1::SweepSpec& spec) {
 
 }  // namespace
 
-std::vector<PlacementSummary> SummarisePlacements(const std::vector<v1::Trial>& trials, double tolerance) {
-  std::map<std::pair<std::string, std::string>, PlacementSummary> rows;
-  std::map<std::pair<std::string, std::string>, std::vector<double>> losses;
-  for (const v1::Trial& t : trials) {
-    const std::pair<std::string, std::string> key{t.variant(), t.config().placement()};
-    PlacementSummary& r = rows[key];
-    r.variant = t.variant();
-    r.placement = t.config().placement();
-    ++r.trials;
-    switch (t.state()) {
-      case v1::TRIAL_SUCCEEDED: ++r.succeeded; break;
-      case v1::TRIAL_DIVERGED: ++r.diverged; break;
-      case v1::TRIAL_FAILED: ++r.failed; break;
-      case v1::TRIAL_CANCELLED: ++r.cancelled; break;
-      default: ++r.unfinished; break;
-    }
-    if (Usable(t)) losses[key].push_back(t.result().final_val_loss());
-  }
-  const std::vector<ResultCell> cells = SummariseTrials(trials);
-  std::map<std::string, double> best_cell;  // by variant, over both placements
-  for (const ResultCell& c : cells) {
-    if (c.seeds_with_loss == 0) continue;
-    auto [it, inserted] = best_cell.emplace(c.variant, c.mean_final_val_loss);
-    if (!inserted) it->second = std::min(it->second, c.mean_final_val_loss);
-  }
-  for (const ResultCell& c : cells) {
-    PlacementSummary& r = rows[{c.variant, c.placement}];
-    ++r.grid_cells;
-    auto best = best_cell.find(c.variant);
-    if (best != best_cell.end() && c.seeds_with_loss > 0 &&
-        c.mean_final_val_loss <= best->second * (1 + tolerance)) {
-      ++r.cells_near_best;
-    }
-  }
+std::vector<PlacementSummary> SummariesFromAnalysis(const v1::GetSweepAnalysisResponse& analysis) {
+  auto opt = [](bool has, double v) { return has ? std::optional<double>(v) : std::nullopt; };
   std::vector<PlacementSummary> out;
-  for (auto& [key, r] : rows) {
-    const std::vector<double>& l = losses[key];
-    if (!l.empty()) r.best_val_loss = *std::min_element(l.begin(), l.end());
-    r.median_val_loss = Median(l);
-    auto best = best_cell.find(r.variant);
-    if (best != best_cell.end()) r.best_cell_val_loss = best->second;
-    out.push_back(r);
+  for (const v1::PlacementSensitivity& p : analysis.placements()) {
+    PlacementSummary& r = out.emplace_back();
+    r.variant = p.variant();
+    r.placement = p.placement();
+    r.trials = p.trials();
+    r.succeeded = p.succeeded();
+    r.diverged = p.diverged();
+    r.failed = p.failed();
+    r.cancelled = p.cancelled();
+    r.unfinished = p.unfinished();
+    r.best_val_loss = opt(p.has_best_val_loss(), p.best_val_loss());
+    r.median_val_loss = opt(p.has_median_val_loss(), p.median_val_loss());
+    r.grid_cells = p.grid_cells();
+    r.cells_near_best = p.cells_near_best();
+    r.best_cell_val_loss = opt(p.has_best_cell_val_loss(), p.best_cell_val_loss());
   }
   return out;
 }
@@ -699,6 +663,9 @@ absl::StatusOr<ReportData> FetchReportData(SweepClient& client, int64_t sweep_id
   }
   std::sort(data.trials.begin(), data.trials.end(),
             [](const auto& a, const auto& b) { return a.trial().index() < b.trial().index(); });
+  absl::StatusOr<v1::GetSweepAnalysisResponse> analysis = client.GetSweepAnalysis(sweep_id, kNearBestTolerance);
+  if (!analysis.ok()) return analysis.status();
+  data.analysis = *std::move(analysis);
   return data;
 }
 
@@ -708,12 +675,8 @@ std::string RenderReportHtml(const ReportData& data) {
   std::string s = absl::StrCat("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>",
                                Esc(title), " \u2014 normsweep report</title>\n<style>", kStyle,
                                "</style>\n</head>\n<body>\n", kDefs, "<h1>", Esc(title), "</h1>\n");
-  std::vector<v1::Trial> plain;
   int finished = 0;
-  for (const v1::GetTrialResponse& t : data.trials) {
-    plain.push_back(t.trial());
-    finished += schema::IsFinal(t.trial().state());
-  }
+  for (const v1::GetTrialResponse& t : data.trials) finished += schema::IsFinal(t.trial().state());
   const v1::TrialCounts& c = sweep.counts();
   absl::StrAppend(&s, "<p class=\"meta\">", SweepStateName(sweep.state()), "; ", data.trials.size(), " trials: ",
                   c.succeeded(), " succeeded, ", c.diverged(), " diverged, ", c.failed(), " failed, ", c.cancelled(),
@@ -731,7 +694,7 @@ std::string RenderReportHtml(const ReportData& data) {
          "been reported so far.</p>\n";
   }
 
-  const std::vector<PlacementSummary> summary = SummarisePlacements(plain, kNearBestTolerance);
+  const std::vector<PlacementSummary> summary = SummariesFromAnalysis(data.analysis);
   const std::vector<VariantView> variants = Variants(data);
   const bool show_variant = variants.size() > 1 || !variants.front().variant.empty();
   absl::StrAppend(&s, "<h2>Summary per placement</h2>\n<p>Final validation loss of the trials that succeeded. "

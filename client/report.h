@@ -27,6 +27,7 @@ namespace normsweep::client {
 struct ReportData {
   v1::Sweep sweep;
   std::vector<v1::GetTrialResponse> trials;  // each trial with its metrics and layer gradient norms
+  v1::GetSweepAnalysisResponse analysis;     // the views' figures (GetSweepAnalysis, kNearBestTolerance)
 };
 
 // "Near the best" as the placement_sensitivity view counts it: a grid cell
@@ -44,11 +45,12 @@ struct PlacementSummary {
   std::optional<double> best_cell_val_loss;  // the yardstick (both placements of the variant)
 };
 
-// By variant, then placement.
-std::vector<PlacementSummary> SummarisePlacements(const std::vector<v1::Trial>& trials, double tolerance);
+// The rows of GetSweepAnalysis (placement_sensitivity_at), by variant, then
+// placement: the view's figures as they are, no arithmetic here.
+std::vector<PlacementSummary> SummariesFromAnalysis(const v1::GetSweepAnalysisResponse& analysis);
 
-// GetSweep, ListTrials, then GetTrial for each trial. NOT_FOUND (from the
-// scheduler) for an unknown sweep.
+// GetSweep, ListTrials, GetTrial for each trial, then GetSweepAnalysis.
+// NOT_FOUND (from the scheduler) for an unknown sweep.
 absl::StatusOr<ReportData> FetchReportData(SweepClient& client, int64_t sweep_id);
 
 // The page. A sweep with no finished trial gives a page that says so.

@@ -13,8 +13,6 @@
 namespace normsweep::client {
 namespace {
 
-using Key = std::tuple<std::string, std::string, int, double>;
-
 std::string CellText(const ResultCell& c) {
   if (c.seeds_with_loss == 0) {
     if (c.diverged == c.trials && c.trials > 0) return "diverged";
@@ -59,44 +57,25 @@ std::string FormatLr(double lr) {
   return absl::StrFormat("%.3g", lr);
 }
 
-std::vector<ResultCell> SummariseTrials(const std::vector<v1::Trial>& trials) {
-  std::map<Key, ResultCell> cells;
-  std::map<Key, std::vector<double>> losses;
-  for (const v1::Trial& t : trials) {
-    const Key key{t.config().placement(), t.variant(), t.config().warmup_steps(), t.config().lr()};
-    ResultCell& c = cells[key];
-    c.placement = t.config().placement();
-    c.variant = t.variant();
-    c.warmup_steps = t.config().warmup_steps();
-    c.peak_lr = t.config().lr();
-    ++c.trials;
-    switch (t.state()) {
-      case v1::TRIAL_SUCCEEDED:
-        ++c.succeeded;
-        if (t.result().has_final_val_loss() && std::isfinite(t.result().final_val_loss())) {
-          losses[key].push_back(t.result().final_val_loss());
-        }
-        break;
-      case v1::TRIAL_DIVERGED: ++c.diverged; break;
-      case v1::TRIAL_FAILED: ++c.failed; break;
-      case v1::TRIAL_CANCELLED: ++c.cancelled; break;
-      default: ++c.unfinished; break;
-    }
-  }
+std::vector<ResultCell> CellsFromAnalysis(const v1::GetSweepAnalysisResponse& analysis) {
   std::vector<ResultCell> out;
-  for (auto& [key, c] : cells) {
-    const std::vector<double>& l = losses[key];
-    c.seeds_with_loss = static_cast<int>(l.size());
-    if (!l.empty()) {
-      double sum = 0;
-      for (double v : l) sum += v;
-      c.mean_final_val_loss = sum / l.size();
-      double var = 0;
-      for (double v : l) var += (v - c.mean_final_val_loss) * (v - c.mean_final_val_loss);
-      c.std_final_val_loss = l.size() > 1 ? std::sqrt(var / (l.size() - 1)) : 0.0;
-      c.best_final_val_loss = *std::min_element(l.begin(), l.end());
-    }
-    out.push_back(c);
+  out.reserve(analysis.cells_size());
+  for (const v1::GridCell& g : analysis.cells()) {
+    ResultCell& c = out.emplace_back();
+    c.placement = g.placement();
+    c.variant = g.variant();
+    c.warmup_steps = g.warmup_steps();
+    c.peak_lr = g.peak_lr();
+    c.trials = g.trials();
+    c.succeeded = g.succeeded();
+    c.diverged = g.diverged();
+    c.failed = g.failed();
+    c.cancelled = g.cancelled();
+    c.unfinished = g.unfinished();
+    c.seeds_with_loss = g.n_seeds();
+    c.mean_final_val_loss = g.mean_val_loss();
+    c.std_final_val_loss = g.std_val_loss();  // unset (one seed): 0
+    c.best_final_val_loss = g.min_val_loss();
   }
   return out;
 }

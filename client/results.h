@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "normsweep/v1/sweep.pb.h"
+#include "normsweep/v1/sweep_service.pb.h"
 
 namespace normsweep::client {
 
@@ -18,14 +19,15 @@ struct ResultCell {
   int warmup_steps = 0;
   double peak_lr = 0;
   int trials = 0, succeeded = 0, diverged = 0, failed = 0, cancelled = 0, unfinished = 0;
-  int seeds_with_loss = 0;           // succeeded trials with a final validation loss
+  int seeds_with_loss = 0;           // succeeded trials with a finite final validation loss
   double mean_final_val_loss = 0;    // over those
   double std_final_val_loss = 0;     // sample std; 0 with one seed
-  double best_final_val_loss = 0;
+  double best_final_val_loss = 0;    // their minimum
 };
 
-// Cells sorted by placement, variant, warm-up, lr.
-std::vector<ResultCell> SummariseTrials(const std::vector<v1::Trial>& trials);
+// The cells of GetSweepAnalysis (rows of the warmup_lr_grid_stats view, by
+// placement, variant, warm-up, lr): its figures as they are, no arithmetic here.
+std::vector<ResultCell> CellsFromAnalysis(const v1::GetSweepAnalysisResponse& analysis);
 
 std::string RenderResultsTable(const v1::Sweep& sweep, const std::vector<ResultCell>& cells);
 std::string RenderResultsCsv(const std::vector<ResultCell>& cells);

@@ -171,6 +171,18 @@ absl::StatusOr<std::vector<v1::Worker>> SweepClient::ListWorkers(bool live_only,
   return std::vector<v1::Worker>(resp.workers().begin(), resp.workers().end());
 }
 
+absl::StatusOr<v1::GetSweepAnalysisResponse> SweepClient::GetSweepAnalysis(int64_t sweep_id,
+                                                                           double near_best_tolerance) {
+  v1::GetSweepAnalysisRequest req;
+  req.set_sweep_id(sweep_id);
+  req.set_near_best_tolerance(near_best_tolerance);
+  v1::GetSweepAnalysisResponse resp;
+  auto ctx = Context();
+  grpc::Status s = stub_->GetSweepAnalysis(ctx.get(), req, &resp);
+  if (!s.ok()) return ToStatus(s, *ctx);
+  return resp;
+}
+
 absl::Status SweepClient::Watch(int64_t sweep_id,
                                 const std::function<void(const v1::WatchSweepEvent&)>& on_event) {
   v1::WatchSweepRequest req;

@@ -38,6 +38,8 @@ class SweepClient {
   // By id; superseded registrations (earlier runs of a restarted worker)
   // only when include_superseded.
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(bool live_only, bool include_superseded = false);
+  // The analysis views' rows (tolerance 0: the view's default).
+  absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double near_best_tolerance = 0);
   // Streams WatchSweep events to on_event until the sweep ends. A broken
   // stream is reopened (the first event of a new stream carries every trial).
   absl::Status Watch(int64_t sweep_id, const std::function<void(const v1::WatchSweepEvent&)>& on_event);

@@ -287,15 +287,7 @@ absl::StatusOr<ProgressResult> MemoryStore::ReportProgress(const v1::ReportProgr
   double train_loss = 0, val_loss = 0;
   for (const v1::MetricPoint& p : req.points()) {
     auto [m, inserted] = metrics_.try_emplace({t.id(), p.step()}, p);
-    if (!inserted) {  // keep stored values, fill the empty ones
-      v1::MetricPoint& s = m->second;
-      if (!s.has_lr() && p.has_lr()) s.set_lr(p.lr());
-      if (!s.has_train_loss() && p.has_train_loss()) s.set_train_loss(p.train_loss());
-      if (!s.has_val_loss() && p.has_val_loss()) s.set_val_loss(p.val_loss());
-      if (!s.has_val_accuracy() && p.has_val_accuracy()) s.set_val_accuracy(p.val_accuracy());
-      if (!s.has_grad_norm() && p.has_grad_norm()) s.set_grad_norm(p.grad_norm());
-      if (!s.has_tokens_per_s() && p.has_tokens_per_s()) s.set_tokens_per_s(p.tokens_per_s());
-    }
+    if (!inserted) MergeMetricPoint(p, &m->second);  // keep stored values, fill the empty ones
     max_step = std::max(max_step, p.step());
     if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
     if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }

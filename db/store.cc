@@ -1,6 +1,8 @@
 #include "db/store.h"
 
 #include "absl/strings/cord.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/reflection.h"
 #include "absl/strings/str_cat.h"
 
 namespace normsweep::db {
@@ -15,6 +17,27 @@ absl::Status MarkDatabaseError(absl::Status status) {
 }
 
 bool IsDatabaseError(const absl::Status& status) { return status.GetPayload(kDatabaseErrorPayload).has_value(); }
+
+absl::StatusOr<v1::GetSweepAnalysisResponse> Store::GetSweepAnalysis(int64_t sweep_id, double tolerance) {
+  return absl::UnimplementedError(
+      "sweep analysis: the views that define it are SQL (db/migrations); this store has none (use PostgreSQL)");
+}
+
+void MergeMetricPoint(const v1::MetricPoint& from, v1::MetricPoint* into) {
+  // By reflection over the fields with presence, so that a new metric is
+  // merged by the same rule without another line here.
+  const google::protobuf::Descriptor* d = v1::MetricPoint::descriptor();
+  const google::protobuf::Reflection* r = v1::MetricPoint::GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (!f->has_presence() || r->HasField(*into, f) || !r->HasField(from, f)) continue;
+    switch (f->cpp_type()) {
+      case google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE: r->SetDouble(into, f, r->GetDouble(from, f)); break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_INT32: r->SetInt32(into, f, r->GetInt32(from, f)); break;
+      default: break;  // MetricPoint has only doubles besides its step
+    }
+  }
+}
 
 std::string RetriedAttemptError(const std::string& reason, int attempts) {
   return absl::StrCat(reason, " after ", attempts, attempts == 1 ? " attempt" : " attempts");

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "normsweep/v1/sweep.pb.h"
+#include "normsweep/v1/sweep_service.pb.h"
 #include "normsweep/v1/worker_service.pb.h"
 #include "proto/schema/state_names.h"
 
@@ -153,6 +154,13 @@ class Store {
   // superseded (Worker.superseded_by); they are listed too, never live (nor
   // counted live by Stats: their process was restarted).
   virtual absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) = 0;
+
+  // The sweep's rows of the analysis views (db/migrations: warmup_lr_grid_stats,
+  // placement_sensitivity_at(tolerance)), as GetSweepAnalysis returns them.
+  // NOT_FOUND for an unknown sweep. The views are SQL and exist only there:
+  // a store without them (MemoryStore) answers UNIMPLEMENTED rather than
+  // keep a second copy of their arithmetic.
+  virtual absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double tolerance);
 };
 
 // Errors that carry the database's own words (libpq's messages, with SQL,
@@ -160,6 +168,13 @@ class Store {
 // logs them and tells clients a plain message instead.
 absl::Status MarkDatabaseError(absl::Status status);
 bool IsDatabaseError(const absl::Status& status);
+
+// The merge rule of a step's metrics, for points of one step that arrive
+// apart (a step and its evaluation, a re-sent batch): every field `into`
+// lacks is taken from `from`; what it has stays (the first value wins).
+// PostgreSQL's statements keep the same rule across batches (COALESCE of the
+// stored value first, db/sql); in C++ this is the one copy of it.
+void MergeMetricPoint(const v1::MetricPoint& from, v1::MetricPoint* into);
 
 // The outcome and error of an attempt retried or expired with `reason`:
 // PENDING while attempts remain, FAILED after the last, CANCELLED when the

@@ -67,6 +67,7 @@ NS_UNARY(SweepServiceImpl, CancelSweep, CancelSweepRequest, CancelSweepResponse)
 NS_UNARY(SweepServiceImpl, ListTrials, ListTrialsRequest, ListTrialsResponse)
 NS_UNARY(SweepServiceImpl, GetTrial, GetTrialRequest, GetTrialResponse)
 NS_UNARY(SweepServiceImpl, ListWorkers, ListWorkersRequest, ListWorkersResponse)
+NS_UNARY(SweepServiceImpl, GetSweepAnalysis, GetSweepAnalysisRequest, GetSweepAnalysisResponse)
 NS_UNARY(WorkerServiceImpl, RegisterWorker, RegisterWorkerRequest, RegisterWorkerResponse)
 NS_UNARY(WorkerServiceImpl, Heartbeat, HeartbeatRequest, HeartbeatResponse)
 

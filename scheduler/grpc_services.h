@@ -38,6 +38,8 @@ class SweepServiceImpl final : public v1::SweepService::Service {
   grpc::Status WatchSweep(grpc::ServerContext*, const v1::WatchSweepRequest*,
                           grpc::ServerWriter<v1::WatchSweepEvent>*) override;
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
+  grpc::Status GetSweepAnalysis(grpc::ServerContext*, const v1::GetSweepAnalysisRequest*,
+                                v1::GetSweepAnalysisResponse*) override;
 
  private:
   Scheduler& scheduler_;

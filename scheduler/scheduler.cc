@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 
@@ -224,6 +225,16 @@ absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(const v1::ListWor
     *response.add_workers() = std::move(w);
   }
   return response;
+}
+
+absl::StatusOr<v1::GetSweepAnalysisResponse> Scheduler::GetSweepAnalysis(const v1::GetSweepAnalysisRequest& request) {
+  RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
+  double tolerance = request.near_best_tolerance();
+  if (!(std::isfinite(tolerance) && tolerance >= 0 && tolerance <= 10)) {
+    return Invalid("near_best_tolerance", "must be a finite number in [0, 10] (0: the default 0.05)");
+  }
+  if (tolerance == 0) tolerance = kDefaultNearBestTolerance;
+  return store_.GetSweepAnalysis(request.sweep_id(), tolerance);
 }
 
 absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(const v1::RegisterWorkerRequest& request) {

@@ -27,6 +27,9 @@
 
 namespace normsweep::scheduler {
 
+// "Near the best" of the placement_sensitivity view (its tolerance, 5%).
+inline constexpr double kDefaultNearBestTolerance = 0.05;
+
 struct SchedulerOptions {
   absl::Duration lease_duration = absl::Seconds(60);
   absl::Duration heartbeat_interval = absl::Seconds(15);
@@ -80,6 +83,8 @@ class Scheduler {
   // Every registered worker by id; live means heard from within
   // worker_timeout, the rule of the live-workers gauge.
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const v1::ListWorkersRequest& request);
+  // The analysis views' rows for a sweep (db::Store::GetSweepAnalysis).
+  absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(const v1::GetSweepAnalysisRequest& request);
 
   // ---- WorkerService ----
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request);

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "client/results.h"
+#include "tests/common/views_fixture.h"
 
 namespace normsweep::client {
 namespace {
@@ -26,7 +27,10 @@ TEST(ResultsTest, MeanOverSeedsAndDivergenceCounts) {
       MakeTrial("post", 0, 1e-2, 0, v1::TRIAL_DIVERGED),       MakeTrial("post", 0, 1e-2, 1, v1::TRIAL_DIVERGED),
       MakeTrial("pre", 0, 1e-2, 0, v1::TRIAL_SUCCEEDED, 1.9),  MakeTrial("pre", 0, 1e-2, 1, v1::TRIAL_DIVERGED),
       MakeTrial("pre", 100, 1e-2, 0, v1::TRIAL_RUNNING)};
-  std::vector<ResultCell> cells = SummariseTrials(trials);
+  // The figures come from the views (warmup_lr_grid_stats), as the CLI gets them.
+  auto analysis = testing::AnalysisFromViews(trials);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  std::vector<ResultCell> cells = CellsFromAnalysis(*analysis);
   ASSERT_EQ(cells.size(), 4u);
   EXPECT_EQ(cells[0].placement, "post");
   EXPECT_DOUBLE_EQ(cells[0].peak_lr, 1e-3);

@@ -899,6 +899,27 @@ TEST_P(StoreTest, ConcurrentProgressReportsAreAllStoredOnce) {
   }
 }
 
+TEST(MergeMetricPointTest, TheFirstValueOfEachFieldWinsTheRestFillIn) {
+  v1::MetricPoint into, from;
+  into.set_step(7);
+  into.set_train_loss(2.5);
+  into.set_lr(1e-3);
+  from.set_step(7);
+  from.set_train_loss(9.0);  // already there: kept
+  from.set_val_loss(2.75);   // missing: taken
+  from.set_val_accuracy(0.5);
+  from.set_grad_norm(0.0);   // zero is a value, not "empty"
+  MergeMetricPoint(from, &into);
+  EXPECT_EQ(into.step(), 7);
+  EXPECT_EQ(into.train_loss(), 2.5);
+  EXPECT_EQ(into.lr(), 1e-3);
+  EXPECT_EQ(into.val_loss(), 2.75);
+  EXPECT_EQ(into.val_accuracy(), 0.5);
+  ASSERT_TRUE(into.has_grad_norm());
+  EXPECT_EQ(into.grad_norm(), 0.0);
+  EXPECT_FALSE(into.has_tokens_per_s());
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(Kind::kMemory, Kind::kPostgres),
                          [](const auto& info) { return info.param == Kind::kMemory ? "Memory" : "Postgres"; });
 

@@ -1,7 +1,7 @@
-// RenderReportHtml from hand-made data: the cells, divergence and NaN
-// handling, escaping, the empty and unfinished cases, the summary's figures
-// (the same as the placement_sensitivity view's on the same trials), and
-// WriteReport's errors.
+// RenderReportHtml from hand-made trials, with the analysis views' figures
+// for them (stored in a throwaway PostgreSQL, tests/common/views_fixture.h):
+// the cells, divergence and NaN handling, escaping, the empty and unfinished
+// cases, the summary's figures, and WriteReport's errors.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/report.h"
+#include "tests/common/views_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -100,6 +101,15 @@ std::vector<v1::Trial> Plain(const ReportData& d) {
   return out;
 }
 
+// The views' figures for d's trials (a throwaway PostgreSQL), as
+// FetchReportData gets them from the scheduler.
+ReportData WithAnalysis(ReportData d, double tolerance = kNearBestTolerance) {
+  auto analysis = testing::AnalysisFromViews(Plain(d), tolerance);
+  EXPECT_TRUE(analysis.ok()) << analysis.status();
+  if (analysis.ok()) d.analysis = *std::move(analysis);
+  return d;
+}
+
 // Every numeric SVG attribute of the page, and every polyline point, is a
 // finite number: NaN never reaches the drawing.
 void ExpectFiniteGeometry(const std::string& html) {
@@ -133,7 +143,7 @@ void ExpectSelfContained(const std::string& html) {
 }
 
 TEST(ReportSummaryTest, SameFiguresAsThePlacementSensitivityView) {
-  std::vector<PlacementSummary> rows = SummarisePlacements(Plain(Grid()), kNearBestTolerance);
+  std::vector<PlacementSummary> rows = SummariesFromAnalysis(WithAnalysis(Grid()).analysis);
   ASSERT_EQ(rows.size(), 2u);
   const PlacementSummary& post = rows[0];
   EXPECT_EQ(post.placement, "post");
@@ -153,16 +163,16 @@ TEST(ReportSummaryTest, SameFiguresAsThePlacementSensitivityView) {
   EXPECT_EQ(pre.median_val_loss, 2.25);
   EXPECT_EQ(pre.cells_near_best, 1);
   // The tolerance edge is inclusive, as in SQL: 25% of 2.0 is exactly 2.5.
-  rows = SummarisePlacements(Plain(Grid()), 0.25);
+  rows = SummariesFromAnalysis(WithAnalysis(Grid(), 0.25).analysis);
   EXPECT_EQ(rows[0].cells_near_best, 1);
   EXPECT_EQ(rows[1].cells_near_best, 4);
-  rows = SummarisePlacements(Plain(Grid()), 0.2499);
+  rows = SummariesFromAnalysis(WithAnalysis(Grid(), 0.2499).analysis);
   EXPECT_EQ(rows[0].cells_near_best, 0);
   EXPECT_EQ(rows[1].cells_near_best, 3);
 }
 
 TEST(ReportHtmlTest, HeatmapCellsDivergenceAndSummary) {
-  const std::string html = RenderReportHtml(Grid());
+  const std::string html = RenderReportHtml(WithAnalysis(Grid()));
   EXPECT_THAT(html, HasSubstr("<!DOCTYPE html>"));
   EXPECT_THAT(html, HasSubstr("Sweep 42 \u201cgrid\u201d"));
   // Cell means with their spread over seeds.
@@ -236,7 +246,7 @@ TEST(ReportHtmlTest, GradNormsAreMeanOverSeedsEachSeedOnce) {
   v1::LayerGradNorms& later = *d.trials[0].add_layer_grad_norms();
   later.set_step(5);
   later.add_norms()->set_norm(100);
-  const std::string html = RenderReportHtml(d);
+  const std::string html = RenderReportHtml(WithAnalysis(d));
   EXPECT_THAT(html, HasSubstr("<title>Post-LN W1 (fc1), layer 0: 1.5000</title>"));
   EXPECT_THAT(html, HasSubstr("<title>Post-LN W2 (fc2), layer 1: 4.5000</title>"));
   EXPECT_THAT(html, HasSubstr(">Post-LN W2 (fc2) (2 seeds)</text>"));
@@ -254,7 +264,7 @@ TEST(ReportHtmlTest, NamesAreEscaped) {
   ReportData d = Grid();
   d.sweep.set_name("<script>alert(\"x\")</script> & 'co'");
   for (auto& t : d.trials) t.mutable_trial()->set_variant("opt=<b>&amp;");
-  const std::string html = RenderReportHtml(d);
+  const std::string html = RenderReportHtml(WithAnalysis(d));
   EXPECT_THAT(html, Not(HasSubstr("<script>")));
   EXPECT_THAT(html, Not(HasSubstr("<b>")));
   EXPECT_THAT(html, HasSubstr("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;co&#39;"));
@@ -266,7 +276,7 @@ TEST(ReportHtmlTest, EmptySweepSaysSo) {
   ReportData d;
   d.sweep.set_id(9);
   d.sweep.set_name("nothing");
-  const std::string html = RenderReportHtml(d);
+  const std::string html = RenderReportHtml(WithAnalysis(d));
   EXPECT_THAT(html, HasSubstr("This sweep has no trials"));
   EXPECT_THAT(html, HasSubstr("</html>"));
   EXPECT_THAT(html, Not(HasSubstr("<svg xmlns")));
@@ -277,12 +287,12 @@ TEST(ReportHtmlTest, UnfinishedSweepShowsPendingCells) {
   d.sweep.set_id(10);
   d.sweep.set_name("just started");
   d.sweep.set_state(v1::SWEEP_RUNNING);
-  d.trials = {MakeTrial("post", 0, 1e-3, 0, v1::TRIAL_PENDING), MakeTrial("pre", 0, 1e-3, 0, v1::TRIAL_RUNNING)};
+  d.trials = {MakeTrial("pre", 0, 1e-3, 0, v1::TRIAL_RUNNING), MakeTrial("post", 0, 1e-3, 0, v1::TRIAL_PENDING)};
   for (auto& t : d.trials) {
     t.clear_metrics();
     t.clear_layer_grad_norms();
   }
-  const std::string html = RenderReportHtml(d);
+  const std::string html = RenderReportHtml(WithAnalysis(d));
   EXPECT_THAT(html, HasSubstr("No trial has finished yet"));
   EXPECT_THAT(html, HasSubstr(">pending</text>"));
   EXPECT_THAT(html, HasSubstr("no validation points yet"));

@@ -5,10 +5,12 @@
 #include <grpcpp/security/credentials.h>
 
 #include <cmath>
+#include <limits>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "db/pg_connection.h"
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -393,6 +395,65 @@ TEST_F(GrpcApiTest, StreamProgressWithAnUnparsableMessageEndsWithAnError) {
   EXPECT_TRUE(status.ok()) << status.error_message();
   v1::ReportProgressResponse resp;
   EXPECT_TRUE(resp.ParseFromString(reply));
+}
+
+TEST_F(GrpcApiTest, GetSweepAnalysisReturnsTheViewsRows) {
+  // One trial finished, one leased, six pending.
+  grpc::ClientContext fctx;
+  v1::FinishTrialRequest finish;
+  finish.set_worker_id(worker_id_);
+  finish.set_trial_id(leased_.id());
+  finish.set_attempt(leased_.attempts());
+  finish.set_outcome(v1::TRIAL_SUCCEEDED);
+  finish.mutable_result()->set_final_val_loss(2.5);
+  v1::FinishTrialResponse fresp;
+  ASSERT_TRUE(workers_->FinishTrial(&fctx, finish, &fresp).ok());
+
+  grpc::ClientContext ctx;
+  v1::GetSweepAnalysisRequest req;
+  req.set_sweep_id(sweep_id_);
+  v1::GetSweepAnalysisResponse resp;
+  grpc::Status st = sweeps_->GetSweepAnalysis(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.cells_size(), 8);  // 2 placements x 2 warm-ups x 2 lrs
+  int finished = 0, unfinished = 0;
+  for (const v1::GridCell& c : resp.cells()) {
+    EXPECT_EQ(c.trials(), 1);
+    finished += c.succeeded();
+    unfinished += c.unfinished();
+    if (c.succeeded() == 1) {
+      EXPECT_EQ(c.placement(), leased_.config().placement());
+      EXPECT_EQ(c.warmup_steps(), leased_.config().warmup_steps());
+      EXPECT_DOUBLE_EQ(c.peak_lr(), leased_.config().lr());
+      EXPECT_EQ(c.mean_val_loss(), 2.5);
+      EXPECT_FALSE(c.has_std_val_loss());  // one seed
+    } else {
+      EXPECT_FALSE(c.has_mean_val_loss());
+    }
+  }
+  EXPECT_EQ(finished, 1);
+  EXPECT_EQ(unfinished, 7);
+  ASSERT_EQ(resp.placements_size(), 2);
+  EXPECT_EQ(resp.placements(0).placement(), "post");
+  EXPECT_EQ(resp.placements(1).placement(), "pre");
+  EXPECT_EQ(resp.placements(0).tolerance(), 0.05);  // the view's default
+
+  using C = grpc::StatusCode;
+  for (double bad : {-0.1, 11.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    ExpectRejected("bad tolerance", [&](auto* c) {
+      v1::GetSweepAnalysisRequest r;
+      r.set_sweep_id(sweep_id_);
+      r.set_near_best_tolerance(bad);
+      v1::GetSweepAnalysisResponse out;
+      return sweeps_->GetSweepAnalysis(c, r, &out);
+    }, C::INVALID_ARGUMENT, "near_best_tolerance");
+  }
+  ExpectRejected("unknown sweep", [&](auto* c) {
+    v1::GetSweepAnalysisRequest r;
+    r.set_sweep_id(987654);
+    v1::GetSweepAnalysisResponse out;
+    return sweeps_->GetSweepAnalysis(c, r, &out);
+  }, C::NOT_FOUND, "987654");
 }
 
 TEST_F(GrpcApiTest, ReusedRequestIdWithAnotherSpecIsAlreadyExists) {

@@ -1,0 +1,22 @@
+// The analysis views' rows for one sweep (db/migrations: warmup_lr_grid_stats,
+// placement_sensitivity_at), read by PostgresStore::GetSweepAnalysis. A
+// db-internal header: it speaks PgConnection.
+#ifndef NORMSWEEP_DB_SWEEP_ANALYSIS_H_
+#define NORMSWEEP_DB_SWEEP_ANALYSIS_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "db/pg_connection.h"
+#include "normsweep/v1/sweep_service.pb.h"
+
+namespace normsweep::db {
+
+// NOT_FOUND for an unknown sweep. Cells by placement, variant, warm-up, lr;
+// placements by variant, placement (byte order, as the CLI sorted them).
+absl::StatusOr<v1::GetSweepAnalysisResponse> QuerySweepAnalysis(PgConnection& conn, int64_t sweep_id,
+                                                                 double tolerance);
+
+}  // namespace normsweep::db
+
+#endif  // NORMSWEEP_DB_SWEEP_ANALYSIS_H_

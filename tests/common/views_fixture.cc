@@ -1,0 +1,64 @@
+#include "tests/common/views_fixture.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "db/postgres_store.h"
+#include "tests/common/postgres_instance.h"
+
+namespace normsweep::testing {
+
+absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector<v1::Trial>& trials,
+                                                               double tolerance) {
+  ASSIGN_OR_RETURN(PostgresInstance * pg, SharedPostgres());
+  static int counter = 0;
+  ASSIGN_OR_RETURN(std::string conninfo, pg->CreateDatabase(absl::StrCat("views_fixture_", ++counter)));
+  db::PostgresStoreOptions options;
+  options.connect.conninfo = conninfo;
+  ASSIGN_OR_RETURN(db::OpenedPostgresStore opened, db::OpenPostgresStore(options));
+  db::Store& store = *opened.store;
+
+  const absl::Time now = absl::FromUnixSeconds(1767225600);
+  v1::SweepSpec spec;
+  spec.set_name("views-fixture");
+  spec.set_max_attempts(100);
+  std::vector<db::NewTrial> news;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    db::NewTrial& n = news.emplace_back();
+    n.index = static_cast<int32_t>(i);
+    n.config = trials[i].config();
+    n.variant = trials[i].variant();
+  }
+  ASSIGN_OR_RETURN(db::CreateSweepResult created, store.CreateSweep("", spec, news, now));
+  v1::RegisterWorkerRequest worker;
+  worker.set_name("views-fixture");
+  ASSIGN_OR_RETURN(int64_t worker_id, store.RegisterWorker(worker, now));
+  // Trials are leased in index order; each is taken to its state. PENDING
+  // ones stay in the queue, so they must come last.
+  bool pending_seen = false;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const v1::Trial& want = trials[i];
+    if (want.state() == v1::TRIAL_PENDING) {
+      pending_seen = true;
+      continue;
+    }
+    if (pending_seen) return absl::InvalidArgumentError("views fixture: put the PENDING trials last");
+    ASSIGN_OR_RETURN(std::optional<v1::Trial> leased, store.LeaseTrial(worker_id, now, absl::Hours(1)));
+    if (!leased.has_value() || leased->index() != static_cast<int32_t>(i)) {
+      return absl::InternalError(absl::StrCat("views fixture: expected to lease trial index ", i));
+    }
+    if (want.state() == v1::TRIAL_RUNNING) continue;
+    v1::FinishTrialRequest finish;
+    finish.set_worker_id(worker_id);
+    finish.set_trial_id(leased->id());
+    finish.set_attempt(leased->attempts());
+    finish.set_outcome(want.state());
+    *finish.mutable_result() = want.result();
+    RETURN_IF_ERROR(store.FinishTrial(finish, now).status());
+  }
+  return store.GetSweepAnalysis(created.sweep.id(), tolerance);
+}
+
+}  // namespace normsweep::testing
