@@ -25,7 +25,12 @@ absl::Status StatusFromResultUnmarked(PGconn* conn, const PGresult* res) {
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   message = "database: " + message;
   std::string sqlstate = state != nullptr ? state : "";
-  if (PQstatus(conn) != CONNECTION_OK || sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" ||
+  // A fatal error without a SQLSTATE is libpq's own: the connection broke
+  // ("server closed the connection unexpectedly"), even where PQstatus still
+  // says CONNECTION_OK (the first query on a connection that the server
+  // dropped while it sat idle in the pool).
+  const bool client_side = res != nullptr && PQresultStatus(res) == PGRES_FATAL_ERROR && sqlstate.empty();
+  if (PQstatus(conn) != CONNECTION_OK || client_side || sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" ||
       sqlstate == "57P02" || sqlstate == "57P03") {
     return absl::UnavailableError(message);
   }
@@ -291,7 +296,11 @@ absl::StatusOr<PgResult> PgConnection::Check(PGresult* raw) {
   PgResult result(raw);  // owns raw (PQclear on every path)
   ExecStatusType status = raw != nullptr ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-    return StatusFromResult(conn_.get(), raw);
+    absl::Status error = StatusFromResult(conn_.get(), raw);
+    // Lost: closed here, so that broken() says so, the pool drops it and
+    // the caller's retry on a fresh connection runs.
+    if (absl::IsUnavailable(error)) conn_.reset();
+    return error;
   }
   return result;
 }
@@ -356,6 +365,16 @@ absl::StatusOr<PgPool::Lease> PgPool::Acquire() {
   backoff_ = absl::ZeroDuration();
   next_connect_ = absl::InfinitePast();
   return Lease(this, *std::move(conn));
+}
+
+void PgPool::DropIdle() {
+  std::vector<std::unique_ptr<PgConnection>> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    dropped.swap(idle_);
+    open_ -= static_cast<int>(dropped.size());
+  }
+  // Closed outside the lock (PQfinish may write to the socket).
 }
 
 void PgPool::Return(std::unique_ptr<PgConnection> conn) {

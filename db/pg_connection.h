@@ -279,6 +279,10 @@ class PgPool {
   // cannot be reached (during back-off, immediately).
   absl::StatusOr<Lease> Acquire();
   const PgConnectOptions& options() const { return options_; }
+  // Closes every idle connection: one found lost means that the server went
+  // away (a restart, a crash), so its idle siblings are lost too, and the
+  // retry that follows must open a fresh one rather than take the next.
+  void DropIdle();
 
  private:
   void Return(std::unique_ptr<PgConnection> conn);
@@ -295,7 +299,7 @@ class PgPool {
 
 // Runs fn(conn) inside BEGIN ... COMMIT; rolls back when fn fails. When the
 // connection turns out broken before anything ran (a stale pooled
-// connection), retries once on a fresh one.
+// connection), drops the idle ones and retries once on a fresh one.
 template <typename Fn>
 absl::Status InTransaction(PgPool& pool, Fn&& fn);
 

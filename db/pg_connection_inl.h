@@ -12,7 +12,10 @@ absl::Status InTransaction(PgPool& pool, Fn&& fn) {
     absl::StatusOr<PgResult> begin = (*conn)->Exec("BEGIN");
     if (!begin.ok()) {
       // A stale pooled connection (not one closed after a client-side timeout).
-      if ((*conn)->broken() && attempt == 0 && begin.status().code() == absl::StatusCode::kUnavailable) continue;
+      if ((*conn)->broken() && attempt == 0 && begin.status().code() == absl::StatusCode::kUnavailable) {
+        pool.DropIdle();
+        continue;
+      }
       return begin.status();
     }
     absl::Status status = fn(**conn);

@@ -263,7 +263,7 @@ absl::Status CompleteSweeps(PgConnection& conn, const std::vector<int64_t>& swee
 
 // Runs fn on a pooled connection; retries once on a fresh connection when a
 // stale pooled one turns out broken (not one closed after a timeout: that
-// query would wait again).
+// query would wait again), dropping the idle ones first (lost with it).
 template <typename T, typename Fn>
 absl::StatusOr<T> WithConnection(PgPool& pool, Fn&& fn) {
   for (int attempt = 0;; ++attempt) {
@@ -272,6 +272,7 @@ absl::StatusOr<T> WithConnection(PgPool& pool, Fn&& fn) {
     absl::StatusOr<T> result = fn(**conn);
     if (!result.ok() && (*conn)->broken() && attempt == 0 &&
         result.status().code() == absl::StatusCode::kUnavailable) {
+      pool.DropIdle();
       continue;
     }
     return result;

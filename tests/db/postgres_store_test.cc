@@ -664,5 +664,55 @@ TEST(ConnectionLossTest, StoreRecoversWhenTheDatabaseComesBack) {
   EXPECT_TRUE(store->RegisterWorker(reg, kT0).ok());
 }
 
+// A connection the server dropped while it sat idle (a crash restart) must
+// not fail the next call: libpq reports the loss on that connection's next
+// query with no SQLSTATE while PQstatus still says CONNECTION_OK. It is
+// UNAVAILABLE and closed, so the store's retry on a fresh connection runs.
+TEST(ConnectionLossTest, IdleConnectionsLostInACrashFailNoCall) {
+  testing::PostgresInstanceOptions pg_options;
+  pg_options.fast_unsafe = false;  // a crash keeps what was committed
+  auto pg = testing::PostgresInstance::Start(pg_options);
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  auto conninfo = (*pg)->CreateDatabase("idle_loss");
+  ASSERT_TRUE(conninfo.ok());
+
+  PgConnectOptions connect;
+  connect.conninfo = *conninfo;
+  auto conn = PgConnection::Connect(connect);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  ASSERT_TRUE((*conn)->Exec("SELECT 1").ok());
+  ASSERT_TRUE((*pg)->CrashRestart().ok());
+  auto first = (*conn)->Exec("SELECT 1");
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable) << first.status();
+  EXPECT_TRUE(IsDatabaseError(first.status()));
+  EXPECT_TRUE((*conn)->broken());
+
+  PostgresStoreOptions options;
+  options.connect = connect;
+  options.pool_size = 2;
+  auto opened = OpenPostgresStore(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store* store = opened->store.get();
+  v1::SweepSpec spec;
+  spec.set_name("idle");
+  spec.set_max_attempts(3);
+  NewTrial t;
+  t.config.set_placement("post");
+  t.config.set_lr(1e-3);
+  auto sweep = store->CreateSweep("", spec, {t}, kT0);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  ASSERT_TRUE(store->GetSweep(sweep->sweep.id()).ok());
+  ASSERT_TRUE((*pg)->CrashRestart().ok());
+  // Every pooled connection died; each call still succeeds at once.
+  for (int i = 0; i < 4; ++i) {
+    auto got = store->GetSweep(sweep->sweep.id());
+    ASSERT_TRUE(got.ok()) << "call " << i << ": " << got.status();
+    EXPECT_EQ(got->trial_count(), 1);
+  }
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("after-crash");
+  EXPECT_TRUE(store->RegisterWorker(reg, kT0).ok());
+}
+
 }  // namespace
 }  // namespace normsweep::db
