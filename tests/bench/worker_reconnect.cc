@@ -199,6 +199,7 @@ int Main() {
     absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_settle_s)));
     const absl::Time stop = absl::Now();
     scheduler->process.Stop(SIGTERM);
+    const absl::Time stopped = absl::Now();
     scheduler.reset();
     auto started = StartScheduler(bin, *conninfo, dir, port, scheduler_tls);
     if (!started.ok()) {
@@ -213,10 +214,11 @@ int Main() {
       return 1;
     }
     const double down = absl::ToDoubleMilliseconds(scheduler->listening - stop);
+    const double stopping = absl::ToDoubleMilliseconds(stopped - stop);
     const double gap = absl::ToDoubleMilliseconds(*back - scheduler->listening);
     ms.push_back(gap);
-    std::printf("  restart %2d  scheduler down %6.0f ms  port file to the worker's first call %7.1f ms\n", i, down,
-                gap);
+    std::printf("  restart %2d  scheduler down %6.0f ms (stopping %6.0f ms)  port file to the worker's first call %7.1f ms\n",
+                i, down, stopping, gap);
     std::fflush(stdout);
   }
   std::sort(ms.begin(), ms.end());
