@@ -204,6 +204,12 @@ absl::StatusOr<int64_t> MemoryStore::RegisterWorker(const v1::RegisterWorkerRequ
   for (auto& [old_id, w] : workers_) {
     if (w.superseded_by == 0 && w.info.name() == request.name() && w.info.hostname() == request.hostname()) {
       w.superseded_by = id;
+      // Its leases end now (see db/sql/register_worker.sql).
+      for (auto& [trial_id, st] : trials_) {
+        if (st.trial.state() == v1::TRIAL_RUNNING && st.trial.worker_id() == old_id) {
+          *st.trial.mutable_lease_expires_at() = ToProto(now - absl::Microseconds(1));
+        }
+      }
     }
   }
   workers_[id] = StoredWorker{request, now, now};

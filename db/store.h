@@ -151,8 +151,9 @@ class Store {
   // Every registered worker by id, live when its last heartbeat is at or
   // after live_since (as Stats counts them); only the live ones when live_only.
   // RegisterWorker marks earlier registrations of the same name and hostname
-  // superseded (Worker.superseded_by); they are listed too, never live (nor
-  // counted live by Stats: their process was restarted).
+  // superseded (Worker.superseded_by) and ends their leases (expired as of
+  // its call, for the next ExpireLeases); they are listed too, never live
+  // (nor counted live by Stats: their process was restarted).
   virtual absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) = 0;
 
   // The sweep's rows of the analysis views (db/migrations: warmup_lr_grid_stats,

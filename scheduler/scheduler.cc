@@ -249,7 +249,12 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(const v1::R
     if (request.devices(i).empty()) return Invalid(field, "must not be empty");
     RETURN_IF_ERROR(CheckLength(field, request.devices(i), schema::kMaxDeviceLength));
   }
-  ASSIGN_OR_RETURN(int64_t id, store_.RegisterWorker(request, clock_.Now()));
+  const absl::Time now = clock_.Now();
+  ASSIGN_OR_RETURN(int64_t id, store_.RegisterWorker(request, now));
+  // A restarted worker's earlier registrations lost their leases in that
+  // call: queue their trials now rather than at the next maintenance pass.
+  // Best effort: maintenance does it anyway.
+  (void)ExpireLeases(now);
   v1::RegisterWorkerResponse response;
   response.set_worker_id(id);
   response.set_lease_seconds(static_cast<int32_t>(absl::ToInt64Seconds(options_.lease_duration)));
@@ -391,13 +396,18 @@ void Scheduler::FinishTrialAsync(const v1::FinishTrialRequest& request, Done<v1:
       });
 }
 
-absl::Status Scheduler::RunMaintenance() {
-  const absl::Time now = clock_.Now();
+absl::Status Scheduler::ExpireLeases(absl::Time now) {
   ASSIGN_OR_RETURN(db::ExpiryResult expired, store_.ExpireLeases(now));
   metrics_.TrialsCompleted(v1::TRIAL_FAILED, expired.failed);
   metrics_.TrialsCompleted(v1::TRIAL_CANCELLED, expired.cancelled);
   metrics_.AttemptsRequeued("lease_expired", expired.requeued);
   if (expired.requeued + expired.failed + expired.cancelled > 0) NotifyChange();
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::RunMaintenance() {
+  const absl::Time now = clock_.Now();
+  RETURN_IF_ERROR(ExpireLeases(now));
   ASSIGN_OR_RETURN(db::StoreStats stats, store_.Stats(now - options_.worker_timeout));
   metrics_.SetStats(stats);
   return absl::OkStatus();

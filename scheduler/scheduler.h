@@ -108,6 +108,10 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
 
  private:
+  // Leases that ended before now back to the queue (or FAILED/CANCELLED),
+  // counted in the metrics.
+  absl::Status ExpireLeases(absl::Time now);
+
   void NotifyChange();
   db::Store& store_;
   Clock& clock_;

@@ -438,6 +438,34 @@ TEST_P(StoreTest, ARestartedWorkerSupersedesItsEarlierRegistrations) {
   EXPECT_EQ(stats->live_workers, 2);
 }
 
+TEST_P(StoreTest, ARestartedWorkersLeasesEndWhenItRegistersAgain) {
+  Create("s", 2);
+  v1::RegisterWorkerRequest req;
+  req.set_name("box");
+  req.set_hostname("h1");
+  auto first = store_->RegisterWorker(req, kT0);
+  ASSERT_TRUE(first.ok());
+  const v1::Trial held = Lease(*first);
+  const int64_t other = Worker("other");
+  const v1::Trial others = Lease(other);
+  const absl::Time restart = kT0 + absl::Seconds(3);  // long before the lease would expire
+  auto second = store_->RegisterWorker(req, restart);
+  ASSERT_TRUE(second.ok());
+  auto expired = store_->ExpireLeases(restart);
+  ASSERT_TRUE(expired.ok()) << expired.status();
+  EXPECT_EQ(expired->requeued, 1);
+  auto t = store_->GetTrial(held.id());
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->state(), v1::TRIAL_PENDING);
+  auto o = store_->GetTrial(others.id());
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->state(), v1::TRIAL_RUNNING);  // another worker's lease is left alone
+  // The new registration leases it again.
+  const v1::Trial again = Lease(*second, restart);
+  EXPECT_EQ(again.id(), held.id());
+  EXPECT_EQ(again.attempts(), 2);
+}
+
 TEST_P(StoreTest, HeartbeatRenewsLeasesAndReportsLostOnes) {
   Create("s", 2);
   int64_t w = Worker();

@@ -243,6 +243,22 @@ TEST_F(SchedulerTest, AKilledTrainersTrialRunsAgainAndItsHistoryTellsEachAttempt
   EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "FAILED"}}), 0);
 }
 
+TEST_F(SchedulerTest, ARestartedWorkersTrialsAreQueuedWhenItRegistersAgain) {
+  ASSERT_TRUE(scheduler_.SubmitSweep(Request(/*seeds=*/1)).ok());
+  const int64_t before = Register();
+  const v1::Trial t = Lease(before);
+  const int64_t after = Register();  // the same name and hostname, 1 ms later: no lease has expired
+  v1::GetTrialRequest get;
+  get.set_trial_id(t.id());
+  auto got = scheduler_.GetTrial(get);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->trial().state(), v1::TRIAL_PENDING);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_attempts_requeued_total", {{"reason", "lease_expired"}}), 1);
+  const v1::Trial again = Lease(after);
+  EXPECT_EQ(again.id(), t.id());
+  EXPECT_EQ(again.attempts(), 2);
+}
+
 TEST_F(SchedulerTest, ListWorkersLeavesOutSupersededRegistrationsUnlessAsked) {
   const int64_t old_id = Register();
   const int64_t new_id = Register();  // the same name and hostname: a restart
