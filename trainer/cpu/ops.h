@@ -2,7 +2,9 @@
 // pair over row-major float arrays. N = B*T rows, C = d_model, H heads,
 // hd = C/H, V = vocabulary. Backward functions that say "accumulates" add
 // into their input gradient; the others overwrite. All parallel loops use
-// static partitions, so a given thread count gives bit-identical results.
+// static partitions, so a given thread count gives bit-identical results on
+// CPUs that run the same kernel variant (kernel_variant.h: the kernels are
+// built for x86-64, AVX2 and AVX-512 and picked at run time).
 #ifndef NORMSWEEP_TRAINER_CPU_OPS_H_
 #define NORMSWEEP_TRAINER_CPU_OPS_H_
 

@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""Two normsweep-train binaries (or one binary under two environments) on the
+same training run, in alternating rounds, on the CPU: tokens/s of each, and
+the ratio B / A.
+
+  tests/bench/trainer_ab.py [--rounds 5] [--steps 25] [--warmup 5] [--threads 2]
+      [--max-load 2] [--a-env NAME=VALUE] [--b-env NAME=VALUE] A_TRAINER B_TRAINER [-- trainer flags]
+
+The run is the trainer's (and a sweep's) default model: Post-LN, 6 layers,
+d_model 128, 4 heads, d_ff 512, seq 64, batch 32, Adam, on the built-in
+translate task, no evaluation. tokens/s = batch * seq_len * (steps - warmup)
+over the time between the step events after the first --warmup steps and the
+last (the trainer writes one JSON line per step, with elapsed_s); tokens
+per CPU-second divides the same tokens by the user + system CPU time the
+trainer spent between those two events (from /proc), which moves less than
+wall time when other work takes a core.
+
+Rounds alternate A B, B A, ... so that both see the same minutes of a shared
+machine. Before each round the 1-minute load average is read: above
+--max-load the round is reported "not measured" and retried after
+--retry-wait seconds, up to --max-wait seconds in all. Prints the machine
+(nproc, CPU model, its avx2/avx512f flags, uptime before and after), every
+round, then min/median/max per side and the ratio of the medians. E.g. the
+dispatched kernels against the fallback in one binary:
+
+  tests/bench/trainer_ab.py --a-env NORMSWEEP_CPU_KERNELS=baseline build/trainer/normsweep-train \\
+      build/trainer/normsweep-train
+
+A program that prints figures, not a test; it exits non-zero only when
+something could not be run.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description="normsweep-train A/B tokens/s on the CPU")
+    p.add_argument("a", help="trainer A (the reference)")
+    p.add_argument("b", help="trainer B")
+    p.add_argument("trainer_flags", nargs="*", help="extra flags for both (after --)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=25, help="including the warm-up steps")
+    p.add_argument("--warmup", type=int, default=5, help="first steps excluded from timing")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--max-load", type=float, default=2.0, help="1-minute load average above which a round waits")
+    p.add_argument("--retry-wait", type=float, default=30.0)
+    p.add_argument("--max-wait", type=float, default=1800.0, help="seconds of waiting for calm in all")
+    p.add_argument("--a-env", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE")
+    args = p.parse_args()
+    if args.rounds < 1 or args.steps <= args.warmup or args.warmup < 1:
+        p.error("need --rounds >= 1 and --steps > --warmup >= 1")
+    for path in (args.a, args.b):
+        if not os.access(path, os.X_OK):
+            p.error(f"{path}: not an executable")
+    return args
+
+
+def environment(pairs):
+    env = dict(os.environ)
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"error: --a-env/--b-env takes NAME=VALUE, not {pair!r}")
+        env[name] = value
+    return env
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def uptime():
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def machine():
+    model, flags = "?", set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name") and model == "?":
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    wanted = ["avx2", "fma", "avx512f", "avx512vl", "avx512bw", "avx512dq"]
+    have = " ".join(f"{f}={'yes' if f in flags else 'no'}" for f in wanted)
+    return f"nproc {os.cpu_count()}, CPU {model}, {have}"
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a running process, all its threads (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(trainer, env, args):
+    """(tokens per second, tokens per CPU-second, stderr) over the timed steps."""
+    cmd = [trainer, "train", "--steps", str(args.steps), "--threads", str(args.threads), "--lr", "1e-3",
+           "--eval-every", "0", "--eval-batches", "1", "--seed", "0"] + args.trainer_flags
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    steps, cpu, final = {}, {}, None
+    for line in proc.stdout:  # one JSON line per event, written as it happens
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("type") == "step":
+            steps[event["step"]] = event["elapsed_s"]
+            if event["step"] in (args.warmup, args.steps):
+                cpu[event["step"]] = cpu_seconds(proc.pid)
+        elif event.get("type") == "final":
+            final = event
+    stderr = proc.stderr.read()
+    if proc.wait() != 0:
+        raise SystemExit(f"error: {' '.join(cmd)} exited {proc.returncode}\n{stderr.strip()}")
+    if len(steps) != args.steps or len(cpu) != 2 or final is None or final.get("outcome") != "SUCCEEDED":
+        raise SystemExit(f"error: {' '.join(cmd)}: {len(steps)} step events, final {final}")
+    config = [("batch-size", 32), ("seq-len", 64)]
+    flags = dict(zip(args.trainer_flags[::2], args.trainer_flags[1::2]))
+    batch, seq = (int(flags.get("--" + name, default)) for name, default in config)
+    tokens = batch * seq * (args.steps - args.warmup)
+    cpu_s = cpu[args.steps] - cpu[args.warmup]
+    return tokens / (steps[args.steps] - steps[args.warmup]), tokens / cpu_s if cpu_s > 0 else float("nan"), \
+        stderr.strip()
+
+
+def summary(values):
+    return f"min {min(values):8.0f}  median {statistics.median(values):8.0f}  max {max(values):8.0f}"
+
+
+def main():
+    args = parse_args()
+    sides = {"A": (args.a, environment(args.a_env), args.a_env), "B": (args.b, environment(args.b_env), args.b_env)}
+    print(machine())
+    print(f"uptime before: {uptime()}")
+    for side, (path, _, env) in sides.items():
+        print(f"{side}: {' '.join(env)} {path}".replace(":  ", ": "))
+    print(f"{args.steps} steps, first {args.warmup} excluded, {args.threads} threads, "
+          f"extra flags: {' '.join(args.trainer_flags) or 'none'}", flush=True)
+    results = {"A": [], "B": []}
+    per_cpu = {"A": [], "B": []}
+    waited, measured = 0.0, 0
+    while measured < args.rounds:
+        load = load_average()
+        if load > args.max_load:
+            print(f"round {measured + 1}: not measured (load {load:.2f} > {args.max_load})", flush=True)
+            if waited >= args.max_wait:
+                print(f"gave up waiting for a load at or below {args.max_load} after {waited:.0f} s")
+                break
+            time.sleep(args.retry_wait)
+            waited += args.retry_wait
+            continue
+        order = ["A", "B"] if measured % 2 == 0 else ["B", "A"]
+        line = []
+        for side in order:
+            path, env, _ = sides[side]
+            tokens_per_s, tokens_per_cpu_s, stderr = run_once(path, env, args)
+            results[side].append(tokens_per_s)
+            per_cpu[side].append(tokens_per_cpu_s)
+            line.append(f"{side} {tokens_per_s:6.0f} ({tokens_per_cpu_s:5.0f} per CPU-s)")
+            if stderr:
+                line.append(f"({side} stderr: {stderr.splitlines()[-1]})")
+        measured += 1
+        print(f"round {measured}: load {load:.2f} before, {load_average():.2f} after: {', '.join(line)} tokens/s",
+              flush=True)
+    print(f"uptime after: {uptime()}")
+    if not results["A"]:
+        print("not measured: the machine was never calm enough")
+        return 0
+    for side in ("A", "B"):
+        print(f"{side} tokens/s over {len(results[side])} rounds:       {summary(results[side])}")
+        print(f"{side} tokens per CPU-second:         {summary(per_cpu[side])}")
+    for name, figures in (("tokens/s", results), ("tokens per CPU-second", per_cpu)):
+        ratio = statistics.median(figures["B"]) / statistics.median(figures["A"])
+        print(f"ratio of medians B / A, {name}: {ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+// The CPU kernels' instruction-set variants (trainer/cpu/kernel_variant.h):
+// every op of trainer/cpu/ops.h run through the baseline (x86-64, SSE2)
+// fallback and through each wider variant this CPU runs, on the same inputs;
+// a short training run both ways; and how the variant is chosen.
+//
+// Tolerance: the variants differ in rounding only (fused multiply-adds, the
+// vector width of reductions, the avx512 variant's packed sgemm), so every
+// output element of an op must agree with the fallback's within
+// kOpTolerance = 1e-5 of the largest magnitude in that output (float's
+// epsilon is 1.2e-7: about a hundred roundings' worth; seen: 5e-7 at most).
+// A training run: the first step's loss and gradient norm (the whole model's
+// forward and backward) within 1e-5 relative; after that Adam turns rounding
+// differences into different updates (its first steps move every weight by
+// about lr whatever the gradient's size), so the runs drift apart and only
+// stay close: every loss within 1e-3 and every gradient norm within 1e-2
+// relative over 20 steps (seen: 1e-4 and 6e-4, Post-LN; Pre-LN stays at
+// 1e-7). Shapes are chosen off the vector widths (4, 8, 16 lanes and twice
+// that) so that the tails run too.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "trainer/config.h"
+#include "trainer/cpu/kernel_variant.h"
+#include "trainer/cpu/ops.h"
+#include "trainer/rng.h"
+#include "trainer/trainer.h"
+
+namespace normsweep::trainer {
+namespace {
+
+using cpu::KernelVariant;
+
+constexpr double kOpTolerance = 1e-5;
+constexpr double kFirstStepTolerance = 1e-5;
+constexpr double kRunLossTolerance = 1e-3;
+constexpr double kRunGradNormTolerance = 1e-2;
+
+std::vector<float> RandomVector(size_t n, uint64_t seed, double scale = 1.0) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(scale * rng.Normal());
+  return v;
+}
+
+// Expects `got` within tolerance * max|want| of `want`, element by element.
+void ExpectClose(const std::string& what, const std::vector<float>& want, const std::vector<float>& got,
+                 double tolerance = kOpTolerance) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  double scale = 0, worst = 0;
+  size_t worst_at = 0;
+  for (float w : want) scale = std::max(scale, std::fabs(static_cast<double>(w)));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= worst)) {  // NaN counts as the worst
+      worst = err;
+      worst_at = i;
+    }
+  }
+  EXPECT_LE(worst, tolerance * std::max(scale, 1e-30))
+      << what << ": largest difference " << worst << " at " << worst_at << " (fallback " << want[worst_at]
+      << ", dispatched " << got[worst_at] << "), largest magnitude " << scale;
+}
+
+// Runs `op` (which writes its outputs into `outputs`) with the baseline
+// kernels and with `variant`, and compares every output.
+void CompareVariants(KernelVariant variant, const std::string& what, std::vector<std::vector<float>*> outputs,
+                     const std::function<void()>& op) {
+  const std::vector<std::vector<float>> initial = [&] {
+    std::vector<std::vector<float>> v;
+    for (auto* o : outputs) v.push_back(*o);
+    return v;
+  }();
+  ASSERT_TRUE(cpu::SetKernelVariant(KernelVariant::kBaseline));
+  op();
+  std::vector<std::vector<float>> fallback;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    fallback.push_back(*outputs[i]);
+    *outputs[i] = initial[i];  // accumulating ops start from the same values
+  }
+  ASSERT_TRUE(cpu::SetKernelVariant(variant));
+  op();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    ExpectClose(what + " output " + std::to_string(i), fallback[i], *outputs[i]);
+  }
+}
+
+class KernelVariantsTest : public ::testing::TestWithParam<KernelVariant> {
+ protected:
+  void SetUp() override {
+    saved_ = cpu::ActiveKernelVariant();
+    if (!cpu::KernelVariantSupported(GetParam())) {
+      GTEST_SKIP() << "this CPU does not run the " << cpu::KernelVariantName(GetParam()) << " kernels";
+    }
+    cpu::SetThreads(2);
+  }
+  void TearDown() override { cpu::SetKernelVariant(saved_); }
+  KernelVariant saved_ = KernelVariant::kBaseline;
+};
+
+TEST_P(KernelVariantsTest, Encoder) {
+  const int B = 3, T = 37, C = 72, V = 256;
+  std::vector<int32_t> tokens(B * T);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % V);
+  const auto emb = RandomVector(static_cast<size_t>(V) * C, 1), pos = RandomVector(static_cast<size_t>(T) * C, 2);
+  const auto dout = RandomVector(static_cast<size_t>(B) * T * C, 3);
+  std::vector<float> out(static_cast<size_t>(B) * T * C), demb(static_cast<size_t>(V) * C);
+  std::vector<float> dpos = RandomVector(static_cast<size_t>(T) * C, 4);
+  CompareVariants(GetParam(), "EncoderForward", {&out},
+                  [&] { cpu::EncoderForward(out.data(), tokens.data(), emb.data(), pos.data(), B, T, C, 8.5f); });
+  CompareVariants(GetParam(), "EncoderBackward", {&demb, &dpos}, [&] {
+    cpu::EncoderBackward(demb.data(), dpos.data(), dout.data(), tokens.data(), B, T, C, V, 8.5f);
+  });
+}
+
+TEST_P(KernelVariantsTest, LayerNorm) {
+  for (int C : {72, 128}) {
+    const int N = 111;
+    const auto x = RandomVector(static_cast<size_t>(N) * C, 5, 3.0), w = RandomVector(C, 6), b = RandomVector(C, 7);
+    const auto dout = RandomVector(static_cast<size_t>(N) * C, 8);
+    std::vector<float> out(static_cast<size_t>(N) * C), mean(N), rstd(N), dw(C), db(C);
+    std::vector<float> dx = RandomVector(static_cast<size_t>(N) * C, 9);
+    const std::string c = " C=" + std::to_string(C);
+    CompareVariants(GetParam(), "LayerNormForward" + c, {&out, &mean, &rstd}, [&] {
+      cpu::LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+    });
+    CompareVariants(GetParam(), "LayerNormBackward" + c, {&dx, &dw, &db}, [&] {
+      cpu::LayerNormBackward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                             rstd.data(), N, C);
+    });
+  }
+}
+
+TEST_P(KernelVariantsTest, Matmul) {
+  // Off the register tiles (12 x 32) and the k block (256), and the bench's shapes.
+  struct Shape {
+    int N, I, O;
+  };
+  for (Shape s : {Shape{111, 72, 200}, Shape{2048, 128, 512}, Shape{70, 300, 33}}) {
+    const int N = s.N, I = s.I, O = s.O;
+    const std::string shape = " " + std::to_string(N) + "x" + std::to_string(I) + "x" + std::to_string(O);
+    const auto inp = RandomVector(static_cast<size_t>(N) * I, 10), w = RandomVector(static_cast<size_t>(O) * I, 11);
+    const auto bias = RandomVector(O, 12), dout = RandomVector(static_cast<size_t>(N) * O, 13);
+    std::vector<float> out(static_cast<size_t>(N) * O), dw(static_cast<size_t>(O) * I), db(O);
+    std::vector<float> dinp = RandomVector(static_cast<size_t>(N) * I, 14);
+    CompareVariants(GetParam(), "MatmulForward" + shape, {&out},
+                    [&] { cpu::MatmulForward(out.data(), inp.data(), w.data(), bias.data(), N, I, O); });
+    CompareVariants(GetParam(), "MatmulForward without bias" + shape, {&out},
+                    [&] { cpu::MatmulForward(out.data(), inp.data(), w.data(), nullptr, N, I, O); });
+    for (bool accumulate : {false, true}) {
+      CompareVariants(GetParam(), std::string("MatmulBackward") + (accumulate ? " accumulating" : "") + shape,
+                      {&dinp, &dw, &db}, [&] {
+                        cpu::MatmulBackward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), N,
+                                            I, O, accumulate);
+                      });
+    }
+  }
+}
+
+TEST_P(KernelVariantsTest, Attention) {
+  struct Shape {
+    int B, T, C, H;
+  };
+  // The bench's heads (hd 32), and heads of 18 channels over 37 positions.
+  for (Shape s : {Shape{2, 64, 128, 4}, Shape{3, 37, 72, 4}}) {
+    const int B = s.B, T = s.T, C = s.C, H = s.H;
+    const std::string shape = " T=" + std::to_string(T) + " C=" + std::to_string(C);
+    const auto qkv = RandomVector(static_cast<size_t>(B) * T * 3 * C, 15, 2.0);
+    const auto dout = RandomVector(static_cast<size_t>(B) * T * C, 16);
+    std::vector<float> out(static_cast<size_t>(B) * T * C), att(static_cast<size_t>(B) * H * T * T);
+    std::vector<float> dqkv(static_cast<size_t>(B) * T * 3 * C);
+    CompareVariants(GetParam(), "AttentionForward" + shape, {&out, &att},
+                    [&] { cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H); });
+    cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);  // att from the dispatched kernels
+    CompareVariants(GetParam(), "AttentionBackward" + shape, {&dqkv},
+                    [&] { cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, H); });
+  }
+}
+
+TEST_P(KernelVariantsTest, Elementwise) {
+  const size_t n = 70001;  // past the parallel threshold, and a tail
+  const auto a = RandomVector(n, 17), b = RandomVector(n, 18);
+  std::vector<float> x = a, out(n), dx(n);
+  CompareVariants(GetParam(), "ReluForward", {&x}, [&] { cpu::ReluForward(x.data(), n); });
+  CompareVariants(GetParam(), "ReluBackward", {&dx}, [&] { cpu::ReluBackward(dx.data(), b.data(), a.data(), n); });
+  CompareVariants(GetParam(), "Add", {&out}, [&] { cpu::Add(out.data(), a.data(), b.data(), n); });
+  CompareVariants(GetParam(), "Multiply", {&out}, [&] { cpu::Multiply(out.data(), a.data(), b.data(), n); });
+}
+
+TEST_P(KernelVariantsTest, CrossEntropy) {
+  for (int V : {256, 77}) {
+    const int N = 131;
+    const auto logits = RandomVector(static_cast<size_t>(N) * V, 19, 4.0);
+    std::vector<int32_t> targets(N);
+    for (int n = 0; n < N; ++n) targets[n] = n % 7 == 3 ? -1 : (n * 31) % V;
+    std::vector<float> probs(static_cast<size_t>(N) * V), row_loss(N), dlogits(static_cast<size_t>(N) * V);
+    std::vector<float> loss(1);
+    CompareVariants(GetParam(), "CrossEntropyForward V=" + std::to_string(V), {&probs, &loss}, [&] {
+      const cpu::CrossEntropyStats stats =
+          cpu::CrossEntropyForward(probs.data(), row_loss.data(), logits.data(), targets.data(), N, V);
+      loss[0] = static_cast<float>(stats.loss_sum);
+      EXPECT_EQ(stats.count, N - (N + 3) / 7);
+    });
+    CompareVariants(GetParam(), "CrossEntropyBackward V=" + std::to_string(V), {&dlogits}, [&] {
+      cpu::CrossEntropyBackward(dlogits.data(), probs.data(), targets.data(), N, V, 1.0f / N);
+    });
+  }
+}
+
+class StepSink : public EventSink {
+ public:
+  void OnStep(const StepEvent& e) override { steps.push_back(e); }
+  void OnEval(const EvalEvent&) override {}
+  void OnGradNorms(const GradNormsEvent&) override {}
+  void OnFinal(const FinalEvent&) override {}
+  std::vector<StepEvent> steps;
+};
+
+// The whole training step (both placements, dropout on): losses and gradient
+// norms of 20 Adam steps, the first one tightly.
+TEST_P(KernelVariantsTest, TrainingRunsAgree) {
+  for (Placement p : {Placement::kPostLN, Placement::kPreLN}) {
+    TrainSettings s;
+    s.model.placement = p;
+    s.model.layers = 2;
+    s.model.d_model = 72;
+    s.model.heads = 4;
+    s.model.d_ff = 144;
+    s.model.seq_len = 37;
+    s.model.dropout = 0.1f;
+    s.batch_size = 6;
+    s.steps = 20;
+    s.schedule.peak_lr = 3e-3;
+    s.schedule.warmup_steps = 5;
+    s.schedule.total_steps = 20;
+    s.eval_every = 0;
+    s.threads = 2;
+    s.seed = 5;
+    StepSink fallback, dispatched;
+    ASSERT_TRUE(cpu::SetKernelVariant(KernelVariant::kBaseline));
+    ASSERT_EQ(RunTraining(s, RunOptions{}, fallback).outcome, Outcome::kSucceeded);
+    ASSERT_TRUE(cpu::SetKernelVariant(GetParam()));
+    ASSERT_EQ(RunTraining(s, RunOptions{}, dispatched).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(fallback.steps.size(), 20u);
+    ASSERT_EQ(dispatched.steps.size(), 20u);
+    for (size_t i = 0; i < fallback.steps.size(); ++i) {
+      const StepEvent &f = fallback.steps[i], &d = dispatched.steps[i];
+      const double loss_tolerance = i == 0 ? kFirstStepTolerance : kRunLossTolerance;
+      const double norm_tolerance = i == 0 ? kFirstStepTolerance : kRunGradNormTolerance;
+      EXPECT_NEAR(d.train_loss, f.train_loss, loss_tolerance * std::fabs(f.train_loss))
+          << PlacementName(p) << " step " << i + 1;
+      EXPECT_NEAR(d.grad_norm, f.grad_norm, norm_tolerance * std::fabs(f.grad_norm))
+          << PlacementName(p) << " step " << i + 1;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WiderThanBaseline, KernelVariantsTest,
+                         ::testing::Values(KernelVariant::kAvx2, KernelVariant::kAvx512),
+                         [](const ::testing::TestParamInfo<KernelVariant>& info) {
+                           return std::string(cpu::KernelVariantName(info.param));
+                         });
+
+// ---- how the variant is chosen ----
+
+TEST(KernelVariantChoiceTest, FastestSupportedUnlessTheVariableNamesAnother) {
+  const std::vector<KernelVariant> supported = cpu::SupportedKernelVariants();
+  ASSERT_FALSE(supported.empty());
+  EXPECT_EQ(supported.front(), KernelVariant::kBaseline);
+  const KernelVariant fastest = supported.back();
+  std::string warning = "stale";
+  EXPECT_EQ(cpu::ChooseKernelVariant(nullptr, &warning), fastest);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(cpu::ChooseKernelVariant("", &warning), fastest);
+  for (KernelVariant v : supported) {
+    EXPECT_EQ(cpu::ChooseKernelVariant(cpu::KernelVariantName(v), &warning), v);
+    EXPECT_EQ(warning, "");
+  }
+  EXPECT_EQ(cpu::ChooseKernelVariant("sse9", &warning), fastest);
+  EXPECT_THAT(warning, ::testing::HasSubstr("NORMSWEEP_CPU_KERNELS=sse9 is not one of baseline, avx2, avx512"));
+  if (!cpu::KernelVariantSupported(KernelVariant::kAvx512)) {
+    EXPECT_EQ(cpu::ChooseKernelVariant("avx512", &warning), fastest);
+    EXPECT_THAT(warning, ::testing::HasSubstr("this CPU does not run it"));
+  }
+}
+
+// The variable is read when a process first calls a kernel: a child process
+// (gtest's threadsafe death-test style re-runs this binary) with
+// NORMSWEEP_CPU_KERNELS=baseline runs the fallback, and one with a bad value
+// says so on stderr and runs the fastest.
+TEST(KernelVariantChoiceTest, TheVariableForcesTheFallbackInANewProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ::setenv(cpu::kKernelVariantEnv, "baseline", 1);
+  EXPECT_EXIT(std::exit(cpu::ActiveKernelVariant() == KernelVariant::kBaseline ? 0 : 1),
+              ::testing::ExitedWithCode(0), "");
+  ::setenv(cpu::kKernelVariantEnv, "avx9000", 1);
+  const int fastest = static_cast<int>(cpu::SupportedKernelVariants().back());
+  EXPECT_EXIT(std::exit(static_cast<int>(cpu::ActiveKernelVariant()) == fastest ? 0 : 1),
+              ::testing::ExitedWithCode(0), "NORMSWEEP_CPU_KERNELS=avx9000 is not one of baseline, avx2, avx512");
+  ::unsetenv(cpu::kKernelVariantEnv);
+}
+
+}  // namespace
+}  // namespace normsweep::trainer
