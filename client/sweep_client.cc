@@ -2,6 +2,7 @@
 
 #include "common/api_token.h"
 #include "common/grpc_status.h"
+#include "common/scheduler_channel.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -16,18 +17,6 @@ namespace normsweep::client {
 namespace {
 constexpr int kRetries = 3;
 
-// The worker's reconnect back-off (worker/scheduler_client.cc says why):
-// attempts 100 ms apart growing to 500 ms, each with 2 s to connect.
-std::shared_ptr<grpc::Channel> Channel(const std::string& address,
-                                       std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
-  return grpc::CreateCustomChannel(address, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
-                                   args);
-}
-
 }  // namespace
 
 SweepClient::SweepClient(std::string address, absl::Duration deadline, std::string api_token,
@@ -35,7 +24,7 @@ SweepClient::SweepClient(std::string address, absl::Duration deadline, std::stri
     : address_(std::move(address)),
       deadline_(deadline),
       api_token_(std::move(api_token)),
-      channel_(Channel(address_, std::move(credentials))),
+      channel_(SchedulerChannel(address_, std::move(credentials))),
       stub_(v1::SweepService::NewStub(channel_)) {}
 
 void SweepClient::PauseBeforeRetry(absl::Duration pause) const {

@@ -7,6 +7,7 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "common/grpc_status.h"
+#include "common/scheduler_channel.h"
 
 namespace normsweep::worker {
 
@@ -26,24 +27,6 @@ bool IsRetryable(const absl::Status& status) {
 }
 
 namespace {
-
-// Reconnecting after the scheduler restarts. gRPC's default back-off grows
-// to 2 minutes; here attempts are 100 ms apart at first, growing to 500 ms
-// (x1.6, +-20% jitter), so a scheduler that is listening again is tried
-// within about 0.6 s. GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is not a back-off
-// but the connect timeout of each attempt (the attempt's deadline is the
-// larger of it and the next back-off): 2 s, so that a TLS handshake with a
-// scheduler that hundreds of workers reconnect to at once is not cut off.
-// (Attempts also need something polling the channel: AwaitConnection.)
-std::shared_ptr<grpc::Channel> Channel(const std::string& target,
-                                       std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
-  return grpc::CreateCustomChannel(target, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials(),
-                                   args);
-}
 
 // Waits for the channel to be connected, for most of the time left before
 // deadline; the call that follows is fail-fast, so a scheduler still
@@ -141,7 +124,7 @@ class GrpcSchedulerClient::ProgressStream {
 
 GrpcSchedulerClient::GrpcSchedulerClient(const std::string& target, absl::Duration deadline, std::string api_token,
                                          std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : channel_(Channel(target, std::move(credentials))),
+    : channel_(SchedulerChannel(target, std::move(credentials))),
       stub_(v1::WorkerService::NewStub(channel_)),
       deadline_(deadline),
       api_token_(std::move(api_token)) {}
