@@ -34,6 +34,7 @@ const char* OptimizerName(OptimizerKind k) {
     case OptimizerKind::kAdam: return "adam";
     case OptimizerKind::kAdamW: return "adamw";
     case OptimizerKind::kSgd: return "sgd";
+    case OptimizerKind::kRAdam: return "radam";
   }
   return "?";
 }
@@ -77,7 +78,9 @@ StatusOr<OptimizerKind> ParseOptimizer(const std::string& s) {
   if (s == "adam") return OptimizerKind::kAdam;
   if (s == "adamw") return OptimizerKind::kAdamW;
   if (s == "sgd") return OptimizerKind::kSgd;
-  return FieldError("optimizer", "unknown optimizer " + normsweep::QuoteForError(s) + " (expected adam, adamw or sgd)");
+  if (s == "radam") return OptimizerKind::kRAdam;
+  return FieldError("optimizer",
+                    "unknown optimizer " + normsweep::QuoteForError(s) + " (expected adam, adamw, radam or sgd)");
 }
 StatusOr<ScheduleKind> ParseSchedule(const std::string& s) {
   if (s == "constant") return ScheduleKind::kConstant;

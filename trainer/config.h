@@ -13,7 +13,7 @@ namespace normsweep::trainer {
 
 enum class Placement { kPostLN, kPreLN };
 enum class Positions { kSinusoidal, kLearned };
-enum class OptimizerKind { kAdam, kAdamW, kSgd };
+enum class OptimizerKind { kAdam, kAdamW, kSgd, kRAdam };
 enum class ScheduleKind { kConstant, kInverseSqrt, kLinear, kCosine };
 // Arithmetic of the matrix products: fp32 everywhere (the default, and all
 // the CPU backend does), or on the GPU's tensor cores with inputs rounded to
@@ -90,7 +90,7 @@ Status ValidateTrainSettings(const TrainSettings& settings);
 // Names used in configs, events and checkpoint metadata.
 const char* PlacementName(Placement p);       // "post" / "pre"
 const char* PositionsName(Positions p);       // "sinusoidal" / "learned"
-const char* OptimizerName(OptimizerKind k);   // "adam" / "adamw" / "sgd"
+const char* OptimizerName(OptimizerKind k);   // "adam" / "adamw" / "sgd" / "radam"
 const char* ScheduleName(ScheduleKind k);     // "constant" / ...
 const char* PrecisionName(Precision p);       // "fp32" / "tf32" / "bf16"
 StatusOr<Placement> ParsePlacement(const std::string& s);
