@@ -693,6 +693,9 @@ Status CudaBackend::OptimizerStep(const OptimizerStepArgs& args) {
     const double wd = decay_of(tensors[i]);
     if (options_.optimizer.kind == OptimizerKind::kSgd) {
       LaunchSgd(params_ + begin, grads_ + begin, m_ + begin, n, SgdFor(options_.optimizer, args, wd), stream_);
+    } else if (options_.optimizer.kind == OptimizerKind::kRAdam) {
+      LaunchRAdam(params_ + begin, grads_ + begin, m_ + begin, v_ + begin, n, RAdamFor(options_.optimizer, args, wd),
+                  stream_);
     } else {
       LaunchAdam(params_ + begin, grads_ + begin, m_ + begin, v_ + begin, n, AdamFor(options_.optimizer, args, wd),
                  stream_);

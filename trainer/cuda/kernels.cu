@@ -344,6 +344,22 @@ __global__ void AdamKernel(float* p, const float* g, float* m, float* v, size_t 
   p[i] = p[i] * a.decay - a.step_size * mi / denom;
 }
 
+// a.rectified is the same for every thread: no divergence.
+__global__ void RAdamKernel(float* p, const float* g, float* m, float* v, size_t n, RAdamCoefficients a) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float grad = g[i] * a.grad_scale + a.l2 * p[i];
+  const float mi = a.b1 * m[i] + (1.0f - a.b1) * grad;
+  const float vi = a.b2 * v[i] + (1.0f - a.b2) * grad * grad;
+  m[i] = mi;
+  v[i] = vi;
+  if (a.rectified) {
+    p[i] -= a.step_size * mi / (sqrtf(vi) + a.eps);
+  } else {
+    p[i] -= a.step_size * mi;
+  }
+}
+
 __global__ void SgdKernel(float* p, const float* g, float* m, size_t n, SgdCoefficients a) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -466,6 +482,9 @@ void LaunchCrossEntropyBackward(float* dlogits, const float* probs, const int32_
 
 void LaunchAdam(float* p, const float* g, float* m, float* v, size_t n, AdamCoefficients a, cudaStream_t s) {
   AdamKernel<<<Blocks(n), kThreads, 0, s>>>(p, g, m, v, n, a);
+}
+void LaunchRAdam(float* p, const float* g, float* m, float* v, size_t n, RAdamCoefficients a, cudaStream_t s) {
+  RAdamKernel<<<Blocks(n), kThreads, 0, s>>>(p, g, m, v, n, a);
 }
 void LaunchSgd(float* p, const float* g, float* m, size_t n, SgdCoefficients a, cudaStream_t s) {
   SgdKernel<<<Blocks(n), kThreads, 0, s>>>(p, g, m, n, a);

@@ -80,6 +80,7 @@ void LaunchCrossEntropyBackward(float* dlogits, const float* probs, const int32_
 
 // The optimizer updates of trainer/optimizer.h, over params[0, n).
 void LaunchAdam(float* p, const float* g, float* m, float* v, size_t n, AdamCoefficients a, cudaStream_t s);
+void LaunchRAdam(float* p, const float* g, float* m, float* v, size_t n, RAdamCoefficients a, cudaStream_t s);
 void LaunchSgd(float* p, const float* g, float* m, size_t n, SgdCoefficients a, cudaStream_t s);
 
 // Sum of squares of segments of x: out[i] = sum over [begin[i], begin[i]+len[i])
