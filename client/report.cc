@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -175,13 +176,14 @@ std::string Text(double x, double y, const std::string& text, const std::string&
 // Axes with ticks, labels and titles around a frame.
 std::string Axes(const Frame& f, const std::vector<double>& xticks, const std::vector<double>& yticks,
                  const std::string& xtitle, const std::string& ytitle,
-                 const std::function<std::string(double)>& xlabel = TickLabel) {
+                 const std::function<std::string(double)>& xlabel = TickLabel,
+                 const std::function<std::string(double)>& ylabel = TickLabel) {
   std::string s = absl::StrCat("<rect x=\"", P(f.left), "\" y=\"", P(f.top), "\" width=\"", P(f.width),
                                "\" height=\"", P(f.height), "\" class=\"plot\"/>\n");
   for (double y : yticks) {
     absl::StrAppend(&s, "<line x1=\"", P(f.left), "\" x2=\"", P(f.left + f.width), "\" y1=\"", P(f.Y(y)), "\" y2=\"",
                     P(f.Y(y)), "\" class=\"grid\"/>\n",
-                    Text(f.left - 6, f.Y(y) + 4, TickLabel(y), "class=\"tick\" text-anchor=\"end\""));
+                    Text(f.left - 6, f.Y(y) + 4, ylabel(y), "class=\"tick\" text-anchor=\"end\""));
   }
   for (double x : xticks) {
     absl::StrAppend(&s, "<line x1=\"", P(f.X(x)), "\" x2=\"", P(f.X(x)), "\" y1=\"", P(f.top + f.height),
@@ -202,6 +204,9 @@ struct VariantView {
   std::vector<std::string> placements;
   std::map<std::string, std::vector<const v1::GetTrialResponse*>> trials;  // by placement
   std::vector<ResultCell> cells;                                          // the view's cells of this variant
+  std::vector<const v1::LrSensitivity*> lr_sensitivity;                   // lr_sensitivity rows
+  std::vector<const v1::PlacementLrSensitivity*> lr_summary;              // lr_sensitivity_summary rows
+  std::vector<const v1::VarianceShares*> importance;                      // grid_importance rows
   std::vector<int> warmups;
   std::vector<double> lrs;
   std::optional<double> best_cell;
@@ -218,6 +223,18 @@ std::vector<VariantView> Variants(const ReportData& data) {
   for (const ResultCell& c : CellsFromAnalysis(data.analysis)) {
     auto it = by_variant.find(c.variant);
     if (it != by_variant.end()) it->second.cells.push_back(c);
+  }
+  for (const v1::LrSensitivity& r : data.analysis.lr_sensitivity()) {
+    auto it = by_variant.find(r.variant());
+    if (it != by_variant.end()) it->second.lr_sensitivity.push_back(&r);
+  }
+  for (const v1::PlacementLrSensitivity& r : data.analysis.lr_sensitivity_summary()) {
+    auto it = by_variant.find(r.variant());
+    if (it != by_variant.end()) it->second.lr_summary.push_back(&r);
+  }
+  for (const v1::VarianceShares& r : data.analysis.importance()) {
+    auto it = by_variant.find(r.variant());
+    if (it != by_variant.end()) it->second.importance.push_back(&r);
   }
   std::vector<VariantView> out;
   for (auto& [name, v] : by_variant) {
@@ -517,6 +534,671 @@ std::string GradNormsSection(const VariantView& v) {
   return s + "</svg>\n" + legend + "</svg>\n</div>\n";
 }
 
+bool Finite(bool has, double v) { return has && std::isfinite(v); }
+std::string OptNum(bool has, double v, int digits = 3) { return Finite(has, v) ? Num(v, digits) : "&ndash;"; }
+// The same for text that is escaped afterwards (tooltips, SVG text).
+std::string OptText(bool has, double v) { return Finite(has, v) ? Num(v) : "\u2013"; }
+
+// Colours for warm-ups: Tableau 10 without its red, which marks divergence.
+constexpr const char* kWarmupPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
+                                          "#17becf", "#e377c2", "#bcbd22", "#7f7f7f"};
+std::string WarmupColour(size_t i) { return kWarmupPalette[i % std::size(kWarmupPalette)]; }
+
+const v1::LrSensitivity* LrsRow(const VariantView& v, const std::string& placement, int warmup) {
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    if (r->placement() == placement && r->warmup_steps() == warmup) return r;
+  }
+  return nullptr;
+}
+
+// l0 of a placement: the mean of its lines' l0 (they differ by the seeds
+// only: the loss at initialisation depends on neither warm-up nor lr).
+std::optional<double> PlacementL0(const VariantView& v, const std::string& placement) {
+  Mean m;
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    if (r->placement() == placement && Finite(r->has_init_val_loss(), r->init_val_loss())) m.Add(r->init_val_loss());
+  }
+  return m.n > 0 ? std::optional<double>(m.value()) : std::nullopt;
+}
+
+// One grid cell on the loss-vs-lr figure.
+struct LossPoint {
+  double lr = 0;
+  std::optional<double> y;  // the mean loss over seeds; l0 for a cell with no usable seed
+  int bad = 0;              // seeds diverged or with a non-finite loss
+  bool all_bad = false;     // no usable seed: a cross at l0, or at the top edge without an l0
+  const ResultCell* cell = nullptr;
+};
+
+// A warm-up's line of a placement, by lr. Failed, cancelled and pending
+// cells have no point.
+std::vector<LossPoint> LossLine(const VariantView& v, const std::string& placement, int warmup) {
+  std::optional<double> l0;
+  const v1::LrSensitivity* row = LrsRow(v, placement, warmup);
+  if (row != nullptr && Finite(row->has_init_val_loss(), row->init_val_loss())) {
+    l0 = row->init_val_loss();
+  } else {
+    l0 = PlacementL0(v, placement);
+  }
+  std::vector<LossPoint> out;
+  for (const ResultCell& c : v.cells) {
+    if (c.placement != placement || c.warmup_steps != warmup || !(c.peak_lr > 0) || !std::isfinite(c.peak_lr)) continue;
+    LossPoint p;
+    p.lr = c.peak_lr;
+    p.cell = &c;
+    p.bad = c.diverged + std::max(0, c.succeeded - c.seeds_with_loss);
+    if (c.seeds_with_loss > 0 && std::isfinite(c.mean_final_val_loss)) {
+      p.y = c.mean_final_val_loss;
+    } else if (p.bad > 0) {
+      p.all_bad = true;
+      p.y = l0;
+    } else {
+      continue;
+    }
+    out.push_back(p);
+  }
+  std::sort(out.begin(), out.end(), [](const LossPoint& a, const LossPoint& b) { return a.lr < b.lr; });
+  return out;
+}
+
+std::string LogLrLabel(double x) { return FormatLr(std::pow(10, x)); }
+
+// Ticks at the grid's lrs (log10), every k-th one when there are many.
+std::vector<double> LogLrTicks(const std::vector<double>& lrs) {
+  std::vector<double> positive;
+  for (double lr : lrs) {
+    if (lr > 0 && std::isfinite(lr)) positive.push_back(lr);
+  }
+  const size_t every = std::max<size_t>(1, (positive.size() + 7) / 8);
+  std::vector<double> out;
+  for (size_t i = 0; i < positive.size(); i += every) out.push_back(std::log10(positive[i]));
+  return out;
+}
+
+std::string CrossPath(double x, double y, double r, const std::string& cls, const std::string& title) {
+  return absl::StrCat("<path class=\"", cls, "\" d=\"M", P(x - r), " ", P(y - r), " l", P(2 * r), " ", P(2 * r), " m0 ",
+                      P(-2 * r), " l", P(-2 * r), " ", P(2 * r), "\"><title>", Esc(title), "</title></path>\n");
+}
+
+std::string LossVsLrSvg(const VariantView& v, const std::string& placement,
+                        const std::vector<std::vector<LossPoint>>& lines, const Frame& scale) {
+  const double w = 470, h = 300;
+  Frame f = scale;
+  f.left = 58;
+  f.top = 30;
+  f.width = w - f.left - 14;
+  f.height = h - f.top - 50;
+  const std::string title = PlacementTitle(placement);
+  std::string s = SvgOpen(w, h, title + ": final validation loss against peak lr");
+  s += Text(f.left + f.width / 2, 18, title, "class=\"chart-title\" text-anchor=\"middle\"");
+  s += Axes(f, LogLrTicks(v.lrs), Ticks(f.y0, f.y1, 5), "peak learning rate (log scale)", "final validation loss",
+            LogLrLabel);
+  const std::optional<double> l0 = PlacementL0(v, placement);
+  if (l0 && *l0 >= f.y0 && *l0 <= f.y1) {
+    const double y = f.Y(*l0);
+    absl::StrAppend(&s, "<line class=\"l0-line\" x1=\"", P(f.left), "\" x2=\"", P(f.left + f.width), "\" y1=\"", P(y),
+                    "\" y2=\"", P(y), "\"><title>", Esc(title), ": l0 (loss at initialisation) ", Num(*l0),
+                    "</title></line>\n",
+                    Text(f.left + f.width - 4, y - 4, absl::StrCat("l0 ", Num(*l0)),
+                         "class=\"tick small\" text-anchor=\"end\""));
+  }
+  int drawn = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string colour = WarmupColour(i);
+    const std::string name = absl::StrCat(title, ", warm-up ", v.warmups[i]);
+    std::string segment, marks;
+    auto flush = [&] {
+      if (!segment.empty()) {
+        absl::StrAppend(&s, "<polyline class=\"curve loss-lr\" fill=\"none\" stroke=\"", colour, "\"", DashAttr(i),
+                        " points=\"", segment, "\"><title>", Esc(name), "</title></polyline>\n");
+      }
+      segment.clear();
+    };
+    for (const LossPoint& p : lines[i]) {
+      ++drawn;
+      const double x = f.X(std::log10(p.lr));
+      const ResultCell& c = *p.cell;
+      const std::string where = absl::StrCat(name, ", lr ", FormatLr(p.lr), ": ");
+      if (p.all_bad) {
+        const bool at_l0 = p.y.has_value();
+        const double y = at_l0 ? f.Y(*p.y) : f.top + 6;
+        if (at_l0) {
+          absl::StrAppend(&segment, P(x), ",", P(y), " ");
+        } else {
+          flush();
+        }
+        absl::StrAppend(&marks, CrossPath(x, y, 5, "diverged-mark diverged-point",
+                                          absl::StrCat(where, "no usable seed (", p.bad, "/", c.trials,
+                                                       " diverged or non-finite), drawn ",
+                                                       at_l0 ? absl::StrCat("at l0 ", Num(*p.y)) : "at the top: no l0")));
+        continue;
+      }
+      const double y = f.Y(*p.y);
+      absl::StrAppend(&segment, P(x), ",", P(y), " ");
+      std::string tip = absl::StrCat(where, Num(*p.y), " (", c.seeds_with_loss, c.seeds_with_loss == 1 ? " seed" : " seeds");
+      if (p.bad > 0) absl::StrAppend(&tip, "; ", p.bad, "/", c.trials, " diverged or non-finite, left out");
+      tip += ")";
+      if (p.bad > 0) {
+        absl::StrAppend(&marks, "<circle class=\"partial-mark\" r=\"6.5\" cx=\"", P(x), "\" cy=\"", P(y), "\"/>\n");
+      }
+      absl::StrAppend(&marks, "<circle class=\"loss-point\" r=\"3.5\" cx=\"", P(x), "\" cy=\"", P(y), "\" fill=\"",
+                      colour, "\"><title>", Esc(tip), "</title></circle>\n");
+    }
+    flush();
+    s += marks;
+  }
+  if (drawn == 0) {
+    s += Text(f.left + f.width / 2, f.top + f.height / 2, "no final loss yet", "class=\"tick\" text-anchor=\"middle\"");
+  }
+  return s + "</svg>\n";
+}
+
+std::string LossVsLrLegendSvg(const VariantView& v, bool any_l0, bool any_partial, bool any_cross_at_l0,
+                              bool any_cross_at_top) {
+  const int extra = 1 + any_partial + any_cross_at_l0 + any_cross_at_top;
+  const double h = 30 + 20 * v.warmups.size() + 26 + 20 * extra + 10;
+  std::string s = SvgOpen(270, h, "loss against lr legend");
+  double y = 18;
+  s += Text(8, y, "line: warm-up steps", "class=\"tick\"");
+  for (size_t i = 0; i < v.warmups.size(); ++i) {
+    y += 20;
+    absl::StrAppend(&s, "<line x1=\"10\" x2=\"44\" y1=\"", P(y - 4), "\" y2=\"", P(y - 4), "\" stroke=\"",
+                    WarmupColour(i), "\"", DashAttr(i), " class=\"curve\"/><circle r=\"3.5\" cx=\"27\" cy=\"",
+                    P(y - 4), "\" fill=\"", WarmupColour(i), "\"/>", Text(52, y, std::to_string(v.warmups[i]), "class=\"tick\""));
+  }
+  y += 26;
+  absl::StrAppend(&s, "<line x1=\"10\" x2=\"44\" y1=\"", P(y - 4), "\" y2=\"", P(y - 4), "\" class=\"l0-line\"/>",
+                  Text(52, y, any_l0 ? "l0: loss at initialisation" : "l0: not reported", "class=\"tick\""));
+  if (any_cross_at_l0) {
+    y += 20;
+    s += CrossPath(27, y - 4, 5, "diverged-mark", "every seed diverged");
+    s += Text(52, y, "every seed diverged: drawn at l0", "class=\"tick\"");
+  }
+  if (any_cross_at_top) {
+    y += 20;
+    s += CrossPath(27, y - 4, 5, "diverged-mark", "every seed diverged");
+    s += Text(52, y, "every seed diverged, no l0: at the top", "class=\"tick\"");
+  }
+  if (any_partial) {
+    y += 20;
+    absl::StrAppend(&s, "<circle class=\"partial-mark\" r=\"6.5\" cx=\"27\" cy=\"", P(y - 4), "\"/>",
+                    Text(52, y, "some seeds diverged: mean of the rest", "class=\"tick\""));
+  }
+  return s + "</svg>\n";
+}
+
+// Wortsman et al. 2023, Figure 1: final loss against log peak lr, a line per
+// warm-up, a panel per placement (one y scale for both).
+std::string LossVsLrSection(const VariantView& v) {
+  std::map<std::string, std::vector<std::vector<LossPoint>>> lines;
+  double lo = INFINITY, hi = -INFINITY;
+  bool any_partial = false, any_cross_at_l0 = false, any_cross_at_top = false, any_l0 = false;
+  for (const std::string& p : v.placements) {
+    if (const std::optional<double> l0 = PlacementL0(v, p)) {
+      any_l0 = true;
+      lo = std::min(lo, *l0);
+      hi = std::max(hi, *l0);
+    }
+    for (int warmup : v.warmups) {
+      std::vector<LossPoint> line = LossLine(v, p, warmup);
+      for (const LossPoint& pt : line) {
+        if (pt.y) {
+          lo = std::min(lo, *pt.y);
+          hi = std::max(hi, *pt.y);
+        }
+        any_partial |= !pt.all_bad && pt.bad > 0;
+        any_cross_at_l0 |= pt.all_bad && pt.y.has_value();
+        any_cross_at_top |= pt.all_bad && !pt.y.has_value();
+      }
+      lines[p].push_back(std::move(line));
+    }
+  }
+  if (!std::isfinite(lo) && !any_cross_at_top) {
+    return "<p class=\"note\">No grid cell has a final loss or a diverged seed yet.</p>\n";
+  }
+  if (!std::isfinite(lo)) {
+    lo = 0;
+    hi = 1;
+  }
+  const double pad = std::max((hi - lo) * 0.06, 0.02);
+  Frame f{0, 0, 0, 0, 0, 0, std::max(0.0, lo - pad), hi + pad * (any_cross_at_top ? 3 : 1)};
+  double lx0 = INFINITY, lx1 = -INFINITY;
+  for (double lr : v.lrs) {
+    if (!(lr > 0) || !std::isfinite(lr)) continue;
+    lx0 = std::min(lx0, std::log10(lr));
+    lx1 = std::max(lx1, std::log10(lr));
+  }
+  const double xpad = lx1 > lx0 ? (lx1 - lx0) * 0.06 : 0.5;
+  f.x0 = lx0 - xpad;
+  f.x1 = lx1 + xpad;
+  std::string s = "<div class=\"row\">\n";
+  for (const std::string& p : v.placements) s += LossVsLrSvg(v, p, lines[p], f);
+  s += LossVsLrLegendSvg(v, any_l0, any_partial, any_cross_at_l0, any_cross_at_top) + "</div>\n";
+  if (!any_l0) {
+    s += "<p class=\"note\">No loss at initialisation (l0) was reported for these trials: no l0 line, and cells "
+         "where every seed diverged are drawn at the top edge.</p>\n";
+  }
+  return s;
+}
+
+// LR sensitivity against warm-up steps, a line per placement, l* beside each point.
+std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmups) {
+  const double w = 520, h = 300;
+  double hi = 0;
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    if (Finite(r->has_lr_sensitivity(), r->lr_sensitivity())) hi = std::max(hi, r->lr_sensitivity());
+  }
+  Frame f{60, 30, w - 60 - 16, h - 30 - 50, -0.5, warmups.size() - 0.5, 0, hi > 0 ? hi * 1.25 : 0.1};
+  std::string s = SvgOpen(w, h, "LR sensitivity against warm-up steps");
+  s += Text(f.left + f.width / 2, 18, "LR sensitivity by warm-up", "class=\"chart-title\" text-anchor=\"middle\"");
+  std::vector<double> xticks;
+  for (size_t i = 0; i < warmups.size(); ++i) xticks.push_back(i);
+  s += Axes(f, xticks, Ticks(0, f.y1, 5), "warm-up steps (the sweep's values)", "LR sensitivity",
+            [&](double x) {
+              const size_t i = static_cast<size_t>(std::lround(x));
+              return i < warmups.size() ? std::to_string(warmups[i]) : "";
+            });
+  double ly = f.top + 4;
+  for (size_t pi = 0; pi < v.placements.size(); ++pi) {
+    const std::string& placement = v.placements[pi];
+    const std::string colour = PlacementColour(placement);
+    const std::string title = PlacementTitle(placement);
+    std::string segment, marks;
+    bool any = false;
+    auto flush = [&] {
+      if (!segment.empty()) {
+        absl::StrAppend(&s, "<polyline class=\"curve lrs-line\" fill=\"none\" stroke=\"", colour, "\" points=\"",
+                        segment, "\"><title>", Esc(title), ": LR sensitivity</title></polyline>\n");
+      }
+      segment.clear();
+    };
+    for (size_t i = 0; i < warmups.size(); ++i) {
+      const v1::LrSensitivity* r = LrsRow(v, placement, warmups[i]);
+      if (r == nullptr || !Finite(r->has_lr_sensitivity(), r->lr_sensitivity())) {
+        flush();
+        continue;
+      }
+      any = true;
+      const double x = f.X(i), y = f.Y(r->lr_sensitivity());
+      absl::StrAppend(&segment, P(x), ",", P(y), " ");
+      std::string tip = absl::StrCat(title, ", warm-up ", warmups[i], ": LR sensitivity ", Num(r->lr_sensitivity()),
+                                     "; l* ", OptText(r->has_best_val_loss(), r->best_val_loss()));
+      if (r->has_best_lr()) absl::StrAppend(&tip, " at lr ", FormatLr(r->best_lr()));
+      absl::StrAppend(&tip, "; l0 ", OptText(r->has_init_val_loss(), r->init_val_loss()), "; ", r->lrs(),
+                      r->lrs() == 1 ? " lr" : " lrs", ", ", r->points_at_l0(), " seeds at l0");
+      absl::StrAppend(&marks, "<circle class=\"lrs-point\" r=\"4\" cx=\"", P(x), "\" cy=\"", P(y), "\" fill=\"",
+                      colour, "\"><title>", Esc(tip), "</title></circle>\n");
+      if (Finite(r->has_best_val_loss(), r->best_val_loss())) {
+        // Labels of the first placement above their points, of the others below.
+        marks += Text(x + 7, pi == 0 ? y - 8 : y + 15, absl::StrCat("l* ", Num(r->best_val_loss())),
+                      absl::StrCat("class=\"tick small\" fill=\"", colour, "\""));
+      }
+    }
+    flush();
+    s += marks;
+    ly += 18;
+    absl::StrAppend(&s, "<line x1=\"", P(f.left + f.width - 130), "\" x2=\"", P(f.left + f.width - 100), "\" y1=\"",
+                    P(ly - 4), "\" y2=\"", P(ly - 4), "\" stroke=\"", colour, "\" class=\"curve\"/>",
+                    Text(f.left + f.width - 94, ly, any ? title : title + " (none yet)", "class=\"tick\""));
+  }
+  return s + "</svg>\n";
+}
+
+std::string LrSensitivitySection(const VariantView& v) {
+  if (v.lr_sensitivity.empty()) {
+    return "<p class=\"note\">No LR sensitivity for this variant: the lr_sensitivity view has no line for it "
+           "(no grid cell yet).</p>\n";
+  }
+  std::set<int> warmup_set;
+  int with_figure = 0;
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    warmup_set.insert(r->warmup_steps());
+    with_figure += Finite(r->has_lr_sensitivity(), r->lr_sensitivity());
+  }
+  const std::vector<int> warmups(warmup_set.begin(), warmup_set.end());
+  std::string s;
+  if (with_figure > 0) {
+    s += "<div class=\"row\">\n" + LrSensitivitySvg(v, warmups);
+  } else {
+    s += "<p class=\"note\">No line has an LR sensitivity yet: a line needs every seed of each of its lrs final "
+         "and the loss at initialisation (l0); the table says what is pending.</p>\n<div class=\"row\">\n";
+  }
+  s += "<table class=\"num\">\n<tr><th>placement</th><th>warm-up</th><th>lrs counted</th><th>lrs pending</th>"
+       "<th>seeds at l0</th><th>best lr</th><th>l*</th><th>l0</th><th>LR sensitivity</th></tr>\n";
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    absl::StrAppend(&s, "<tr><td>", Esc(PlacementTitle(r->placement())), "</td><td>", r->warmup_steps(), "</td><td>",
+                    r->lrs(), "</td><td>", r->lrs_pending(), "</td><td>", r->points_at_l0(), "</td><td>",
+                    r->has_best_lr() ? Esc(FormatLr(r->best_lr())) : "&ndash;", "</td><td>",
+                    OptNum(r->has_best_val_loss(), r->best_val_loss()), "</td><td>",
+                    OptNum(r->has_init_val_loss(), r->init_val_loss()), "</td><td>",
+                    OptNum(r->has_lr_sensitivity(), r->lr_sensitivity()), "</td></tr>\n");
+  }
+  s += "</table>\n</div>\n";
+  if (!v.lr_summary.empty()) {
+    s += "<h3>Over the warm-ups</h3>\n<table class=\"num\">\n<tr><th>placement</th><th>warm-ups with a figure</th>"
+         "<th>mean LR sensitivity</th><th>min (at warm-up)</th><th>max</th><th>best l*</th></tr>\n";
+    for (const v1::PlacementLrSensitivity* r : v.lr_summary) {
+      std::string min = OptNum(r->has_min_lr_sensitivity(), r->min_lr_sensitivity());
+      if (r->has_warmup_of_min()) absl::StrAppend(&min, " (", r->warmup_of_min(), ")");
+      absl::StrAppend(&s, "<tr><td>", Esc(PlacementTitle(r->placement())), "</td><td>", r->warmups(), "</td><td>",
+                      OptNum(r->has_mean_lr_sensitivity(), r->mean_lr_sensitivity()), "</td><td>", min, "</td><td>",
+                      OptNum(r->has_max_lr_sensitivity(), r->max_lr_sensitivity()), "</td><td>",
+                      OptNum(r->has_best_val_loss(), r->best_val_loss()), "</td></tr>\n");
+    }
+    s += "</table>\n";
+  }
+  return s;
+}
+
+// The fANOVA shares (grid_importance view) as one stacked bar per placement.
+struct ShareKind {
+  const char* name;
+  const char* cls;
+  const char* colour;
+};
+constexpr ShareKind kShareKinds[] = {{"warm-up", "share-warmup", "#9467bd"},
+                                     {"peak lr", "share-lr", "#ff7f0e"},
+                                     {"interaction", "share-interaction", "#2ca02c"},
+                                     {"seeds (residual)", "share-seed", "#c7c7c7"}};
+
+std::string VarianceSharesSection(const VariantView& v) {
+  std::vector<const v1::VarianceShares*> rows;
+  for (const std::string& p : v.placements) {
+    for (const v1::VarianceShares* r : v.importance) {
+      if (r->placement() == p) rows.push_back(r);
+    }
+  }
+  if (rows.empty()) {
+    return "<p class=\"note\">No variance shares for this variant: the grid_importance view has no row for "
+           "it.</p>\n";
+  }
+  const double label_w = 90, bar_w = 380, row_h = 34, top = 44;
+  const double w = label_w + bar_w + 260, h = top + row_h * rows.size() + 8;
+  std::string s = SvgOpen(w, h, "variance of final validation loss explained");
+  double lx = label_w;
+  for (const ShareKind& k : kShareKinds) {
+    absl::StrAppend(&s, "<rect x=\"", P(lx), "\" y=\"8\" width=\"14\" height=\"14\" fill=\"", k.colour,
+                    "\" class=\"bar\"/>", Text(lx + 20, 20, k.name, "class=\"tick\""));
+    lx += 36 + 7.0 * std::strlen(k.name);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const v1::VarianceShares& r = *rows[i];
+    const double y = top + row_h * i;
+    s += Text(label_w - 8, y + 17, PlacementTitle(r.placement()), "class=\"tick\" text-anchor=\"end\"");
+    const std::array<std::pair<bool, double>, 4> shares = {
+        std::pair{r.has_share_warmup(), r.share_warmup()}, std::pair{r.has_share_lr(), r.share_lr()},
+        std::pair{r.has_share_interaction(), r.share_interaction()}, std::pair{r.has_share_seed(), r.share_seed()}};
+    bool all = true;
+    for (const auto& [has, value] : shares) all &= Finite(has, value);
+    const std::string grid = absl::StrCat(r.warmups(), r.warmups() == 1 ? " warm-up" : " warm-ups", " \u00d7 ",
+                                          r.lrs(), r.lrs() == 1 ? " lr" : " lrs", ", ", r.trials(), " trials");
+    if (!all) {
+      absl::StrAppend(&s, "<rect x=\"", P(label_w), "\" y=\"", P(y + 2), "\" width=\"", P(bar_w),
+                      "\" height=\"22\" fill=\"#f7f7f7\" class=\"bar shares-unset\"/>",
+                      Text(label_w + 8, y + 17,
+                           absl::StrCat("unset: ", r.note().empty() ? "no figure from the view" : r.note()),
+                           "class=\"tick\""),
+                      Text(label_w + bar_w + 8, y + 17, grid, "class=\"tick\""));
+      continue;
+    }
+    double x = label_w;
+    for (size_t k = 0; k < shares.size(); ++k) {
+      const double share = std::clamp(shares[k].second, 0.0, 1.0);
+      const double width = share * bar_w;
+      absl::StrAppend(&s, "<rect x=\"", P(x), "\" y=\"", P(y + 2), "\" width=\"", P(width),
+                      "\" height=\"22\" fill=\"", kShareKinds[k].colour, "\" class=\"bar share ", kShareKinds[k].cls,
+                      "\"><title>", Esc(PlacementTitle(r.placement())), ": ", kShareKinds[k].name, " ",
+                      absl::StrFormat("%.1f%%", 100 * shares[k].second), "</title></rect>\n");
+      if (width >= 34) {
+        s += Text(x + width / 2, y + 17, absl::StrFormat("%.0f%%", 100 * shares[k].second),
+                  "class=\"tick\" text-anchor=\"middle\"");
+      }
+      x += width;
+    }
+    std::string total = grid;
+    if (Finite(r.has_total_variance(), r.total_variance())) {
+      total = absl::StrCat("variance ", absl::StrFormat("%.3g", r.total_variance()), "; ", grid);
+    }
+    s += Text(label_w + bar_w + 8, y + 17, total, "class=\"tick\"");
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+// ---- Instability diagnostics of two trials per placement ----
+
+struct DiagnosticPicks {
+  const v1::GetTrialResponse* best = nullptr;            // the best lr's trial
+  const v1::GetTrialResponse* first_diverged = nullptr;  // the lr that diverged first
+};
+
+bool UsableLoss(const v1::GetTrialResponse& t) {
+  return t.trial().state() == v1::TRIAL_SUCCEEDED &&
+         Finite(t.trial().result().has_final_val_loss(), t.trial().result().final_val_loss());
+}
+
+// First diverged: the smallest diverged lr, then the earliest diverged step.
+// Best: a trial of the placement's best grid cell (the view's mean over
+// seeds), its lowest seed; without cells, the trial with the lowest loss.
+DiagnosticPicks PickDiagnosticTrials(const VariantView& v, const std::string& placement) {
+  DiagnosticPicks p;
+  auto it = v.trials.find(placement);
+  if (it == v.trials.end()) return p;
+  auto diverged_key = [](const v1::GetTrialResponse* t) {
+    const v1::TrialResult& r = t->trial().result();
+    return std::make_tuple(t->trial().config().lr(),
+                           r.has_diverged_step() ? r.diverged_step() : std::numeric_limits<int32_t>::max(),
+                           t->trial().id());
+  };
+  const ResultCell* best_cell = nullptr;
+  for (const ResultCell& c : v.cells) {
+    if (c.placement == placement && c.seeds_with_loss > 0 && std::isfinite(c.mean_final_val_loss) &&
+        (best_cell == nullptr || c.mean_final_val_loss < best_cell->mean_final_val_loss)) {
+      best_cell = &c;
+    }
+  }
+  auto best_key = [&](const v1::GetTrialResponse* t) {
+    return std::make_tuple(best_cell != nullptr ? static_cast<double>(t->trial().config().seed())
+                                                : t->trial().result().final_val_loss(),
+                           t->trial().id());
+  };
+  for (const v1::GetTrialResponse* t : it->second) {
+    const v1::TrainConfig& c = t->trial().config();
+    if (t->trial().state() == v1::TRIAL_DIVERGED &&
+        (p.first_diverged == nullptr || diverged_key(t) < diverged_key(p.first_diverged))) {
+      p.first_diverged = t;
+    }
+    if (!UsableLoss(*t)) continue;
+    if (best_cell != nullptr && (c.warmup_steps() != best_cell->warmup_steps || c.lr() != best_cell->peak_lr)) continue;
+    if (p.best == nullptr || best_key(t) < best_key(p.best)) p.best = t;
+  }
+  return p;
+}
+
+// One quantity of a trial over steps, finite values only.
+struct DiagSeries {
+  std::vector<std::pair<double, double>> pts;  // (step, value)
+  std::string what;                            // which layer (and matrix), "" when not per layer
+};
+
+// Of per-layer (or per-matrix) curves, the one with the largest value over
+// the run; ties go to the first key.
+template <typename Key>
+DiagSeries Worst(const std::map<Key, std::vector<std::pair<double, double>>>& curves,
+                 const std::function<std::string(const Key&)>& name) {
+  DiagSeries out;
+  double peak = -INFINITY;
+  for (const auto& [key, pts] : curves) {
+    for (const auto& [step, value] : pts) {
+      if (value > peak) {
+        peak = value;
+        out.pts = pts;
+        out.what = name(key);
+      }
+    }
+  }
+  std::sort(out.pts.begin(), out.pts.end());
+  return out;
+}
+
+DiagSeries WorstAttnLogit(const v1::GetTrialResponse& t) {
+  std::map<int, std::vector<std::pair<double, double>>> curves;
+  for (const v1::StepDiagnostics& d : t.diagnostics()) {
+    for (const v1::LayerDiagnostics& l : d.layers()) {
+      if (Finite(l.has_max_attn_logit(), l.max_attn_logit())) curves[l.layer()].push_back({d.step(), l.max_attn_logit()});
+    }
+  }
+  return Worst<int>(curves, [](const int& layer) { return absl::StrCat("layer ", layer); });
+}
+
+DiagSeries LargestUpdateRatio(const v1::GetTrialResponse& t) {
+  static constexpr const char* kMatrices[] = {"qkv", "proj", "fc1", "fc2"};
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> curves;
+  for (const v1::StepDiagnostics& d : t.diagnostics()) {
+    for (const v1::LayerDiagnostics& l : d.layers()) {
+      const std::array<std::pair<bool, double>, 4> ratios = {
+          std::pair{l.has_update_ratio_qkv(), l.update_ratio_qkv()},
+          std::pair{l.has_update_ratio_proj(), l.update_ratio_proj()},
+          std::pair{l.has_update_ratio_fc1(), l.update_ratio_fc1()},
+          std::pair{l.has_update_ratio_fc2(), l.update_ratio_fc2()}};
+      for (int m = 0; m < 4; ++m) {
+        if (Finite(ratios[m].first, ratios[m].second)) curves[{l.layer(), m}].push_back({d.step(), ratios[m].second});
+      }
+    }
+  }
+  return Worst<std::pair<int, int>>(
+      curves, [](const std::pair<int, int>& k) { return absl::StrCat("layer ", k.first, " ", kMatrices[k.second]); });
+}
+
+DiagSeries OutputLogZ(const v1::GetTrialResponse& t) {
+  DiagSeries out;
+  for (const v1::MetricPoint& m : t.metrics()) {
+    if (Finite(m.has_output_log_z(), m.output_log_z())) out.pts.push_back({m.step(), m.output_log_z()});
+  }
+  std::sort(out.pts.begin(), out.pts.end());
+  return out;
+}
+
+struct DiagLine {
+  std::string placement;
+  bool diverged = false;  // the first-diverged trial (dashed), else the best lr's (solid)
+  const v1::GetTrialResponse* trial = nullptr;
+  DiagSeries series;
+};
+
+std::string RoleName(bool diverged) { return diverged ? "first diverged lr" : "best lr"; }
+
+std::string DiagChartSvg(const std::string& title, const std::string& ytitle, const std::vector<DiagLine>& lines,
+                         const std::string& clip) {
+  const double w = 400, h = 270;
+  double xmax = 1, lo = INFINITY, hi = -INFINITY;
+  for (const DiagLine& l : lines) {
+    for (const auto& [x, y] : l.series.pts) {
+      xmax = std::max(xmax, x);
+      lo = std::min(lo, y);
+      hi = std::max(hi, y);
+    }
+  }
+  // A blow-up spans decades: log scale then, so the other curves stay readable.
+  const bool log = std::isfinite(lo) && lo > 0 && hi / lo > 30;
+  auto T = [&](double y) { return log ? std::log10(y) : y; };
+  Frame f{58, 30, w - 58 - 14, h - 30 - 50, 0, xmax, 0, 1};
+  if (std::isfinite(lo)) {
+    const double pad = std::max((T(hi) - T(lo)) * 0.06, log ? 0.05 : 0.01);
+    f.y0 = T(lo) - pad;
+    f.y1 = T(hi) + pad;
+  }
+  std::vector<double> yticks;
+  if (log) {
+    for (double d = std::ceil(f.y0); d <= std::floor(f.y1); d += 1) yticks.push_back(d);
+  } else {
+    yticks = Ticks(f.y0, f.y1, 5);
+  }
+  std::string s = SvgOpen(w, h, title);
+  s += Text(f.left + f.width / 2, 18, title, "class=\"chart-title\" text-anchor=\"middle\"");
+  s += Axes(f, Ticks(0, xmax, 5), yticks, "step", log ? ytitle + " (log scale)" : ytitle, TickLabel,
+            log ? std::function<std::string(double)>([](double d) { return absl::StrFormat("%g", std::pow(10, d)); })
+                : std::function<std::string(double)>(TickLabel));
+  absl::StrAppend(&s, "<defs><clipPath id=\"", clip, "\"><rect x=\"", P(f.left), "\" y=\"", P(f.top), "\" width=\"",
+                  P(f.width), "\" height=\"", P(f.height), "\"/></clipPath></defs><g clip-path=\"url(#", clip, ")\">\n");
+  int drawn = 0;
+  for (const DiagLine& l : lines) {
+    if (l.series.pts.empty()) continue;
+    ++drawn;
+    const std::string colour = PlacementColour(l.placement);
+    std::string points;
+    for (const auto& [x, y] : l.series.pts) absl::StrAppend(&points, P(f.X(x)), ",", P(f.Y(T(y))), " ");
+    absl::StrAppend(&s, "<polyline class=\"curve diag\" fill=\"none\" stroke=\"", colour, "\"",
+                    l.diverged ? " stroke-dasharray=\"7 4\"" : "", " points=\"", points, "\"><title>",
+                    Esc(PlacementTitle(l.placement)), ", ", RoleName(l.diverged), ": trial ", l.trial->trial().id(),
+                    l.series.what.empty() ? "" : ", ", Esc(l.series.what), "</title></polyline>\n");
+    if (l.diverged) {
+      const auto& [x, y] = l.series.pts.back();
+      s += CrossPath(f.X(x), f.Y(T(y)), 5, "diverged-mark diag-end",
+                     absl::StrCat("trial ", l.trial->trial().id(), " diverged after step ", x));
+    }
+  }
+  s += "</g>\n";
+  if (drawn == 0) {
+    s += Text(f.left + f.width / 2, f.top + f.height / 2, "not reported", "class=\"tick\" text-anchor=\"middle\"");
+  }
+  return s + "</svg>\n";
+}
+
+std::string DiagnosticsSection(const VariantView& v) {
+  std::vector<DiagLine> logit, log_z, update;
+  std::vector<std::string> legend_rows;  // SVG fragments, each two text lines high
+  bool any = false;
+  for (const std::string& p : v.placements) {
+    const DiagnosticPicks picks = PickDiagnosticTrials(v, p);
+    for (const bool diverged : {false, true}) {
+      const v1::GetTrialResponse* t = diverged ? picks.first_diverged : picks.best;
+      std::string row;
+      if (t == nullptr) {
+        legend_rows.push_back(Text(10, 0, absl::StrCat(PlacementTitle(p), ": ", diverged ? "no trial diverged" : "no trial succeeded"),
+                                   "class=\"tick\""));
+        continue;
+      }
+      const DiagLine a{p, diverged, t, WorstAttnLogit(*t)}, z{p, diverged, t, OutputLogZ(*t)},
+          u{p, diverged, t, LargestUpdateRatio(*t)};
+      any |= !a.series.pts.empty() || !z.series.pts.empty() || !u.series.pts.empty();
+      logit.push_back(a);
+      log_z.push_back(z);
+      update.push_back(u);
+      const v1::TrainConfig& c = t->trial().config();
+      std::string worst;
+      if (!a.series.what.empty()) absl::StrAppend(&worst, "logit ", a.series.what);
+      if (!u.series.what.empty()) absl::StrAppend(&worst, worst.empty() ? "" : ", ", "update ", u.series.what);
+      if (worst.empty()) worst = z.series.pts.empty() ? "no diagnostics reported" : "no per-layer diagnostics";
+      legend_rows.push_back(absl::StrCat(
+          "<line x1=\"10\" x2=\"44\" y1=\"-4\" y2=\"-4\" stroke=\"", PlacementColour(p), "\"",
+          diverged ? " stroke-dasharray=\"7 4\"" : "", " class=\"curve\"/>",
+          Text(52, 0, absl::StrCat(PlacementTitle(p), ", ", RoleName(diverged), ": trial ", t->trial().id()),
+               "class=\"tick\""),
+          Text(52, 15, absl::StrCat("warm-up ", c.warmup_steps(), ", lr ", FormatLr(c.lr()), ", seed ", c.seed(), "; ",
+                                    worst),
+               "class=\"tick small\"")));
+    }
+  }
+  if (logit.empty()) return "<p class=\"note\">No trial to show diagnostics for: none has succeeded or diverged.</p>\n";
+  if (!any) {
+    return "<p class=\"note\">The chosen trials reported no instability diagnostics (attention logits, output "
+           "log Z, update ratios).</p>\n";
+  }
+  std::string s = "<div class=\"row\">\n";
+  const std::string id = absl::StrCat("diag-", v.index, "-");
+  s += DiagChartSvg("max attention logit, worst layer", "max q\u00b7k/\u221ad_head", logit, id + "logit");
+  s += DiagChartSvg("output log Z", "mean log-sum-exp of the logits", log_z, id + "logz");
+  s += DiagChartSvg("largest update / weight RMS ratio", "RMS(update) / RMS(weight)", update, id + "update");
+  std::string legend = SvgOpen(440, 16 + 36 * legend_rows.size(), "diagnostics legend");
+  double y = 20;
+  for (const std::string& row : legend_rows) {
+    absl::StrAppend(&legend, "<g transform=\"translate(0 ", P(y), ")\">", row, "</g>\n");
+    y += 36;
+  }
+  return s + legend + "</svg>\n</div>\n";
+}
+
 // Step-0 last-layer W2 norm by depth and placement, when the sweep varies
 // the depth: the paper's "Post-LN stays, Pre-LN falls as 1/sqrt(L)".
 std::string DepthTable(const ReportData& data) {
@@ -597,6 +1279,9 @@ svg text { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; }
 .cell-text.light { fill: #fff; }
 .curve { stroke-width: 1.6; }
 .diverged-mark { stroke: #d62728; stroke-width: 2.2; fill: none; }
+.partial-mark { stroke: #d62728; stroke-width: 1.6; fill: none; }
+.loss-point, .lrs-point { stroke: #fff; stroke-width: 0.8; }
+.l0-line { stroke: #555; stroke-width: 1.2; stroke-dasharray: 6 4; }
 )css";
 
 // Hatching for cells where every seed diverged.
@@ -666,6 +1351,20 @@ absl::StatusOr<ReportData> FetchReportData(SweepClient& client, int64_t sweep_id
   absl::StatusOr<v1::GetSweepAnalysisResponse> analysis = client.GetSweepAnalysis(sweep_id, kNearBestTolerance);
   if (!analysis.ok()) return analysis.status();
   data.analysis = *std::move(analysis);
+  // GetTrial returns every trial's diagnostics, but the page draws those of a
+  // few (two per placement and variant): the others are not kept.
+  std::set<int64_t> plotted;
+  for (const VariantView& v : Variants(data)) {
+    for (const std::string& p : v.placements) {
+      const DiagnosticPicks picks = PickDiagnosticTrials(v, p);
+      for (const v1::GetTrialResponse* t : {picks.best, picks.first_diverged}) {
+        if (t != nullptr) plotted.insert(t->trial().id());
+      }
+    }
+  }
+  for (v1::GetTrialResponse& t : data.trials) {
+    if (!plotted.contains(t.trial().id())) t.clear_diagnostics();
+  }
   return data;
 }
 
@@ -712,9 +1411,35 @@ std::string RenderReportHtml(const ReportData& data) {
                     "<div class=\"row\">\n");
     for (const std::string& p : v.placements) s += HeatmapSvg(v, p);
     s += ScaleLegendSvg(v) + "</div>\n";
+    absl::StrAppend(&s, "<h2>Final validation loss against peak lr", Esc(suffix), "</h2>\n",
+                    "<p>Each grid cell's mean final validation loss over seeds against its peak lr (log scale), one "
+                    "line per warm-up, as in Wortsman et al. 2023 (Figure 1). \u00d7: every seed diverged, drawn at "
+                    "l0, the loss at initialisation (dashed), which LR sensitivity counts in their place; a ring: "
+                    "some seeds diverged and the point is the mean of the others.</p>\n",
+                    LossVsLrSection(v));
+    absl::StrAppend(&s, "<h2>LR sensitivity by warm-up", Esc(suffix), "</h2>\n",
+                    "<p>LR sensitivity (Wortsman et al. 2023, section 2.2) of each line of the grid: the mean over "
+                    "its peak lrs of min(l(lr), l0) &minus; l*, l(lr) the mean final validation loss over seeds "
+                    "(a diverged or non-finite seed counts as l0), l* the line's best. It is 0 for a model that "
+                    "stays at l0 everywhere and ignores a shift of the best lr: read it with l* (beside each "
+                    "point) and the curves above.</p>\n",
+                    LrSensitivitySection(v));
+    absl::StrAppend(&s, "<h2>Variance of final validation loss explained", Esc(suffix), "</h2>\n",
+                    "<p>Functional ANOVA over each placement's grid (the <code>grid_importance</code> view): the "
+                    "shares of warm-up, peak lr, their interaction, and what is left to seeds.</p>\n",
+                    VarianceSharesSection(v));
     absl::StrAppend(&s, "<h2>Validation loss during training", Esc(suffix), "</h2>\n",
                     "<p>One line per trial; \u00d7 marks where a diverged trial stopped. Losses above ",
                     Num(kCurveCap), " are drawn at the top edge.</p>\n", CurvesSection(v));
+    absl::StrAppend(&s, "<h2>Instability diagnostics", Esc(suffix), "</h2>\n",
+                    "<p>Per placement two trials: the best lr's (a trial of the best grid cell, its lowest seed; "
+                    "solid) and the lr that diverged first (the smallest diverged lr, then the earliest diverged "
+                    "step; dashed, \u00d7 where its points end). Attention logit: the largest q\u00b7k/\u221ad_head "
+                    "over heads and positions on the validation batches; log Z: the output logits' mean "
+                    "log-sum-exp; update ratio: RMS(update) / RMS(weight) of the step before the evaluation. Each "
+                    "curve is the layer (and matrix) with the largest value over the run, named in the "
+                    "legend.</p>\n",
+                    DiagnosticsSection(v));
     absl::StrAppend(&s, "<h2>FFN gradient norms at initialization", Esc(suffix), "</h2>\n",
                     "<p>Frobenius norm of each layer's FFN weight gradients on the first batch, before any update "
                     "(Xiong et al. 2020, Figure 3); each seed counted once.</p>\n",

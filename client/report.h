@@ -1,9 +1,14 @@
 // `normsweep report`: one self-contained HTML page about a sweep, for a
 // paper or an issue: the (warm-up x peak lr) heatmap of final validation
-// loss per placement, validation-loss curves per placement, the step-0 FFN
-// gradient norms per layer (Xiong et al. 2020, Figure 3) and a summary per
-// placement like the placement_sensitivity view. Inline CSS and SVG only: no
-// script, nothing fetched from the network.
+// loss per placement; final loss against log peak lr, a line per warm-up
+// with diverged cells at l0, and LR sensitivity against warm-up with l*
+// (Wortsman et al. 2023, Figures 1 and 5); the fANOVA variance shares;
+// validation-loss curves per placement; the instability diagnostics (worst
+// layer's max attention logit, output log Z, largest update ratio) of the
+// best lr's trial and the first diverged one; the step-0 FFN gradient norms
+// per layer (Xiong et al. 2020, Figure 3) and a summary per placement like
+// the placement_sensitivity view. Inline CSS and SVG only: no script,
+// nothing fetched from the network.
 //
 // Fetching (FetchReportData, over SweepService) is kept apart from rendering
 // (RenderReportHtml, a pure function of the data), so the page is tested
@@ -26,7 +31,7 @@ namespace normsweep::client {
 // What a report shows, as the scheduler returns it.
 struct ReportData {
   v1::Sweep sweep;
-  std::vector<v1::GetTrialResponse> trials;  // each trial with its metrics and layer gradient norms
+  std::vector<v1::GetTrialResponse> trials;  // each trial with its metrics, layer gradient norms (and diagnostics)
   v1::GetSweepAnalysisResponse analysis;     // the views' figures (GetSweepAnalysis, kNearBestTolerance)
 };
 
@@ -50,7 +55,8 @@ struct PlacementSummary {
 std::vector<PlacementSummary> SummariesFromAnalysis(const v1::GetSweepAnalysisResponse& analysis);
 
 // GetSweep, ListTrials, GetTrial for each trial, then GetSweepAnalysis.
-// NOT_FOUND (from the scheduler) for an unknown sweep.
+// Only the trials whose diagnostics the page draws keep them. NOT_FOUND
+// (from the scheduler) for an unknown sweep.
 absl::StatusOr<ReportData> FetchReportData(SweepClient& client, int64_t sweep_id);
 
 // The page. A sweep with no finished trial gives a page that says so.
