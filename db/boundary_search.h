@@ -1,0 +1,88 @@
+// The bracketing rule of a boundary_search sweep (issue 17): which lrs a line
+// probes first, what counts as trainable, and, from the line's probes so far,
+// its state, its bracket [largest trainable lr, smallest untrainable lr above
+// it] and the next lr to run. Pure functions, no I/O: both stores call them,
+// PostgresStore inside the transaction that records a finish
+// (db/boundary_store.h), MemoryStore under its mutex.
+#ifndef NORMSWEEP_DB_BOUNDARY_SEARCH_H_
+#define NORMSWEEP_DB_BOUNDARY_SEARCH_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "normsweep/v1/sweep.pb.h"
+
+namespace normsweep::db {
+
+inline constexpr double kDefaultBoundaryResolution = 1.25;
+inline constexpr double kDefaultMinImprovement = 0.5;  // nats below l0
+inline constexpr int kMaxBoundaryInitialPoints = 64;
+
+// BoundarySearch with its defaults applied.
+struct BoundarySettings {
+  double lr_min = 0;
+  double lr_max = 0;
+  double resolution = kDefaultBoundaryResolution;
+  int initial_points = 2;
+  double min_improvement = kDefaultMinImprovement;
+  std::optional<double> max_val_loss;
+};
+// Defaults: resolution 1.25, initial_points ceil(log10(lr_max / lr_min)) + 1
+// (at least 2), min_improvement 0.5. The spec is assumed valid
+// (scheduler/sweep_expander.cc checks it).
+BoundarySettings BoundarySettingsOf(const v1::BoundarySearch& search);
+int DefaultInitialPoints(double lr_min, double lr_max);
+
+// The coarse start: initial_points lrs log-spaced over [lr_min, lr_max],
+// both ends exactly, ascending.
+std::vector<double> InitialLrs(const BoundarySettings& settings);
+
+enum class ProbeOutcome {
+  kOpen,         // PENDING or RUNNING
+  kTrainable,
+  kUntrainable,  // DIVERGED, or not clearly below l0, or above max_val_loss
+  kFailed,       // FAILED after its attempts, or a SUCCEEDED run that cannot be judged
+  kCancelled,
+};
+
+// A trial's outcome for the search. Trainable: SUCCEEDED with a finite final
+// val loss <= init_val_loss - min_improvement and <= max_val_loss when set.
+// A SUCCEEDED trial without init_val_loss (a worker that sent no l0) is
+// judged by max_val_loss alone when it is set; otherwise it cannot be judged
+// and counts as kFailed (the line stops rather than guess).
+ProbeOutcome ClassifyProbe(v1::TrialState state, std::optional<double> final_val_loss,
+                           std::optional<double> init_val_loss, const BoundarySettings& settings);
+
+struct Probe {
+  double lr = 0;
+  ProbeOutcome outcome = ProbeOutcome::kOpen;
+};
+
+enum class LineState { kSearching, kFound, kTrainableEverywhere, kNowhereTrainable, kCancelled, kFailed };
+// "SEARCHING", "FOUND", ... as stored and as BoundaryLine.state says them.
+std::string LineStateName(LineState state);
+bool IsLineDone(LineState state);
+
+struct LineDecision {
+  LineState state = LineState::kSearching;
+  std::optional<double> max_trainable_lr;    // L
+  std::optional<double> min_untrainable_lr;  // U: the smallest untrainable lr above L
+  std::optional<double> next_lr;             // set: create one trial at this lr
+  int trials = 0;
+  int finished = 0;
+};
+
+// The line's state from all its probes (any order). A FAILED probe stops the
+// line (FAILED), then a CANCELLED one (CANCELLED); while any probe is open
+// nothing is decided. Once all are final: L = the largest trainable lr, U =
+// the smallest untrainable lr above L (untrainable probes below L are
+// ignored: a too-small lr that trains slowly is not the boundary). None
+// trainable: NOWHERE_TRAINABLE, U = the smallest probe; nothing untrainable
+// above L: TRAINABLE_EVERYWHERE; U / L <= resolution: FOUND; else the next
+// lr is sqrt(L * U), one trial at a time.
+LineDecision DecideLine(const BoundarySettings& settings, const std::vector<Probe>& probes);
+
+}  // namespace normsweep::db
+
+#endif  // NORMSWEEP_DB_BOUNDARY_SEARCH_H_
