@@ -1,5 +1,8 @@
 #include "db/sweep_analysis.h"
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -14,10 +17,86 @@ class Columns {
   double Double(int row, const char* name) const { return r_.GetDouble(row, r_.column(name)); }
   std::optional<double> Optional(int row, const char* name) const { return r_.GetOptionalDouble(row, r_.column(name)); }
   std::string String(int row, const char* name) const { return r_.GetString(row, r_.column(name)); }
+  std::optional<int32_t> OptionalInt(int row, const char* name) const {
+    const int col = r_.column(name);
+    if (r_.IsNull(row, col)) return std::nullopt;
+    return static_cast<int32_t>(r_.GetInt64(row, col));
+  }
 
  private:
   const PgResult& r_;
 };
+
+// lr_sensitivity (migration 0012): response field 3, by variant, placement, warm-up.
+absl::Status ReadLrSensitivity(PgConnection& conn, int64_t sweep_id, v1::GetSweepAnalysisResponse& out) {
+  ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+      "SELECT variant, placement, warmup_steps, lrs, points_at_l0, best_lr, best_val_loss, init_val_loss,"
+      " lr_sensitivity, lrs_pending FROM lr_sensitivity WHERE sweep_id = $1"
+      " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\", warmup_steps",
+      PgParams().Add(sweep_id)));
+  const Columns c(r);
+  for (int i = 0; i < r.rows(); ++i) {
+    v1::LrSensitivity& s = *out.add_lr_sensitivity();
+    s.set_variant(c.String(i, "variant"));
+    s.set_placement(c.String(i, "placement"));
+    s.set_warmup_steps(c.Int(i, "warmup_steps"));
+    s.set_lrs(c.Int(i, "lrs"));
+    s.set_points_at_l0(c.Int(i, "points_at_l0"));
+    if (auto v = c.Optional(i, "best_lr")) s.set_best_lr(*v);
+    if (auto v = c.Optional(i, "best_val_loss")) s.set_best_val_loss(*v);
+    if (auto v = c.Optional(i, "init_val_loss")) s.set_init_val_loss(*v);
+    if (auto v = c.Optional(i, "lr_sensitivity")) s.set_lr_sensitivity(*v);
+    s.set_lrs_pending(c.Int(i, "lrs_pending"));
+  }
+  return absl::OkStatus();
+}
+
+// lr_sensitivity_summary (migration 0012): field 4, by variant, placement.
+absl::Status ReadLrSensitivitySummary(PgConnection& conn, int64_t sweep_id, v1::GetSweepAnalysisResponse& out) {
+  ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+      "SELECT variant, placement, warmups, mean_lr_sensitivity, min_lr_sensitivity, max_lr_sensitivity,"
+      " warmup_of_min, best_val_loss FROM lr_sensitivity_summary WHERE sweep_id = $1"
+      " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\"",
+      PgParams().Add(sweep_id)));
+  const Columns c(r);
+  for (int i = 0; i < r.rows(); ++i) {
+    v1::PlacementLrSensitivity& s = *out.add_lr_sensitivity_summary();
+    s.set_variant(c.String(i, "variant"));
+    s.set_placement(c.String(i, "placement"));
+    s.set_warmups(c.Int(i, "warmups"));
+    if (auto v = c.Optional(i, "mean_lr_sensitivity")) s.set_mean_lr_sensitivity(*v);
+    if (auto v = c.Optional(i, "min_lr_sensitivity")) s.set_min_lr_sensitivity(*v);
+    if (auto v = c.Optional(i, "max_lr_sensitivity")) s.set_max_lr_sensitivity(*v);
+    if (auto v = c.OptionalInt(i, "warmup_of_min")) s.set_warmup_of_min(*v);
+    if (auto v = c.Optional(i, "best_val_loss")) s.set_best_val_loss(*v);
+  }
+  return absl::OkStatus();
+}
+
+// grid_importance (migration 0012): field 5, by variant, placement.
+absl::Status ReadImportance(PgConnection& conn, int64_t sweep_id, v1::GetSweepAnalysisResponse& out) {
+  ASSIGN_OR_RETURN(PgResult r, conn.Exec(
+      "SELECT variant, placement, warmups, lrs, trials, total_variance, share_warmup, share_lr,"
+      " share_interaction, share_seed, note FROM grid_importance WHERE sweep_id = $1"
+      " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\"",
+      PgParams().Add(sweep_id)));
+  const Columns c(r);
+  for (int i = 0; i < r.rows(); ++i) {
+    v1::VarianceShares& s = *out.add_importance();
+    s.set_variant(c.String(i, "variant"));
+    s.set_placement(c.String(i, "placement"));
+    s.set_warmups(c.Int(i, "warmups"));
+    s.set_lrs(c.Int(i, "lrs"));
+    s.set_trials(c.Int(i, "trials"));
+    if (auto v = c.Optional(i, "total_variance")) s.set_total_variance(*v);
+    if (auto v = c.Optional(i, "share_warmup")) s.set_share_warmup(*v);
+    if (auto v = c.Optional(i, "share_lr")) s.set_share_lr(*v);
+    if (auto v = c.Optional(i, "share_interaction")) s.set_share_interaction(*v);
+    if (auto v = c.Optional(i, "share_seed")) s.set_share_seed(*v);
+    s.set_note(c.String(i, "note"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -78,6 +157,10 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> QuerySweepAnalysis(PgConnection& co
     if (auto v = pc.Optional(i, "best_cell_val_loss")) s.set_best_cell_val_loss(*v);
     s.set_tolerance(pc.Double(i, "tolerance_used"));
   }
+  RETURN_IF_ERROR(ReadLrSensitivity(conn, sweep_id, out));
+  RETURN_IF_ERROR(ReadLrSensitivitySummary(conn, sweep_id, out));
+  RETURN_IF_ERROR(ReadImportance(conn, sweep_id, out));
+  // Field 6 (boundary-search lines) is read here by its own function, one call.
   return out;
 }
 

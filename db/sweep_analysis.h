@@ -1,6 +1,9 @@
 // The analysis views' rows for one sweep (db/migrations: warmup_lr_grid_stats,
-// placement_sensitivity_at), read by PostgresStore::GetSweepAnalysis. A
-// db-internal header: it speaks PgConnection.
+// placement_sensitivity_at; 0012: lr_sensitivity, lr_sensitivity_summary,
+// grid_importance), read by PostgresStore::GetSweepAnalysis. A db-internal
+// header: it speaks PgConnection. Each view is read by a function of its own
+// in sweep_analysis.cc, called in turn by QuerySweepAnalysis (so a view added
+// later is one more function and one call).
 #ifndef NORMSWEEP_DB_SWEEP_ANALYSIS_H_
 #define NORMSWEEP_DB_SWEEP_ANALYSIS_H_
 
@@ -13,7 +16,9 @@
 namespace normsweep::db {
 
 // NOT_FOUND for an unknown sweep. Cells by placement, variant, warm-up, lr;
-// placements by variant, placement (byte order, as the CLI sorted them).
+// placements, LR-sensitivity summaries and importance by variant, placement;
+// LR-sensitivity lines by variant, placement, warm-up (byte order, as the CLI
+// sorted them).
 absl::StatusOr<v1::GetSweepAnalysisResponse> QuerySweepAnalysis(PgConnection& conn, int64_t sweep_id,
                                                                  double tolerance);
 
