@@ -29,6 +29,7 @@ struct NewTrial {
   int32_t index = 0;
   v1::TrainConfig config;
   std::string variant;
+  std::optional<int32_t> boundary_line;  // boundary_search sweeps: the trial's line
 };
 
 struct CreateSweepResult {
@@ -54,6 +55,7 @@ struct ExpiryResult {
 struct TrialHistory {
   std::vector<v1::MetricPoint> metrics;             // by step
   std::vector<v1::LayerGradNorms> layer_grad_norms;  // by step, then layer, then matrix
+  std::vector<v1::StepDiagnostics> diagnostics;      // by step, then layer
   // Attempts that ended without a FinishTrial of their own outcome (lease
   // expired, or FinishTrialRequest.retry), by attempt. A final trial whose
   // last attempt is not among them ended it with FinishTrial.
@@ -107,8 +109,10 @@ class Store {
   virtual absl::StatusOr<HeartbeatResult> Heartbeat(int64_t worker_id,
                                                     const std::vector<v1::TrialLease>& leases,
                                                     absl::Time now, absl::Duration lease) = 0;
-  // Stores points and grad norms if the worker holds the lease
-  // (FAILED_PRECONDITION otherwise). Idempotent per (trial, step).
+  // Stores points, grad norms and diagnostics if the worker holds the lease
+  // (FAILED_PRECONDITION otherwise). Idempotent: a point's fields per
+  // (trial, step) and a block's diagnostics per (trial, step, layer) keep
+  // their first value.
   virtual absl::StatusOr<ProgressResult> ReportProgress(const v1::ReportProgressRequest& request,
                                                         absl::Time now) = 0;
   // Final state and figures; idempotent for the same lease and outcome.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/quote.h"
 #include "common/status_macros.h"
+#include "db/boundary_search.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
 #include "proto/schema/api_limits.h"
@@ -221,6 +222,14 @@ absl::Status CheckBase(const v1::TrainConfig& base) {
 absl::Status CheckAxisSizes(const v1::SweepSpec& spec) {
   RETURN_IF_ERROR(CheckAxisSize("spec.placements", spec.placements()));
   RETURN_IF_ERROR(CheckAxisSize("spec.seeds", spec.seeds()));
+  if (spec.has_boundary_search()) {
+    if (spec.has_random_search()) return Invalid("spec.random_search", "must be unset when boundary_search is set");
+    if (!spec.peak_lrs().empty()) {
+      return Invalid("spec.peak_lrs", "must be empty when boundary_search is set (the search picks the lrs)");
+    }
+    RETURN_IF_ERROR(CheckAxisSize("spec.warmup_steps", spec.warmup_steps()));
+    return CheckBoundarySearch(spec.boundary_search());
+  }
   if (spec.has_random_search()) {
     if (!spec.warmup_steps().empty()) return Invalid("spec.warmup_steps", "must be empty when random_search is set");
     if (!spec.peak_lrs().empty()) return Invalid("spec.peak_lrs", "must be empty when random_search is set");
@@ -309,6 +318,19 @@ absl::Status AxisValues::Add(int index, const std::string& shown, const v1::Trai
 absl::StatusOr<int64_t> CheckGridSize(const v1::SweepSpec& spec, const std::vector<std::vector<AxisValue>>& extra) {
   constexpr int64_t kMax = schema::kMaxTrialsPerSweep;
   const bool random = spec.has_random_search();
+  if (spec.has_boundary_search()) {
+    // Limited by the most the lines can take; the coarse start is created now.
+    int64_t lines = int64_t{spec.warmup_steps_size()} * spec.placements_size() * spec.seeds_size();
+    for (const auto& values : extra) lines = std::min<int64_t>(lines * static_cast<int64_t>(values.size()), kMax + 1);
+    const int64_t per_line = MaxBoundaryTrialsPerLine(spec.boundary_search());
+    if (lines * per_line > kMax) {
+      return Invalid("spec", absl::StrCat("the boundary search (placements x warmup_steps x seeds x extra_axes = ",
+                                          lines > kMax ? absl::StrCat(kMax, "+") : absl::StrCat(lines),
+                                          " lines, up to ", per_line, " trials each) may take ", lines * per_line,
+                                          " trials; the limit is ", kMax));
+    }
+    return lines * db::BoundarySettingsOf(spec.boundary_search()).initial_points;
+  }
   const int64_t settings =
       random ? spec.random_search().samples() : int64_t{spec.warmup_steps_size()} * spec.peak_lrs_size();
   const int64_t total = settings * spec.placements_size() * spec.seeds_size();
@@ -398,6 +420,66 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandTrials(const v1::SweepSpec& spec
   return trials;
 }
 
+absl::Status CheckBoundarySearch(const v1::BoundarySearch& b) {
+  const std::string where = "spec.boundary_search.";
+  if (!std::isfinite(b.lr_min()) || b.lr_min() <= 0) {
+    return Invalid(where + "lr_min", absl::StrCat("must be finite and > 0 (got ", ShortestDouble(b.lr_min()), ")"));
+  }
+  if (!std::isfinite(b.lr_max()) || b.lr_max() <= b.lr_min()) {
+    return Invalid(where + "lr_max", absl::StrCat("must be finite and > lr_min (got ", ShortestDouble(b.lr_max()),
+                                                  ", lr_min ", ShortestDouble(b.lr_min()), ")"));
+  }
+  if (b.resolution() != 0 && !(std::isfinite(b.resolution()) && b.resolution() > 1)) {
+    return Invalid(where + "resolution", absl::StrCat("must be finite and > 1 (got ", ShortestDouble(b.resolution()),
+                                                      "; 0: default ", db::kDefaultBoundaryResolution, ")"));
+  }
+  if (b.initial_points() != 0 && (b.initial_points() < 2 || b.initial_points() > db::kMaxBoundaryInitialPoints)) {
+    return Invalid(where + "initial_points", absl::StrCat("must be in [2, ", db::kMaxBoundaryInitialPoints, "] (got ",
+                                                          b.initial_points(), "; 0: one per decade plus one)"));
+  }
+  if (!std::isfinite(b.min_improvement()) || b.min_improvement() < 0) {
+    return Invalid(where + "min_improvement",
+                   absl::StrCat("must be finite and >= 0 (got ", ShortestDouble(b.min_improvement()), "; 0: default ",
+                                db::kDefaultMinImprovement, ")"));
+  }
+  if (b.has_max_val_loss() && !(std::isfinite(b.max_val_loss()) && b.max_val_loss() > 0)) {
+    return Invalid(where + "max_val_loss",
+                   absl::StrCat("must be finite and > 0 when set (got ", ShortestDouble(b.max_val_loss()), ")"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t MaxBoundaryTrialsPerLine(const v1::BoundarySearch& search) {
+  const db::BoundarySettings s = db::BoundarySettingsOf(search);
+  const double widest = std::log(s.lr_max / s.lr_min) / (s.initial_points - 1);  // log-width of a coarse interval
+  int64_t bisections = 0;
+  for (double w = widest; w > std::log(s.resolution) * (1 + 1e-12) && bisections < 64; w /= 2) ++bisections;
+  return s.initial_points + bisections;
+}
+
+std::vector<WarmupLr> BoundarySettingsGrid(const v1::SweepSpec& spec) {
+  const std::vector<double> lrs = db::InitialLrs(db::BoundarySettingsOf(spec.boundary_search()));
+  std::vector<WarmupLr> settings;
+  for (int32_t w : spec.warmup_steps()) {
+    for (double lr : lrs) settings.emplace_back(w, lr);
+  }
+  return settings;
+}
+
+void AssignBoundaryLines(const v1::SweepSpec& spec, std::vector<db::NewTrial>& trials) {
+  // Trials are seed x variant x (warm-up x lr) x placement, placement innermost.
+  const int64_t placements = spec.placements_size();
+  const int64_t lrs = db::BoundarySettingsOf(spec.boundary_search()).initial_points;
+  const int64_t warmups = spec.warmup_steps_size();
+  for (db::NewTrial& t : trials) {
+    const int64_t i = t.index;
+    const int64_t p = i % placements;
+    const int64_t setting = (i / placements) % (warmups * lrs);
+    const int64_t seed_variant = i / (placements * warmups * lrs);
+    t.boundary_line = static_cast<int32_t>((seed_variant * warmups + setting / lrs) * placements + p);
+  }
+}
+
 std::string ShortestDouble(double d) {
   for (int precision = 1; precision <= 17; ++precision) {
     std::string text = absl::StrFormat("%.*g", precision, d);
@@ -412,6 +494,14 @@ std::string ShortestDouble(double d) {
 v1::SweepSpec NormalizedSpec(const v1::SweepSpec& spec) {
   v1::SweepSpec s = spec;
   if (s.max_attempts() == 0) s.set_max_attempts(schema::kDefaultMaxAttempts);
+  if (s.has_boundary_search()) {
+    // The defaults as the search uses them (db::BoundarySettingsOf), so that
+    // the stored spec says them.
+    const db::BoundarySettings b = db::BoundarySettingsOf(s.boundary_search());
+    s.mutable_boundary_search()->set_resolution(b.resolution);
+    s.mutable_boundary_search()->set_initial_points(b.initial_points);
+    s.mutable_boundary_search()->set_min_improvement(b.min_improvement);
+  }
   return s;
 }
 
@@ -423,6 +513,12 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec)
   RETURN_IF_ERROR(internal::CheckMainAxisValues(spec, probe));
   ASSIGN_OR_RETURN(std::vector<std::vector<internal::AxisValue>> extra, internal::ParseExtraAxes(spec, probe));
   ASSIGN_OR_RETURN(int64_t trial_count, internal::CheckGridSize(spec, extra));
+  if (spec.has_boundary_search()) {
+    ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials,
+                     internal::ExpandTrials(spec, internal::BoundarySettingsGrid(spec), extra, trial_count));
+    internal::AssignBoundaryLines(spec, trials);
+    return trials;
+  }
   const std::vector<internal::WarmupLr> settings = spec.has_random_search()
                                                        ? internal::SampleRandomSearch(spec.random_search())
                                                        : internal::GridSettings(spec);

@@ -97,6 +97,20 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandTrials(const v1::SweepSpec& spec
                                                        const std::vector<std::vector<AxisValue>>& extra,
                                                        int64_t trial_count);
 
+// boundary_search (db/boundary_search.h): its fields (lr range, resolution,
+// initial_points, min_improvement, max_val_loss), checked by CheckAxisSizes
+// when it is set (then peak_lrs stays empty and random_search unset).
+absl::Status CheckBoundarySearch(const v1::BoundarySearch& search);
+// The most trials one line can take: the coarse start, then bisections of
+// the widest coarse interval until the resolution (the bracket is always two
+// neighbouring probes, and each bisection halves its log-width).
+int64_t MaxBoundaryTrialsPerLine(const v1::BoundarySearch& search);
+// The coarse settings of a boundary search: warmup_steps x its initial lrs.
+std::vector<WarmupLr> BoundarySettingsGrid(const v1::SweepSpec& spec);
+// Sets boundary_line on trials expanded from BoundarySettingsGrid: a line is
+// a (seed, variant, warm-up, placement), numbered in the trials' order.
+void AssignBoundaryLines(const v1::SweepSpec& spec, std::vector<db::NewTrial>& trials);
+
 // The shortest decimal text that reads back as d ("0.5", not "0.50000000000000000").
 std::string ShortestDouble(double d);
 
