@@ -1,6 +1,7 @@
 #include "scheduler/sweep_expander.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "gmock/gmock.h"
@@ -94,6 +95,27 @@ TEST(SweepExpanderTest, ExtraAxesMultiplyTheGridAndNameTheVariant) {
   EXPECT_EQ(last.config.layers(), 18);
   EXPECT_EQ(last.config.optimizer(), "sgd");
   EXPECT_EQ(last.config.d_model(), 128);
+}
+
+// The paper's Figure 4 comparison (issue 16): adam against radam, the grid
+// once per optimizer; an unknown name is rejected at its index.
+TEST(SweepExpanderTest, OptimizerAxisTakesAdamAndRAdam) {
+  v1::SweepSpec spec = Grid();
+  v1::ExtraAxis* opt = spec.add_extra_axes();
+  opt->set_field("optimizer");
+  opt->add_values("adam");
+  opt->add_values("radam");
+  auto trials = ExpandSweep(spec);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 24u * 2);
+  std::map<std::string, int> per_optimizer;
+  for (const auto& t : *trials) {
+    ++per_optimizer[t.config.optimizer()];
+    EXPECT_EQ(t.variant, "optimizer=" + t.config.optimizer());
+  }
+  EXPECT_EQ(per_optimizer, (std::map<std::string, int>{{"adam", 24}, {"radam", 24}}));
+  opt->set_values(1, "radamw");
+  EXPECT_THAT(Error(spec), HasSubstr("spec.extra_axes[0].values[1]"));
 }
 
 TEST(SweepExpanderTest, RandomSearchIsDeterministicAndInRange) {
