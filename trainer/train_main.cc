@@ -56,7 +56,7 @@ Flags override the --config file (protobuf JSON of normsweep.v1.TrainConfig).
 
 Model:     --placement post|pre  --layers N  --d-model N  --heads N  --d-ff N
            --seq-len N  --dropout P  --positions sinusoidal|learned
-Training:  --batch-size N  --steps N  --optimizer adam|adamw|sgd  --lr LR
+Training:  --batch-size N  --steps N  --optimizer adam|adamw|radam|sgd  --lr LR
            --beta1 B  --beta2 B  --eps E  --weight-decay W  --momentum M
            --grad-clip NORM (0 = off)  --warmup-steps W
            --schedule constant|inverse_sqrt|linear|cosine
