@@ -36,12 +36,14 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DNORMSWEEP_
   -DCMAKE_CUDA_ARCHITECTURES="$archs" "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
   { tail -40 "$out/configure.log"; exit 1; }
 echo "== build"
-cmake --build "$build" -j"$(nproc)" --target trainer_cuda_vs_cpu_test normsweep-gpu-bench >"$out/build.log" 2>&1 ||
+cmake --build "$build" -j"$(nproc)" --target trainer_cuda_vs_cpu_test trainer_cuda_radam_test normsweep-gpu-bench >"$out/build.log" 2>&1 ||
   { tail -60 "$out/build.log"; exit 1; }
 
 status=0
 echo "== CUDA vs CPU tests"
 "$build/tests/gpu/trainer_cuda_vs_cpu_test" --gtest_output="xml:$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log" ||
+  status=1
+"$build/tests/gpu/trainer_cuda_radam_test" --gtest_output="xml:$out/gpu_radam_tests.xml" 2>&1 | tee -a "$out/gpu_tests.log" ||
   status=1
 if grep -q "SKIPPED" "$out/gpu_tests.log" && ! grep -q "PASSED.*[1-9]" "$out/gpu_tests.log"; then
   echo "error: the GPU tests skipped: no CUDA device visible" >&2
