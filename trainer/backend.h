@@ -30,11 +30,16 @@ struct LossStats {
   double loss_sum = 0.0;  // summed cross-entropy over counted targets
   int64_t count = 0;      // targets that count (target != -1)
   int64_t correct = 0;    // argmax == target among them
+  // Summed log Z = log sum_j exp(logit_j) over the same counted positions
+  // (Wortsman et al. 2023's output-logit divergence).
+  double log_z_sum = 0.0;
   double mean() const { return count > 0 ? loss_sum / static_cast<double>(count) : 0.0; }
+  double mean_log_z() const { return count > 0 ? log_z_sum / static_cast<double>(count) : 0.0; }
   LossStats& operator+=(const LossStats& o) {
     loss_sum += o.loss_sum;
     count += o.count;
     correct += o.correct;
+    log_z_sum += o.log_z_sum;
     return *this;
   }
 };
@@ -43,6 +48,16 @@ struct OptimizerStepArgs {
   int step = 1;             // 1-based, for Adam's bias correction
   double lr = 0.0;
   double grad_scale = 1.0;  // clipping: gradients are multiplied by this first
+  // Also measure this step's update for LastUpdateSquaredNorms (a copy of
+  // the weights and two reductions: the trainer asks only before an evaluation).
+  bool measure_update = false;
+};
+
+// Per tensor, in layout().tensors() order: squared L2 norms of one
+// optimizer step's update (weights after minus before) and of the weights
+// before it, so RMS(update) / RMS(weight) = sqrt(update[t] / weight[t]).
+struct UpdateSquaredNorms {
+  std::vector<double> update, weight;
 };
 
 class Backend {
@@ -64,11 +79,19 @@ class Backend {
   // Forward and backward in training mode (dropout on when configured, with
   // masks drawn from dropout_seed). Gradients are overwritten, not added to.
   virtual StatusOr<LossStats> ForwardBackward(const Batch& batch, uint64_t dropout_seed) = 0;
-  // Forward only, no dropout.
+  // Forward only, no dropout. With options.diagnostics it also keeps, per
+  // block, the largest attention logit it saw (TakeMaxAttentionLogits).
   virtual StatusOr<LossStats> Evaluate(const Batch& batch) = 0;
+  // Per block, the largest attention logit q.k / sqrt(d_head) over the heads
+  // and causally visible (query, key) pairs of every Evaluate since the last
+  // call, which starts afresh; -infinity for a block nothing was evaluated
+  // for (and for every block without options.diagnostics).
+  virtual StatusOr<std::vector<double>> TakeMaxAttentionLogits() = 0;
   // Squared L2 norm of each tensor's gradient, in layout().tensors() order.
   virtual StatusOr<std::vector<double>> GradientSquaredNorms() = 0;
   virtual Status OptimizerStep(const OptimizerStepArgs& args) = 0;
+  // Of the last OptimizerStep with measure_update (INTERNAL when there was none).
+  virtual StatusOr<UpdateSquaredNorms> LastUpdateSquaredNorms() = 0;
 };
 
 struct BackendOptions {
@@ -78,6 +101,7 @@ struct BackendOptions {
   ModelConfig model;
   OptimizerConfig optimizer;
   int max_batch_size = 1;  // largest batch the backend must hold activations for
+  bool diagnostics = true;  // Evaluate records the attention logits' maxima
 };
 
 // Checks a batch against the model: shape, token and target ranges. Each

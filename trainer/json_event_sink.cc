@@ -23,13 +23,23 @@ v1::TrainEvent ToProto(const EvalEvent& e) {
   p.set_elapsed_s(e.elapsed_s);
   p.set_val_loss(e.val_loss);
   if (e.val_accuracy) p.set_val_accuracy(*e.val_accuracy);
+  if (e.output_log_z) p.set_output_log_z(*e.output_log_z);
+  for (const LayerDiagnosticsValue& l : e.layers) {
+    v1::LayerDiagnostics* d = p.add_layer_diagnostics();
+    d->set_layer(l.layer);
+    if (l.max_attn_logit) d->set_max_attn_logit(*l.max_attn_logit);
+    if (l.update_ratio_qkv) d->set_update_ratio_qkv(*l.update_ratio_qkv);
+    if (l.update_ratio_proj) d->set_update_ratio_proj(*l.update_ratio_proj);
+    if (l.update_ratio_fc1) d->set_update_ratio_fc1(*l.update_ratio_fc1);
+    if (l.update_ratio_fc2) d->set_update_ratio_fc2(*l.update_ratio_fc2);
+  }
   return p;
 }
 
 v1::TrainEvent ToProto(const GradNormsEvent& e) {
   v1::TrainEvent p;
   p.set_type("grad_norms");
-  p.set_step(0);
+  p.set_step(e.step);
   p.set_elapsed_s(e.elapsed_s);
   for (const LayerGradNormValue& n : e.norms) {
     v1::LayerGradNorm* g = p.add_layer_grad_norms();
@@ -52,6 +62,7 @@ v1::TrainEvent ToProto(const FinalEvent& e) {
   if (e.best_val_loss) p.set_best_val_loss(*e.best_val_loss);
   if (e.final_val_accuracy) p.set_final_val_accuracy(*e.final_val_accuracy);
   if (e.diverged_step) p.set_diverged_step(*e.diverged_step);
+  if (e.init_val_loss) p.set_init_val_loss(*e.init_val_loss);
   p.set_mean_tokens_per_s(e.mean_tokens_per_s);
   p.set_backend(e.backend);
   p.set_precision(e.precision);

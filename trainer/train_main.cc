@@ -49,10 +49,16 @@ Usage:
   normsweep-train --help
 
 train writes one JSON line per event (normsweep.v1.TrainEvent) to --events
-(default stdout): "step" every step, "eval" every --eval-every steps and at the
-end, "grad_norms" (FFN W1/W2 gradient norms per layer at initialization) once,
-and "final" with the outcome SUCCEEDED, DIVERGED, FAILED or CANCELLED.
+(default stdout): "eval" at step 0 (before the first update: l0) unless
+resuming, "step" every step, "eval" every --eval-every steps and at the end,
+each with the instability diagnostics (per layer the largest attention
+logit and the update-to-weight RMS ratios, and the output logits' log Z),
+"grad_norms" (FFN W1/W2 gradient norms per layer) at initialization (step 0)
+and at every evaluation step, and "final" with the outcome SUCCEEDED,
+DIVERGED, FAILED or CANCELLED (and init_val_loss, l0).
 Flags override the --config file (protobuf JSON of normsweep.v1.TrainConfig).
+--no-diagnostics drops the step-0 evaluation, the diagnostics and the later
+grad_norms events (only for measuring what they cost).
 
 Model:     --placement post|pre  --layers N  --d-model N  --heads N  --d-ff N
            --seq-len N  --dropout P  --positions sinusoidal|learned
@@ -63,7 +69,7 @@ Training:  --batch-size N  --steps N  --optimizer adam|adamw|radam|sgd  --lr LR
 Data:      --task translate | --data FILE   --eval-every N  --eval-batches N  --seed S
 Stopping:  --divergence-loss L  --divergence-patience N
 Runtime:   --threads N  --device cpu|cuda:N  --precision fp32|tf32|bf16  --events FILE  --checkpoint-out FILE
-           --checkpoint-every N  --resume FILE  --print-config
+           --checkpoint-every N  --resume FILE  --print-config  --no-diagnostics
 
 Probes of the paper's evidence at initialization (Xiong et al. 2020), each
 printing a table:
@@ -90,7 +96,9 @@ struct Args {
 
 bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
   normsweep::CliArgs cli;
-  if (!normsweep::ParseCliArgs(argc, argv, {"help", "list-devices", "print-config"}, &cli, error)) return false;
+  if (!normsweep::ParseCliArgs(argc, argv, {"help", "list-devices", "print-config", "no-diagnostics"}, &cli, error)) {
+    return false;
+  }
   const size_t allowed = !cli.positional.empty() && cli.positional[0] == "probe" ? 2 : 1;
   if (cli.positional.size() > allowed) {
     *error = "unexpected argument '" + cli.positional[allowed] + "'";
@@ -181,7 +189,7 @@ bool ReadText(const std::string& path, std::string* out) {
 }
 
 int Train(const Args& args) {
-  static const char* kRunFlags[] = {"config", "events", "checkpoint-out", "resume", "print-config"};
+  static const char* kRunFlags[] = {"config", "events", "checkpoint-out", "resume", "print-config", "no-diagnostics"};
   TrainConfig config;
   if (auto it = args.flags.find("config"); it != args.flags.end()) {
     std::string text;
@@ -223,6 +231,7 @@ int Train(const Args& args) {
   if (auto it = args.flags.find("checkpoint-out"); it != args.flags.end()) options.checkpoint_out = it->second;
   if (auto it = args.flags.find("resume"); it != args.flags.end()) options.resume_from = it->second;
   options.cancel = &g_cancel;
+  options.diagnostics = !args.flags.count("no-diagnostics");
   options.checkpoint_metadata["config"] = schema::TrainConfigToJson(*resolved);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);

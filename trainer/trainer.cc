@@ -21,9 +21,11 @@ double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 struct Evaluation {
   double loss = 0;
   std::optional<double> accuracy;
+  std::optional<double> log_z;         // with diagnostics, when a position counted
+  std::vector<double> max_attn_logit;  // with diagnostics: per block, -inf when none seen
 };
 
-StatusOr<Evaluation> Evaluate(Backend& backend, const Dataset& data, const TrainSettings& s) {
+StatusOr<Evaluation> Evaluate(Backend& backend, const Dataset& data, const TrainSettings& s, bool diagnostics) {
   const int batches = std::min(s.eval_batches, data.ValidationBatchCount(s.batch_size, s.model.seq_len));
   LossStats total;
   for (int i = 0; i < batches; ++i) {
@@ -34,7 +36,27 @@ StatusOr<Evaluation> Evaluate(Backend& backend, const Dataset& data, const Train
   Evaluation e;
   e.loss = total.mean();
   if (data.has_accuracy() && total.count > 0) e.accuracy = static_cast<double>(total.correct) / total.count;
+  if (diagnostics) {
+    if (total.count > 0) e.log_z = total.mean_log_z();
+    TRAINER_ASSIGN_OR_RETURN(e.max_attn_logit, backend.TakeMaxAttentionLogits());
+  }
   return e;
+}
+
+// RMS(update) / RMS(weight) of one tensor from its squared norms (the
+// element counts cancel); absent for an all-zero weight.
+std::optional<double> UpdateRatio(const UpdateSquaredNorms& u, size_t tensor) {
+  if (!(u.weight[tensor] > 0)) return std::nullopt;
+  return std::sqrt(u.update[tensor] / u.weight[tensor]);
+}
+
+// The index in layout.tensors() of the tensor that starts at offset.
+size_t TensorAt(const ParamLayout& layout, size_t offset) {
+  const std::vector<TensorSpec>& t = layout.tensors();
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].offset == offset) return i;
+  }
+  return t.size();  // not reached: every BlockOffsets entry starts a tensor
 }
 
 class Run {
@@ -65,6 +87,7 @@ class Run {
     bo.model = s_.model;
     bo.optimizer = s_.optimizer;
     bo.max_batch_size = s_.batch_size;
+    bo.diagnostics = o_.diagnostics;
     TRAINER_ASSIGN_OR_RETURN(backend_, MakeBackend(bo));
     final_.backend = backend_->name();
     final_.precision = backend_->precision();
@@ -80,6 +103,8 @@ class Run {
       step_done_ = c.step;
     } else {
       TRAINER_RETURN_IF_ERROR(backend_->SetParameters(InitParameters(backend_->layout(), s_.model, s_.seed)));
+      // l0, the loss at initialisation (step 0); a resumed run has none.
+      if (o_.diagnostics) TRAINER_RETURN_IF_ERROR(EvaluateNow());
     }
 
     int above_threshold = 0;
@@ -95,7 +120,7 @@ class Run {
       double total_sq = 0;
       for (double v : sq) total_sq += v;
       const double grad_norm = std::sqrt(total_sq);
-      if (step == 1) EmitGradNorms(sq);
+      if (step == 1) EmitGradNorms(0, sq);
 
       const double train_loss = loss.mean();
       final_.final_train_loss = train_loss;
@@ -109,7 +134,16 @@ class Run {
       if (s_.optimizer.grad_clip > 0 && grad_norm > s_.optimizer.grad_clip) {
         args.grad_scale = s_.optimizer.grad_clip / grad_norm;
       }
+      // The diagnostics of an evaluation at this step: this step's gradient
+      // norms and its update, measured only here (the update costs a copy).
+      args.measure_update = o_.diagnostics && EvaluatesAfter(step);
       TRAINER_RETURN_IF_ERROR(backend_->OptimizerStep(args));
+      if (args.measure_update) {
+        TRAINER_ASSIGN_OR_RETURN(update_sq_, backend_->LastUpdateSquaredNorms());
+        update_step_ = step;
+        eval_grad_sq_ = std::move(sq);
+        eval_grad_step_ = step;
+      }
       step_done_ = step;
       const double dt = Seconds(t0, Clock::now());
       const double tokens = static_cast<double>(s_.batch_size) * s_.model.seq_len;
@@ -149,8 +183,15 @@ class Run {
     return OkStatus();
   }
 
-  void EmitGradNorms(const std::vector<double>& sq) {
+  // Whether the loop evaluates after step (a step that ends the run
+  // evaluates unless it diverged or was cancelled).
+  bool EvaluatesAfter(int step) const {
+    return (s_.eval_every > 0 && step % s_.eval_every == 0) || step == s_.steps;
+  }
+
+  void EmitGradNorms(int step, const std::vector<double>& sq) {
     GradNormsEvent g;
+    g.step = step;
     for (int l = 0; l < s_.model.layers; ++l) {
       const BlockOffsets& b = backend_->layout().blocks()[static_cast<size_t>(l)];
       g.norms.push_back({l, "ffn.fc1", std::sqrt(sq[static_cast<size_t>(b.fc1_w_index)])});
@@ -178,15 +219,25 @@ class Run {
     return OkStatus();
   }
 
+  // Evaluates the current weights (step_done_ updates): an eval event, with
+  // the diagnostics unless they are off. At step 0 that is l0, which is
+  // neither the final nor the best validation loss.
   Status EvaluateNow() {
-    TRAINER_ASSIGN_OR_RETURN(Evaluation ev, Evaluate(*backend_, *data_, s_));
-    last_eval_step_ = step_done_;
+    if (o_.diagnostics && step_done_ > 0 && eval_grad_step_ == step_done_) EmitGradNorms(step_done_, eval_grad_sq_);
+    TRAINER_ASSIGN_OR_RETURN(Evaluation ev, Evaluate(*backend_, *data_, s_, o_.diagnostics));
     EvalEvent e;
     e.step = step_done_;
     e.val_loss = ev.loss;
     e.val_accuracy = ev.accuracy;
+    e.output_log_z = ev.log_z;
+    if (o_.diagnostics) e.layers = LayerDiagnostics(ev);
     e.elapsed_s = Seconds(start_, Clock::now());
     sink_.OnEval(e);
+    if (step_done_ == 0) {
+      final_.init_val_loss = ev.loss;
+      return OkStatus();
+    }
+    last_eval_step_ = step_done_;
     final_.final_val_loss = ev.loss;
     final_.final_val_accuracy = ev.accuracy;
     if (std::isfinite(ev.loss) && (!final_.best_val_loss || ev.loss < *final_.best_val_loss)) {
@@ -197,6 +248,28 @@ class Run {
       final_.diverged_step = step_done_;
     }
     return OkStatus();
+  }
+
+  std::vector<LayerDiagnosticsValue> LayerDiagnostics(const Evaluation& ev) const {
+    const ParamLayout& layout = backend_->layout();
+    const bool updated = step_done_ > 0 && update_step_ == step_done_;
+    std::vector<LayerDiagnosticsValue> out;
+    for (int l = 0; l < s_.model.layers; ++l) {
+      LayerDiagnosticsValue d;
+      d.layer = l;
+      const double m = static_cast<size_t>(l) < ev.max_attn_logit.size() ? ev.max_attn_logit[static_cast<size_t>(l)]
+                                                                          : -INFINITY;
+      if (m != -INFINITY) d.max_attn_logit = m;
+      if (updated) {
+        const BlockOffsets& b = layout.blocks()[static_cast<size_t>(l)];
+        d.update_ratio_qkv = UpdateRatio(update_sq_, TensorAt(layout, b.qkv_w));
+        d.update_ratio_proj = UpdateRatio(update_sq_, TensorAt(layout, b.proj_w));
+        d.update_ratio_fc1 = UpdateRatio(update_sq_, static_cast<size_t>(b.fc1_w_index));
+        d.update_ratio_fc2 = UpdateRatio(update_sq_, static_cast<size_t>(b.fc2_w_index));
+      }
+      out.push_back(d);
+    }
+    return out;
   }
 
   Status Save() {
@@ -220,6 +293,11 @@ class Run {
   Clock::time_point start_;
   int step_done_ = 0;
   int last_eval_step_ = -1;
+  // The diagnostics of the last step followed by an evaluation.
+  std::vector<double> eval_grad_sq_;
+  int eval_grad_step_ = -1;
+  UpdateSquaredNorms update_sq_;
+  int update_step_ = -1;
   double tokens_ = 0, train_seconds_ = 0;
 };
 

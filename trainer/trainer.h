@@ -1,6 +1,16 @@
 // The training loop, independent of the backend and of the event format:
 // batches from a Dataset, the schedule, clipping, divergence detection,
 // evaluation, checkpoints, and events to an EventSink.
+//
+// A fresh run evaluates once before the first update (an EvalEvent with
+// step 0, whose val_loss is l0, also carried by the final event as
+// init_val_loss); a run resumed from a checkpoint does not (its step 0 is
+// long gone), so its final event has no init_val_loss. Every evaluation
+// carries the instability diagnostics (Wortsman et al. 2023): per block the
+// largest attention logit, the output logits' mean log-sum-exp, and (from
+// step 1) the update-to-weight RMS ratios of the step that produced the
+// evaluated weights; every evaluation at a step s >= 1 is preceded by a
+// GradNormsEvent of step s's gradients.
 #ifndef NORMSWEEP_TRAINER_TRAINER_H_
 #define NORMSWEEP_TRAINER_TRAINER_H_
 
@@ -20,10 +30,24 @@ struct StepEvent {
   double train_loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, elapsed_s = 0;
 };
 
+// Instability diagnostics of one block at one evaluation.
+struct LayerDiagnosticsValue {
+  int layer = 0;
+  // max over the validation batches, heads and causally visible (query, key)
+  // pairs of q.k / sqrt(d_head); absent when no batch was evaluated.
+  std::optional<double> max_attn_logit;
+  // RMS(update) / RMS(weight before it) of each weight matrix for the
+  // optimizer step that produced the evaluated weights; absent at step 0.
+  std::optional<double> update_ratio_qkv, update_ratio_proj, update_ratio_fc1, update_ratio_fc2;
+};
+
 struct EvalEvent {
-  int step = 0;
+  int step = 0;  // 0: before the first update (val_loss is l0)
   double val_loss = 0;
   std::optional<double> val_accuracy;
+  // Mean over the counted validation positions of log sum_j exp(logit_j).
+  std::optional<double> output_log_z;
+  std::vector<LayerDiagnosticsValue> layers;  // one per block; empty without diagnostics
   double elapsed_s = 0;
 };
 
@@ -33,8 +57,10 @@ struct LayerGradNormValue {
   double norm = 0;
 };
 
-// Gradients at initialization: the first batch, before any update.
+// Step 0: the gradients at initialization (the first batch, before any
+// update). Step s >= 1 (an evaluation step): the gradients of step s's batch.
 struct GradNormsEvent {
+  int step = 0;
   std::vector<LayerGradNormValue> norms;
   double elapsed_s = 0;
 };
@@ -48,6 +74,7 @@ struct FinalEvent {
   int step = 0;  // steps completed
   std::optional<double> final_train_loss, final_val_loss, best_val_loss, final_val_accuracy;
   std::optional<int> diverged_step;
+  std::optional<double> init_val_loss;  // l0: the step-0 evaluation's loss (fresh runs only)
   double mean_tokens_per_s = 0;
   std::string backend, precision;
   int64_t parameters = 0;
@@ -68,6 +95,9 @@ struct RunOptions {
   std::string resume_from;     // empty: fresh weights from the seed
   const std::atomic<bool>* cancel = nullptr;  // set to stop with CANCELLED
   std::map<std::string, std::string> checkpoint_metadata;  // e.g. the config as JSON
+  // Off: no step-0 evaluation, no diagnostics in the eval events and no
+  // grad_norms events after step 0 (for measuring what they cost).
+  bool diagnostics = true;
 };
 
 // Runs one training run to its end and returns the final event (also sent

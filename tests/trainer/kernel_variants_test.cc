@@ -14,7 +14,10 @@
 // about lr whatever the gradient's size), so the runs drift apart and only
 // stay close: every loss within 1e-3 and every gradient norm within 1e-2
 // relative over 20 steps (seen: 1e-4 and 6e-4, Post-LN; Pre-LN stays at
-// 1e-7). Shapes are chosen off the vector widths (4, 8, 16 lanes and twice
+// 1e-7). The evaluations' diagnostics likewise: at step 0 within 1e-5, then
+// log Z within 1e-3 and the largest attention logit and the update ratios
+// within 1e-2 (a maximum follows the drifting weights: seen 4e-3, Post-LN,
+// avx2). Shapes are chosen off the vector widths (4, 8, 16 lanes and twice
 // that) so that the tails run too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -167,17 +170,24 @@ TEST_P(KernelVariantsTest, Attention) {
   struct Shape {
     int B, T, C, H;
   };
-  // The bench's heads (hd 32), and heads of 18 channels over 37 positions.
-  for (Shape s : {Shape{2, 64, 128, 4}, Shape{3, 37, 72, 4}}) {
+  // The bench's heads (hd 32), heads of 18 channels over 37 positions, and
+  // of 15 over 19 (the PyTorch fixtures' odd size).
+  for (Shape s : {Shape{2, 64, 128, 4}, Shape{3, 37, 72, 4}, Shape{2, 19, 45, 3}}) {
     const int B = s.B, T = s.T, C = s.C, H = s.H;
     const std::string shape = " T=" + std::to_string(T) + " C=" + std::to_string(C);
     const auto qkv = RandomVector(static_cast<size_t>(B) * T * 3 * C, 15, 2.0);
     const auto dout = RandomVector(static_cast<size_t>(B) * T * C, 16);
     std::vector<float> out(static_cast<size_t>(B) * T * C), att(static_cast<size_t>(B) * H * T * T);
-    std::vector<float> dqkv(static_cast<size_t>(B) * T * 3 * C);
-    CompareVariants(GetParam(), "AttentionForward" + shape, {&out, &att},
-                    [&] { cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H); });
-    cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);  // att from the dispatched kernels
+    std::vector<float> dqkv(static_cast<size_t>(B) * T * 3 * C), max_logit(static_cast<size_t>(B) * H);
+    CompareVariants(GetParam(), "AttentionForward" + shape, {&out, &att, &max_logit}, [&] {
+      cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H, max_logit.data());
+    });
+    // att from the dispatched kernels; without max_logit nothing else changes.
+    std::vector<float> out_without(out.size()), att_without(att.size());
+    cpu::AttentionForward(out_without.data(), att_without.data(), qkv.data(), B, T, C, H, nullptr);
+    cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H, max_logit.data());
+    EXPECT_EQ(out_without, out) << shape;
+    EXPECT_EQ(att_without, att) << shape;
     CompareVariants(GetParam(), "AttentionBackward" + shape, {&dqkv},
                     [&] { cpu::AttentionBackward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, H); });
   }
@@ -199,14 +209,17 @@ TEST_P(KernelVariantsTest, CrossEntropy) {
     const auto logits = RandomVector(static_cast<size_t>(N) * V, 19, 4.0);
     std::vector<int32_t> targets(N);
     for (int n = 0; n < N; ++n) targets[n] = n % 7 == 3 ? -1 : (n * 31) % V;
-    std::vector<float> probs(static_cast<size_t>(N) * V), row_loss(N), dlogits(static_cast<size_t>(N) * V);
-    std::vector<float> loss(1);
-    CompareVariants(GetParam(), "CrossEntropyForward V=" + std::to_string(V), {&probs, &loss}, [&] {
-      const cpu::CrossEntropyStats stats =
-          cpu::CrossEntropyForward(probs.data(), row_loss.data(), logits.data(), targets.data(), N, V);
-      loss[0] = static_cast<float>(stats.loss_sum);
-      EXPECT_EQ(stats.count, N - (N + 3) / 7);
-    });
+    std::vector<float> probs(static_cast<size_t>(N) * V), row_loss(N), row_log_z(N),
+        dlogits(static_cast<size_t>(N) * V);
+    std::vector<float> sums(2);
+    CompareVariants(GetParam(), "CrossEntropyForward V=" + std::to_string(V), {&probs, &row_loss, &row_log_z, &sums},
+                    [&] {
+                      const cpu::CrossEntropyStats stats = cpu::CrossEntropyForward(
+                          probs.data(), row_loss.data(), row_log_z.data(), logits.data(), targets.data(), N, V);
+                      sums[0] = static_cast<float>(stats.loss_sum);
+                      sums[1] = static_cast<float>(stats.log_z_sum);
+                      EXPECT_EQ(stats.count, N - (N + 3) / 7);
+                    });
     CompareVariants(GetParam(), "CrossEntropyBackward V=" + std::to_string(V), {&dlogits}, [&] {
       cpu::CrossEntropyBackward(dlogits.data(), probs.data(), targets.data(), N, V, 1.0f / N);
     });
@@ -216,11 +229,22 @@ TEST_P(KernelVariantsTest, CrossEntropy) {
 class StepSink : public EventSink {
  public:
   void OnStep(const StepEvent& e) override { steps.push_back(e); }
-  void OnEval(const EvalEvent&) override {}
+  void OnEval(const EvalEvent& e) override { evals.push_back(e); }
   void OnGradNorms(const GradNormsEvent&) override {}
   void OnFinal(const FinalEvent&) override {}
   std::vector<StepEvent> steps;
+  std::vector<EvalEvent> evals;
 };
+
+// A diagnostic of the two runs' evaluations: both present or both absent, and
+// within tolerance relative.
+void ExpectNear(const char* what, const std::optional<double>& fallback, const std::optional<double>& dispatched,
+                double tolerance, const std::string& where) {
+  ASSERT_EQ(fallback.has_value(), dispatched.has_value()) << what << " " << where;
+  if (fallback) {
+    EXPECT_NEAR(*dispatched, *fallback, tolerance * std::fabs(*fallback)) << what << " " << where;
+  }
+}
 
 // The whole training step (both placements, dropout on): losses and gradient
 // norms of 20 Adam steps, the first one tightly.
@@ -239,7 +263,8 @@ TEST_P(KernelVariantsTest, TrainingRunsAgree) {
     s.schedule.peak_lr = 3e-3;
     s.schedule.warmup_steps = 5;
     s.schedule.total_steps = 20;
-    s.eval_every = 0;
+    s.eval_every = 10;
+    s.eval_batches = 2;
     s.threads = 2;
     s.seed = 5;
     StepSink fallback, dispatched;
@@ -257,6 +282,28 @@ TEST_P(KernelVariantsTest, TrainingRunsAgree) {
           << PlacementName(p) << " step " << i + 1;
       EXPECT_NEAR(d.grad_norm, f.grad_norm, norm_tolerance * std::fabs(f.grad_norm))
           << PlacementName(p) << " step " << i + 1;
+    }
+    // The evaluations' diagnostics (steps 0, 10 and 20): at step 0 as tight
+    // as the first step, later as close as the runs stay.
+    ASSERT_EQ(fallback.evals.size(), 3u);
+    ASSERT_EQ(dispatched.evals.size(), 3u);
+    for (size_t i = 0; i < fallback.evals.size(); ++i) {
+      const EvalEvent &f = fallback.evals[i], &d = dispatched.evals[i];
+      const std::string where = std::string(PlacementName(p)) + " eval at step " + std::to_string(f.step);
+      const double tolerance = f.step == 0 ? kFirstStepTolerance : kRunLossTolerance;
+      const double max_tolerance = f.step == 0 ? kFirstStepTolerance : kRunGradNormTolerance;
+      ExpectNear("log Z", f.output_log_z, d.output_log_z, tolerance, where);
+      ASSERT_EQ(f.layers.size(), 2u);
+      ASSERT_EQ(d.layers.size(), 2u);
+      for (size_t l = 0; l < f.layers.size(); ++l) {
+        const LayerDiagnosticsValue &fl = f.layers[l], &dl = d.layers[l];
+        const std::string at = where + " layer " + std::to_string(l);
+        ExpectNear("max attention logit", fl.max_attn_logit, dl.max_attn_logit, max_tolerance, at);
+        ExpectNear("update ratio qkv", fl.update_ratio_qkv, dl.update_ratio_qkv, kRunGradNormTolerance, at);
+        ExpectNear("update ratio proj", fl.update_ratio_proj, dl.update_ratio_proj, kRunGradNormTolerance, at);
+        ExpectNear("update ratio fc1", fl.update_ratio_fc1, dl.update_ratio_fc1, kRunGradNormTolerance, at);
+        ExpectNear("update ratio fc2", fl.update_ratio_fc2, dl.update_ratio_fc2, kRunGradNormTolerance, at);
+      }
     }
   }
 }

@@ -103,12 +103,36 @@ TEST_F(OpsGradientTest, CausalAttention) {
   const std::vector<float> r = RandomVector(B * T * C, 10);
   std::vector<float> out(B * T * C), att(B * H * T * T);
   auto loss = [&] {
-    cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H);
+    cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H, nullptr);
     return Dot(out, r);
   };
   loss();
   // Causality: the output at t = 0 attends to itself only.
   for (int t = 1; t < T; ++t) EXPECT_EQ(att[t], 0.0f);
+  // The largest logit of each (batch, head), by brute force in double over
+  // the visible pairs (s <= t) only.
+  std::vector<float> max_logit(B * H);
+  int masked_larger = 0;
+  cpu::AttentionForward(out.data(), att.data(), qkv.data(), B, T, C, H, max_logit.data());
+  const int hd = C / H;
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      double want = -INFINITY, masked = -INFINITY;
+      for (int t = 0; t < T; ++t) {
+        for (int s = 0; s < T; ++s) {
+          double dot = 0;
+          for (int i = 0; i < hd; ++i) {
+            dot += static_cast<double>(qkv[(b * T + t) * 3 * C + h * hd + i]) * qkv[(b * T + s) * 3 * C + C + h * hd + i];
+          }
+          (s <= t ? want : masked) = std::max(s <= t ? want : masked, dot / std::sqrt(static_cast<double>(hd)));
+        }
+      }
+      EXPECT_NEAR(max_logit[b * H + h], want, 1e-5 * std::max(1.0, std::fabs(want))) << "b " << b << " h " << h;
+      if (masked > want) ++masked_larger;
+    }
+  }
+  // The data must tell the causal maximum from the full one somewhere.
+  EXPECT_GT(masked_larger, 0) << "no (batch, head) whose largest logit is masked: the check proves little";
   std::vector<float> dqkv(qkv.size());
   cpu::AttentionBackward(dqkv.data(), r.data(), qkv.data(), att.data(), B, T, C, H);
   CheckGradient("attention dqkv", qkv, dqkv, loss, 1e-2f);
@@ -140,21 +164,27 @@ TEST_F(OpsGradientTest, SoftmaxCrossEntropy) {
   const int N = 4, V = 9;
   std::vector<float> logits = RandomVector(N * V, 14, 3.0);
   const std::vector<int32_t> targets = {2, -1, 8, 0};
-  std::vector<float> probs(N * V), row_loss(N);
+  std::vector<float> probs(N * V), row_loss(N), row_log_z(N);
+  double log_z_mean = 0;
   auto loss = [&] {
-    auto s = cpu::CrossEntropyForward(probs.data(), row_loss.data(), logits.data(), targets.data(), N, V);
+    auto s = cpu::CrossEntropyForward(probs.data(), row_loss.data(), row_log_z.data(), logits.data(), targets.data(),
+                                      N, V);
+    log_z_mean = s.log_z_sum / static_cast<double>(s.count);
     return s.loss_sum / static_cast<double>(s.count);
   };
   const double l = loss();
-  // Mean of -log softmax over the three counted rows.
-  double expect = 0;
+  // Mean of -log softmax, and of log Z, over the three counted rows.
+  double expect = 0, expect_log_z = 0;
   for (int n : {0, 2, 3}) {
     double z = 0, m = -1e30;
     for (int j = 0; j < V; ++j) m = std::max(m, static_cast<double>(logits[n * V + j]));
     for (int j = 0; j < V; ++j) z += std::exp(logits[n * V + j] - m);
     expect += std::log(z) + m - logits[n * V + targets[n]];
+    expect_log_z += std::log(z) + m;
   }
   EXPECT_NEAR(l, expect / 3.0, 1e-5);
+  EXPECT_NEAR(log_z_mean, expect_log_z / 3.0, 1e-5);
+  EXPECT_EQ(row_log_z[1], 0.0f);  // ignored row
   std::vector<float> dlogits(N * V);
   cpu::CrossEntropyBackward(dlogits.data(), probs.data(), targets.data(), N, V, 1.0f / 3.0f);
   for (int j = 0; j < V; ++j) EXPECT_EQ(dlogits[V + j], 0.0f);  // ignored row

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -130,32 +131,79 @@ TEST(TrainCliTest, TrainEmitsTheDocumentedEvents) {
   Result r = RunTrainer(With({"train", "--steps", "6", "--lr", "1e-3", "--eval-every", "3", "--warmup-steps", "2"}, kSmall));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<v1::TrainEvent> events = Events(r.out);
-  int steps = 0, evals = 0, grad_norms = 0, finals = 0;
-  for (const auto& e : events) {
+  int steps = 0, finals = 0;
+  std::vector<int> eval_steps, grad_norm_steps;
+  std::optional<double> l0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const v1::TrainEvent& e = events[i];
     if (e.type() == "step") {
       ++steps;
       EXPECT_TRUE(e.has_train_loss() && e.has_lr() && e.has_grad_norm() && e.has_tokens_per_s());
     } else if (e.type() == "eval") {
-      ++evals;
-      EXPECT_TRUE(e.has_val_loss() && e.has_val_accuracy());
+      eval_steps.push_back(e.step());
+      EXPECT_TRUE(e.has_val_loss() && e.has_val_accuracy() && e.has_output_log_z());
+      if (e.step() == 0) l0 = e.val_loss();
+      ASSERT_EQ(e.layer_diagnostics_size(), 2);
+      for (int l = 0; l < 2; ++l) {
+        const v1::LayerDiagnostics& d = e.layer_diagnostics(l);
+        EXPECT_EQ(d.layer(), l);
+        EXPECT_TRUE(d.has_layer() && d.has_max_attn_logit());
+        // Update ratios from step 1 on, never at step 0.
+        const bool updated = e.step() > 0;
+        EXPECT_EQ(d.has_update_ratio_qkv(), updated);
+        EXPECT_EQ(d.has_update_ratio_proj(), updated);
+        EXPECT_EQ(d.has_update_ratio_fc1(), updated);
+        EXPECT_EQ(d.has_update_ratio_fc2(), updated);
+      }
+      // From step 1 on, the step's gradient norms come just before its evaluation.
+      if (e.step() > 0) {
+        ASSERT_GT(i, 0u);
+        EXPECT_EQ(events[i - 1].type(), "grad_norms");
+        EXPECT_EQ(events[i - 1].step(), e.step());
+      }
     } else if (e.type() == "grad_norms") {
-      ++grad_norms;
-      EXPECT_EQ(e.step(), 0);
+      grad_norm_steps.push_back(e.step());
       EXPECT_EQ(e.layer_grad_norms_size(), 4);
     } else if (e.type() == "final") {
       ++finals;
       EXPECT_EQ(e.outcome(), "SUCCEEDED");
       EXPECT_EQ(e.step(), 6);
       EXPECT_EQ(e.backend(), "cpu");
+      ASSERT_TRUE(l0.has_value());
+      ASSERT_TRUE(e.has_init_val_loss());
+      EXPECT_EQ(e.init_val_loss(), *l0);
     }
   }
   EXPECT_EQ(steps, 6);
-  EXPECT_EQ(evals, 2);
-  EXPECT_EQ(grad_norms, 1);
+  EXPECT_EQ(eval_steps, (std::vector<int>{0, 3, 6}));
+  EXPECT_EQ(grad_norm_steps, (std::vector<int>{0, 3, 6}));
   EXPECT_EQ(finals, 1);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0].type(), "eval");  // l0 before anything else
+  EXPECT_EQ(events[0].step(), 0);
   // JSON lines use snake_case and print the step of the grad_norms event.
   EXPECT_THAT(r.out, HasSubstr("\"type\":\"grad_norms\",\"step\":0"));
   EXPECT_THAT(r.out, HasSubstr("\"train_loss\":"));
+}
+
+TEST(TrainCliTest, NoDiagnosticsDropsStepZeroAndTheDiagnostics) {
+  Result r = RunTrainer(
+      With({"train", "--steps", "6", "--lr", "1e-3", "--eval-every", "3", "--no-diagnostics"}, kSmall));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<int> eval_steps, grad_norm_steps;
+  for (const auto& e : Events(r.out)) {
+    if (e.type() == "eval") {
+      eval_steps.push_back(e.step());
+      EXPECT_FALSE(e.has_output_log_z());
+      EXPECT_EQ(e.layer_diagnostics_size(), 0);
+    } else if (e.type() == "grad_norms") {
+      grad_norm_steps.push_back(e.step());
+    } else if (e.type() == "final") {
+      EXPECT_FALSE(e.has_init_val_loss());
+    }
+  }
+  EXPECT_EQ(eval_steps, (std::vector<int>{3, 6}));
+  EXPECT_EQ(grad_norm_steps, (std::vector<int>{0}));
 }
 
 struct BadFlags {
@@ -269,6 +317,9 @@ TEST(TrainCliTest, SigtermCancelsAndWritesTheCheckpoint) {
                           ckpt.string()},
                          kSmall),
                     out, err);
+  // A failed spawn leaves -1, and kill(-1, ...) signals every process we may
+  // signal (run outside the build tree without NORMSWEEP_BINARY_DIR, it did).
+  ASSERT_GT(pid, 0) << "could not start " << Binary();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (ReadAll(out).find("\"type\":\"step\"") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -232,13 +232,17 @@ TEST(TrainingTest, LearnsTheTranslateTaskAndEmitsEveryEvent) {
   EXPECT_EQ(sink.steps[0].step, 1);
   EXPECT_DOUBLE_EQ(sink.steps[0].lr, 3e-3 / 5);
   EXPECT_DOUBLE_EQ(sink.steps[10].lr, 3e-3);
-  ASSERT_EQ(sink.evals.size(), 6u);  // steps 10, 20, ..., 60
+  ASSERT_EQ(sink.evals.size(), 7u);  // steps 0, 10, 20, ..., 60
+  for (size_t i = 0; i < sink.evals.size(); ++i) EXPECT_EQ(sink.evals[i].step, static_cast<int>(10 * i));
   EXPECT_LT(sink.evals.back().val_loss, sink.evals.front().val_loss);
   EXPECT_LT(sink.steps.back().train_loss, 0.8 * sink.steps.front().train_loss);
   ASSERT_TRUE(f.final_val_accuracy.has_value());
-  ASSERT_EQ(sink.grad_norms.size(), 1u);
-  EXPECT_EQ(sink.grad_norms[0].norms.size(), 4u);  // 2 layers x (fc1, fc2)
-  for (const auto& n : sink.grad_norms[0].norms) EXPECT_GT(n.norm, 0.0);
+  ASSERT_EQ(sink.grad_norms.size(), 7u);  // at initialization, then at every evaluation step
+  for (size_t i = 0; i < sink.grad_norms.size(); ++i) {
+    EXPECT_EQ(sink.grad_norms[i].step, static_cast<int>(10 * i));
+    EXPECT_EQ(sink.grad_norms[i].norms.size(), 4u);  // 2 layers x (fc1, fc2)
+    for (const auto& n : sink.grad_norms[i].norms) EXPECT_GT(n.norm, 0.0);
+  }
   EXPECT_GT(f.mean_tokens_per_s, 0.0);
   ASSERT_EQ(sink.finals.size(), 1u);
 }
@@ -282,12 +286,145 @@ TEST(TrainingTest, ResumeContinuesExactly) {
     ASSERT_EQ(RunTraining(full, resume, second).outcome, Outcome::kSucceeded);
     ASSERT_EQ(second.steps.size(), 10u);
     EXPECT_EQ(second.steps[0].step, 11);
+    // A resumed run has no step-0 evaluation, so no l0.
+    ASSERT_FALSE(second.evals.empty());
+    EXPECT_EQ(second.evals.front().step, 20);
+    EXPECT_FALSE(second.finals.at(0).init_val_loss.has_value());
+    EXPECT_TRUE(whole.finals.at(0).init_val_loss.has_value());
     for (size_t i = 0; i < 10; ++i) {
       EXPECT_EQ(first.steps[i].train_loss, whole.steps[i].train_loss);
       EXPECT_EQ(second.steps[i].train_loss, whole.steps[10 + i].train_loss) << "step " << 11 + i;
     }
     EXPECT_EQ(second.evals.back().val_loss, whole.evals.back().val_loss);
   }
+}
+
+// l0 and the diagnostics, checked against the backend directly: the step-0
+// evaluation is the loss of the initial weights; the update ratios of the
+// evaluation at step 10 come from the weights after steps 9 and 10 (two
+// runs' checkpoints); its grad_norms event from step 10's gradients.
+TEST(TrainingTest, StepZeroLossAndTheDiagnosticsMatchTheBackend) {
+  for (Placement p : {Placement::kPostLN, Placement::kPreLN}) {
+    const TrainSettings s = SmallRun(p, 10);
+    RunOptions o9, o10;
+    o9.checkpoint_out = TempPath("diag9.safetensors");
+    o10.checkpoint_out = TempPath("diag10.safetensors");
+    TrainSettings s9 = s;
+    s9.steps = 9;
+    RecordingSink sink9, sink;
+    ASSERT_EQ(RunTraining(s9, o9, sink9).outcome, Outcome::kSucceeded);
+    const FinalEvent f = RunTraining(s, o10, sink);
+    ASSERT_EQ(f.outcome, Outcome::kSucceeded) << f.error;
+    ASSERT_EQ(sink.evals.size(), 2u);
+    const EvalEvent &e0 = sink.evals[0], &e10 = sink.evals[1];
+    ASSERT_EQ(e0.step, 0);
+    ASSERT_EQ(e10.step, 10);
+
+    BackendOptions bo;
+    bo.model = s.model;
+    bo.threads = s.threads;
+    bo.max_batch_size = s.batch_size;
+    auto backend = MakeBackend(bo);
+    ASSERT_TRUE(backend.ok());
+    Backend& be = **backend;
+    auto data = MakeDataset(s.data, s.model.seq_len, s.batch_size);
+    ASSERT_TRUE(data.ok());
+    auto evaluate = [&](const std::vector<float>& params, LossStats* total) {
+      ASSERT_TRUE(be.SetParameters(params).ok());
+      for (int i = 0; i < s.eval_batches; ++i) {
+        auto r = be.Evaluate((*data)->ValidationBatch(i, s.batch_size, s.model.seq_len));
+        ASSERT_TRUE(r.ok());
+        *total += *r;
+      }
+    };
+    // Step 0: the initial weights.
+    LossStats init;
+    evaluate(InitParameters(be.layout(), s.model, s.seed), &init);
+    auto init_max = be.TakeMaxAttentionLogits();
+    ASSERT_TRUE(init_max.ok());
+    EXPECT_EQ(e0.val_loss, init.mean());
+    ASSERT_TRUE(f.init_val_loss.has_value());
+    EXPECT_EQ(*f.init_val_loss, init.mean());
+    EXPECT_NE(f.best_val_loss, f.init_val_loss);  // l0 is neither the best nor the final loss
+    ASSERT_TRUE(e0.output_log_z.has_value());
+    EXPECT_EQ(*e0.output_log_z, init.mean_log_z());
+    ASSERT_EQ(e0.layers.size(), 2u);
+    for (int l = 0; l < 2; ++l) {
+      EXPECT_EQ(e0.layers[l].layer, l);
+      ASSERT_TRUE(e0.layers[l].max_attn_logit.has_value());
+      EXPECT_EQ(*e0.layers[l].max_attn_logit, (*init_max)[l]);
+      EXPECT_FALSE(e0.layers[l].update_ratio_qkv || e0.layers[l].update_ratio_proj ||
+                   e0.layers[l].update_ratio_fc1 || e0.layers[l].update_ratio_fc2);
+    }
+    // Taking the maxima starts afresh.
+    auto empty = be.TakeMaxAttentionLogits();
+    ASSERT_TRUE(empty.ok());
+    for (double m : *empty) EXPECT_EQ(m, -INFINITY);
+
+    // Step 10: the update of step 10 and the gradients of its batch.
+    auto c9 = LoadCheckpoint(o9.checkpoint_out);
+    auto c10 = LoadCheckpoint(o10.checkpoint_out);
+    ASSERT_TRUE(c9.ok() && c10.ok());
+    const ParamLayout& layout = be.layout();
+    auto ratio = [&](size_t offset) {
+      const TensorSpec* t = nullptr;
+      for (const TensorSpec& spec : layout.tensors()) {
+        if (spec.offset == offset) t = &spec;
+      }
+      double du = 0, w = 0;
+      for (size_t i = t->offset; i < t->offset + t->size; ++i) {
+        const double d = static_cast<double>(c10->params[i] - c9->params[i]);
+        du += d * d;
+        w += static_cast<double>(c9->params[i]) * c9->params[i];
+      }
+      return std::sqrt(du / w);
+    };
+    LossStats after;
+    evaluate(c10->params, &after);
+    auto after_max = be.TakeMaxAttentionLogits();
+    ASSERT_TRUE(after_max.ok());
+    EXPECT_EQ(e10.val_loss, after.mean());
+    EXPECT_EQ(*e10.output_log_z, after.mean_log_z());
+    ASSERT_TRUE(be.SetParameters(c9->params).ok());
+    ASSERT_TRUE(be.ForwardBackward((*data)->TrainBatch(s.seed, 10, s.batch_size, s.model.seq_len), 0).ok());
+    auto sq = be.GradientSquaredNorms();
+    ASSERT_TRUE(sq.ok());
+    ASSERT_EQ(sink.grad_norms.size(), 2u);
+    const GradNormsEvent& g10 = sink.grad_norms[1];
+    EXPECT_EQ(g10.step, 10);
+    ASSERT_EQ(g10.norms.size(), 4u);
+    for (int l = 0; l < 2; ++l) {
+      const BlockOffsets& b = layout.blocks()[l];
+      const LayerDiagnosticsValue& d = e10.layers[l];
+      EXPECT_EQ(*d.max_attn_logit, (*after_max)[l]);
+      ASSERT_TRUE(d.update_ratio_qkv && d.update_ratio_proj && d.update_ratio_fc1 && d.update_ratio_fc2);
+      EXPECT_NEAR(*d.update_ratio_qkv, ratio(b.qkv_w), 1e-9 * ratio(b.qkv_w)) << PlacementName(p) << " layer " << l;
+      EXPECT_NEAR(*d.update_ratio_proj, ratio(b.proj_w), 1e-9 * ratio(b.proj_w));
+      EXPECT_NEAR(*d.update_ratio_fc1, ratio(b.fc1_w), 1e-9 * ratio(b.fc1_w));
+      EXPECT_NEAR(*d.update_ratio_fc2, ratio(b.fc2_w), 1e-9 * ratio(b.fc2_w));
+      EXPECT_GT(*d.update_ratio_fc1, 0.0);
+      EXPECT_EQ(g10.norms[2 * l].matrix, "ffn.fc1");
+      EXPECT_EQ(g10.norms[2 * l].norm, std::sqrt((*sq)[b.fc1_w_index]));
+      EXPECT_EQ(g10.norms[2 * l + 1].norm, std::sqrt((*sq)[b.fc2_w_index]));
+    }
+  }
+}
+
+TEST(TrainingTest, WithoutDiagnosticsNoStepZeroNoDiagnostics) {
+  RunOptions o;
+  o.diagnostics = false;
+  RecordingSink sink;
+  const FinalEvent f = RunTraining(SmallRun(Placement::kPostLN, 20), o, sink);
+  ASSERT_EQ(f.outcome, Outcome::kSucceeded) << f.error;
+  EXPECT_FALSE(f.init_val_loss.has_value());
+  ASSERT_EQ(sink.evals.size(), 2u);  // steps 10 and 20
+  for (const EvalEvent& e : sink.evals) {
+    EXPECT_GT(e.step, 0);
+    EXPECT_FALSE(e.output_log_z.has_value());
+    EXPECT_TRUE(e.layers.empty());
+  }
+  ASSERT_EQ(sink.grad_norms.size(), 1u);  // at initialization only, as before the diagnostics
+  EXPECT_EQ(sink.grad_norms[0].step, 0);
 }
 
 TEST(TrainingTest, ResumeIntoADifferentModelIsAnError) {

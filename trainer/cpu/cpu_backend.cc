@@ -47,6 +47,7 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   m_.assign(layout_.total(), 0.0f);
   v_.assign(layout_.total(), 0.0f);
   grad_sq_norms_.assign(layout_.tensors().size(), 0.0);
+  max_attn_logit_.assign(static_cast<size_t>(model_.layers), -INFINITY);
   sin_pos_.assign(static_cast<size_t>(model_.seq_len) * model_.d_model, 0.0f);
   SinusoidalPositions(sin_pos_.data(), model_.seq_len, model_.d_model);
   parts_.resize(static_cast<size_t>(options.threads));
@@ -83,6 +84,7 @@ void CpuBackend::EnsureCapacity(int B) {
     plan.push_back({&part.logits, N * kVocabSize});
     plan.push_back({&part.probs, N * kVocabSize});
     plan.push_back({&part.row_loss, N});
+    plan.push_back({&part.row_log_z, N});
     plan.push_back({&part.d_a, N * C});
     plan.push_back({&part.d_b, N * C});
     plan.push_back({&part.d_c, N * C});
@@ -93,6 +95,8 @@ void CpuBackend::EnsureCapacity(int B) {
     float* base = part.arena.data();
     while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
     AssignArena(plan, base, 16);
+    part.head_max.assign(static_cast<size_t>(per_part) * model_.heads, 0.0f);
+    part.block_max.assign(static_cast<size_t>(model_.layers), -INFINITY);
   }
   part_capacity_ = per_part;
 }
@@ -157,7 +161,11 @@ LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t 
       attn_in = a.ln1_out;
     }
     MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C);
-    AttentionForward(a.atty, a.att, a.qkv, B, T, C, H);
+    AttentionForward(a.atty, a.att, a.qkv, B, T, C, H, record_attn_max_ ? part.head_max.data() : nullptr);
+    if (record_attn_max_) {
+      float& m = part.block_max[static_cast<size_t>(l)];
+      for (int i = 0; i < B * H; ++i) m = std::max(m, part.head_max[static_cast<size_t>(i)]);
+    }
     MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C);
     if (dropout) {
       MakeDropoutMaskSlice(a.attn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 1));
@@ -196,11 +204,13 @@ LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t 
     h = part.lnf_out;
   }
   MatmulForward(part.logits, h, P + layout_.head_w(), P + layout_.head_b(), N, C, kVocabSize);
-  CrossEntropyStats ce = CrossEntropyForward(part.probs, part.row_loss, part.logits, targets, N, kVocabSize);
+  CrossEntropyStats ce =
+      CrossEntropyForward(part.probs, part.row_loss, part.row_log_z, part.logits, targets, N, kVocabSize);
   LossStats stats;
   stats.loss_sum = ce.loss_sum;
   stats.count = ce.count;
   stats.correct = ce.correct;
+  stats.log_z_sum = ce.log_z_sum;
   return stats;
 }
 
@@ -339,6 +349,7 @@ StatusOr<LossStats> CpuBackend::Evaluate(const Batch& batch) {
   TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
   EnsureCapacity(batch.batch_size);
   dropout_active_ = false;
+  record_attn_max_ = options_.diagnostics;
   const std::vector<Slice> slices = SplitBatch(batch.batch_size);
   const int parts = static_cast<int>(slices.size());
   std::vector<LossStats> part_stats(static_cast<size_t>(parts));
@@ -350,14 +361,36 @@ StatusOr<LossStats> CpuBackend::Evaluate(const Batch& batch) {
           Forward(parts_[static_cast<size_t>(p)], batch, slices[static_cast<size_t>(p)], 0);
     }
   }
+  if (record_attn_max_) {
+    for (int p = 0; p < parts; ++p) {
+      std::vector<float>& block_max = parts_[static_cast<size_t>(p)].block_max;
+      for (size_t l = 0; l < block_max.size(); ++l) {
+        max_attn_logit_[l] = std::max(max_attn_logit_[l], static_cast<double>(block_max[l]));
+        block_max[l] = -INFINITY;
+      }
+    }
+    record_attn_max_ = false;
+  }
   LossStats stats;
   for (const LossStats& s : part_stats) stats += s;
   return stats;
 }
 
+StatusOr<std::vector<double>> CpuBackend::TakeMaxAttentionLogits() {
+  std::vector<double> out = max_attn_logit_;
+  std::fill(max_attn_logit_.begin(), max_attn_logit_.end(), -INFINITY);
+  return out;
+}
+
 StatusOr<std::vector<double>> CpuBackend::GradientSquaredNorms() { return grad_sq_norms_; }
 
+StatusOr<UpdateSquaredNorms> CpuBackend::LastUpdateSquaredNorms() {
+  if (!update_measured_) return Internal("no optimizer step measured its update");
+  return update_sq_;
+}
+
 Status CpuBackend::OptimizerStep(const OptimizerStepArgs& args) {
+  if (args.measure_update) weights_before_ = params_;
   // One parallel region over the flat buffers: each thread updates a
   // contiguous range, tensor by tensor (weight decay is per tensor). The
   // update is elementwise, so the ranges do not change the result.
@@ -377,7 +410,24 @@ Status CpuBackend::OptimizerStep(const OptimizerStepArgs& args) {
                       v_.data() + lo, hi - lo);
     }
   }
+  if (args.measure_update) MeasureUpdate();
   return OkStatus();
+}
+
+void CpuBackend::MeasureUpdate() {
+  // Per tensor: sum (after - before)^2 and sum before^2, in double; in
+  // weights_before_ the update overwrites the weights it is measured against.
+  const std::vector<TensorSpec>& tensors = layout_.tensors();
+  update_sq_.update.assign(tensors.size(), 0.0);
+  update_sq_.weight.assign(tensors.size(), 0.0);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    float* before = weights_before_.data() + tensors[t].offset;
+    const float* after = params_.data() + tensors[t].offset;
+    update_sq_.weight[t] = SumOfSquares(before, tensors[t].size);
+    for (size_t i = 0; i < tensors[t].size; ++i) before[i] = after[i] - before[i];
+    update_sq_.update[t] = SumOfSquares(before, tensors[t].size);
+  }
+  update_measured_ = true;
 }
 
 }  // namespace normsweep::trainer::cpu

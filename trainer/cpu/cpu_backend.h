@@ -37,9 +37,11 @@ class CpuBackend final : public Backend {
 
   StatusOr<LossStats> ForwardBackward(const Batch& batch, uint64_t dropout_seed) override;
   StatusOr<LossStats> Evaluate(const Batch& batch) override;
+  StatusOr<std::vector<double>> TakeMaxAttentionLogits() override;
   // Computed by ForwardBackward, while it sums the parts' gradients.
   StatusOr<std::vector<double>> GradientSquaredNorms() override;
   Status OptimizerStep(const OptimizerStepArgs& args) override;
+  StatusOr<UpdateSquaredNorms> LastUpdateSquaredNorms() override;
 
  private:
   // Sequences [b0, b1) of a batch, taken by one part.
@@ -55,9 +57,13 @@ class CpuBackend final : public Backend {
     float *emb_out = nullptr, *emb_mask = nullptr;
     std::vector<BlockActivations> blocks;
     float *lnf_out = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr;
-    float *logits = nullptr, *probs = nullptr, *row_loss = nullptr;
+    float *logits = nullptr, *probs = nullptr, *row_loss = nullptr, *row_log_z = nullptr;
     float *d_a = nullptr, *d_b = nullptr, *d_c = nullptr, *d_d = nullptr, *d_qkv = nullptr, *d_act = nullptr;
     std::vector<float> grads;
+    // Attention-logit maxima when record_attn_max_: per (sequence, head) of
+    // one block, and per block over the part's forward passes.
+    std::vector<float> head_max;
+    std::vector<float> block_max;
   };
 
   CpuBackend(const BackendOptions& options);
@@ -70,17 +76,24 @@ class CpuBackend final : public Backend {
   // Its backward pass into the weight gradients G (layout order); count is
   // the whole batch's target count, which the mean loss divides by.
   void Backward(Part& part, const Batch& batch, Slice s, int64_t count, float* G);
+  // The squared norms of the update OptimizerStep just made (from weights_before_).
+  void MeasureUpdate();
 
   BackendOptions options_;
   ModelConfig model_;
   ParamLayout layout_;
   std::vector<float> params_, grads_, m_, v_;
   std::vector<double> grad_sq_norms_;  // per tensor, from the last ForwardBackward
+  std::vector<double> max_attn_logit_;  // per block, over the Evaluate calls since the last Take
+  std::vector<float> weights_before_;  // scratch of a measured OptimizerStep
+  UpdateSquaredNorms update_sq_;
+  bool update_measured_ = false;
   std::vector<float> sin_pos_;         // (T, C) sinusoidal table
 
   int part_capacity_ = 0;  // sequences each part has buffers for
   std::vector<Part> parts_;
   bool dropout_active_ = false;  // set before a step's parallel region, read inside it
+  bool record_attn_max_ = false;  // likewise: Forward keeps the attention-logit maxima
 };
 
 }  // namespace normsweep::trainer::cpu

@@ -228,8 +228,8 @@ void MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const 
   Active().matmul_backward(dinp, dw, db, dout, inp, w, N, I, O, accumulate);
 }
 
-void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
-  Active().attention_forward(out, att, qkv, B, T, C, H);
+void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int C, int H, float* max_logit) {
+  Active().attention_forward(out, att, qkv, B, T, C, H, max_logit);
 }
 
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
@@ -247,9 +247,9 @@ void Add(float* out, const float* a, const float* b, size_t n) { Active().add(ou
 
 void Multiply(float* out, const float* a, const float* b, size_t n) { Active().multiply(out, a, b, n); }
 
-CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, const float* logits,
+CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, float* row_log_z, const float* logits,
                                       const int32_t* targets, int N, int V) {
-  return Active().cross_entropy_forward(probs, row_loss, logits, targets, N, V);
+  return Active().cross_entropy_forward(probs, row_loss, row_log_z, logits, targets, N, V);
 }
 
 void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,

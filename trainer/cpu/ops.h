@@ -41,7 +41,9 @@ void MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const 
 
 // Causal multi-head attention. qkv (N,3C): q, k, v, heads contiguous in each.
 // att (B,H,T,T) keeps the softmax probabilities; out (N,C) heads concatenated.
-void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int C, int H);
+// max_logit (B*H), when not null, gets each (batch, head)'s largest attention
+// logit q.k / sqrt(hd) over its causally visible (query, key) pairs.
+void AttentionForward(float* out, float* att, const float* qkv, int B, int T, int C, int H, float* max_logit);
 // Overwrites dqkv (N,3C).
 void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
                        int C, int H);
@@ -65,10 +67,11 @@ struct CrossEntropyStats {
   double loss_sum = 0.0;
   int64_t count = 0;
   int64_t correct = 0;
+  double log_z_sum = 0.0;  // log sum_j exp(logit_j) summed over the same rows
 };
-// Softmax of logits (N,V) into probs; sums -log p[target] over targets != -1.
-// row_loss (N) is scratch.
-CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, const float* logits,
+// Softmax of logits (N,V) into probs; sums -log p[target] and log Z over
+// targets != -1. row_loss and row_log_z (N) are scratch (0 for ignored rows).
+CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, float* row_log_z, const float* logits,
                                       const int32_t* targets, int N, int V);
 // dlogits (N,V) = (probs - onehot(target)) * scale, 0 for ignored rows.
 void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,

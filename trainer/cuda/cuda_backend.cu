@@ -119,8 +119,10 @@ class CudaBackend final : public Backend {
 
   StatusOr<LossStats> ForwardBackward(const Batch& batch, uint64_t dropout_seed) override;
   StatusOr<LossStats> Evaluate(const Batch& batch) override;
+  StatusOr<std::vector<double>> TakeMaxAttentionLogits() override;
   StatusOr<std::vector<double>> GradientSquaredNorms() override;
   Status OptimizerStep(const OptimizerStepArgs& args) override;
+  StatusOr<UpdateSquaredNorms> LastUpdateSquaredNorms() override;
 
  private:
   void ReleaseCapacity() {
@@ -169,7 +171,11 @@ class CudaBackend final : public Backend {
   Status EnqueueBackward(int B, int T);
   Status RunTrainingStep(int B, int T);
   Status CaptureTrainingStep(int B, int T);
-  LossStats CollectStats(const Batch& batch) const;
+  // with_log_z: the row log Z were copied out too (evaluation only).
+  LossStats CollectStats(const Batch& batch, bool with_log_z) const;
+  // OptimizerStep with args.measure_update: the step, bracketed by a copy
+  // of the weights before it and the update's squared norms after it.
+  Status MeasuredOptimizerStep(const OptimizerStepArgs& args);
 
   // Row-major C (M,N) = op(A) @ op(B) + beta * C, batch of them with strides.
   // exact_fp32 overrides the precision option (tf32/bf16) for this product.
@@ -179,7 +185,8 @@ class CudaBackend final : public Backend {
   Status MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O);
   Status MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                         int N, int I, int O, bool accumulate);
-  Status AttentionForward(BlockActivations& a, int B, int T);
+  // row_max (B*H*T), when not null: each query row's largest attention logit.
+  Status AttentionForward(BlockActivations& a, int B, int T, float* row_max);
   Status AttentionBackward(float* dqkv, const float* datty, const BlockActivations& a, int B, int T);
   void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                          const float* mean, const float* rstd, int N);
@@ -202,11 +209,23 @@ class CudaBackend final : public Backend {
   std::vector<size_t> segment_tensor_;
   size_t *d_segment_begin_ = nullptr, *d_segment_len_ = nullptr;
   double *d_segment_norms_ = nullptr, *h_segment_norms_ = nullptr;
+  // A measured optimizer step: the weights before it, the update's and the
+  // old weights' squared norms per segment (2 x segments), per tensor.
+  float* weights_before_ = nullptr;
+  double *d_update_norms_ = nullptr, *h_update_norms_ = nullptr;
+  UpdateSquaredNorms update_sq_;
+  bool update_measured_ = false;
+  // Attention-logit maxima of evaluations (options_.diagnostics): per block,
+  // over the Evaluate calls since the last TakeMaxAttentionLogits.
+  std::vector<double> max_attn_logit_;
+  float *d_block_max_ = nullptr, *h_block_max_ = nullptr;  // (layers), one evaluation's
 
   // Staged batch: pinned host copies and their device twins.
   int capacity_b_ = 0;
   int32_t *h_inputs_ = nullptr, *h_targets_ = nullptr, *d_inputs_ = nullptr, *d_targets_ = nullptr;
   float *h_row_loss_ = nullptr, *d_row_loss_ = nullptr;
+  float *h_row_log_z_ = nullptr, *d_row_log_z_ = nullptr;
+  float* d_attn_row_max_ = nullptr;  // (layers, B*H*T): each query row's largest logit, in evaluation
   int32_t *h_row_correct_ = nullptr, *d_row_correct_ = nullptr;
   uint64_t *h_seed_ = nullptr, *d_seed_ = nullptr;
   float *h_loss_scale_ = nullptr, *d_loss_scale_ = nullptr;
@@ -274,6 +293,9 @@ Status CudaBackend::Init() {
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_seed_, 1));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_loss_scale_, 1));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_loss_scale_, 1));
+  max_attn_logit_.assign(static_cast<size_t>(model_.layers), -INFINITY);
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_block_max_, static_cast<size_t>(model_.layers)));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_block_max_, static_cast<size_t>(model_.layers)));
   TRAINER_RETURN_IF_ERROR(EnsureCapacity(std::max(1, options_.max_batch_size)));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return OkStatus();
@@ -332,6 +354,11 @@ Status CudaBackend::EnsureCapacity(int B) {
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_targets_, N, true));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_loss_, N, true));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_correct_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_log_z_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_log_z_, N, true));
+  if (options_.diagnostics) {
+    TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_attn_row_max_, static_cast<size_t>(model_.layers) * H * N, true));
+  }
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_inputs_, N, true));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_targets_, N, true));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_loss_, N, true));
@@ -374,12 +401,12 @@ Status CudaBackend::MatmulBackward(float* dinp, float* dw, float* db, const floa
   return OkStatus();
 }
 
-Status CudaBackend::AttentionForward(BlockActivations& a, int B, int T) {
+Status CudaBackend::AttentionForward(BlockActivations& a, int B, int T, float* row_max) {
   const int H = model_.heads, hd = model_.head_dim(), BH = B * H;
   const long long th = static_cast<long long>(T) * hd, tt = static_cast<long long>(T) * T;
   LaunchSplitHeads(q_, k_, v_heads_, a.qkv, B, T, H, hd, stream_);
   TRAINER_RETURN_IF_ERROR(Gemm(false, true, T, T, hd, q_, hd, k_, hd, a.att, T, 0.0f, BH, th, th, tt));
-  LaunchCausalSoftmax(a.att, BH, T, 1.0f / std::sqrt(static_cast<float>(hd)), stream_);
+  LaunchCausalSoftmax(a.att, row_max, BH, T, 1.0f / std::sqrt(static_cast<float>(hd)), stream_);
   TRAINER_RETURN_IF_ERROR(Gemm(false, false, T, hd, T, a.att, T, v_heads_, hd, y_, hd, 0.0f, BH, tt, th, th));
   LaunchMergeHeads(a.atty, y_, B, T, H, hd, stream_);
   return OkStatus();
@@ -433,7 +460,11 @@ Status CudaBackend::EnqueueForward(int B, int T, bool training) {
       attn_in = a.ln1_out;
     }
     TRAINER_RETURN_IF_ERROR(MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C));
-    TRAINER_RETURN_IF_ERROR(AttentionForward(a, B, T));
+    // Evaluation keeps the attention logits' row maxima (not in the captured training step).
+    float* row_max = !training && options_.diagnostics
+                         ? d_attn_row_max_ + static_cast<size_t>(l) * model_.heads * N
+                         : nullptr;
+    TRAINER_RETURN_IF_ERROR(AttentionForward(a, B, T, row_max));
     TRAINER_RETURN_IF_ERROR(MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C));
     if (dropout_active_) {
       LaunchDropoutMask(a.attn_mask, NC, p_drop, d_seed_, static_cast<uint64_t>(2 * l + 1), stream_);
@@ -471,7 +502,11 @@ Status CudaBackend::EnqueueForward(int B, int T, bool training) {
     h = lnf_out_;
   }
   TRAINER_RETURN_IF_ERROR(MatmulForward(logits_, h, P + layout_.head_w(), P + layout_.head_b(), N, C, kVocabSize));
-  LaunchCrossEntropyForward(probs_, d_row_loss_, d_row_correct_, logits_, d_targets_, N, kVocabSize, stream_);
+  LaunchCrossEntropyForward(probs_, d_row_loss_, d_row_log_z_, d_row_correct_, logits_, d_targets_, N, kVocabSize,
+                            stream_);
+  if (!training && options_.diagnostics && model_.layers > 0) {
+    LaunchSegmentMax(d_block_max_, d_attn_row_max_, model_.layers, model_.heads * N, stream_);
+  }
   CUDA_RETURN_IF_LAUNCH_FAILED("forward kernels");
   return OkStatus();
 }
@@ -577,6 +612,14 @@ Status CudaBackend::EnqueueStep(int B, int T, bool training) {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_row_loss_, d_row_loss_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(h_row_correct_, d_row_correct_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  if (!training) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(h_row_log_z_, d_row_log_z_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    if (options_.diagnostics && model_.layers > 0) {
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_block_max_, d_block_max_, model_.layers * sizeof(float),
+                                           cudaMemcpyDeviceToHost, stream_));
+    }
+  }
   if (training) TRAINER_RETURN_IF_ERROR(EnqueueBackward(B, T));
   return OkStatus();
 }
@@ -634,12 +677,13 @@ Status CudaBackend::CaptureTrainingStep(int B, int T) {
   return OkStatus();
 }
 
-LossStats CudaBackend::CollectStats(const Batch& batch) const {
+LossStats CudaBackend::CollectStats(const Batch& batch, bool with_log_z) const {
   LossStats stats;
   const size_t n = batch.targets.size();
   for (size_t i = 0; i < n; ++i) {
     if (batch.targets[i] < 0) continue;
     stats.loss_sum += h_row_loss_[i];
+    if (with_log_z) stats.log_z_sum += h_row_log_z_[i];
     stats.count += 1;
     stats.correct += h_row_correct_[i];
   }
@@ -654,7 +698,7 @@ StatusOr<LossStats> CudaBackend::ForwardBackward(const Batch& batch, uint64_t dr
   for (int32_t t : batch.targets) count += t >= 0;
   TRAINER_RETURN_IF_ERROR(Stage(batch, dropout_seed, count));
   TRAINER_RETURN_IF_ERROR(RunTrainingStep(batch.batch_size, batch.seq_len));
-  return CollectStats(batch);
+  return CollectStats(batch, /*with_log_z=*/false);
 }
 
 StatusOr<LossStats> CudaBackend::Evaluate(const Batch& batch) {
@@ -664,7 +708,54 @@ StatusOr<LossStats> CudaBackend::Evaluate(const Batch& batch) {
   TRAINER_RETURN_IF_ERROR(Stage(batch, 0, 0));
   TRAINER_RETURN_IF_ERROR(EnqueueStep(batch.batch_size, batch.seq_len, /*training=*/false));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return CollectStats(batch);
+  if (options_.diagnostics) {
+    for (int l = 0; l < model_.layers; ++l) {
+      max_attn_logit_[l] = std::max(max_attn_logit_[l], static_cast<double>(h_block_max_[l]));
+    }
+  }
+  return CollectStats(batch, /*with_log_z=*/true);
+}
+
+StatusOr<std::vector<double>> CudaBackend::TakeMaxAttentionLogits() {
+  std::vector<double> out = max_attn_logit_;
+  std::fill(max_attn_logit_.begin(), max_attn_logit_.end(), -INFINITY);
+  return out;
+}
+
+StatusOr<UpdateSquaredNorms> CudaBackend::LastUpdateSquaredNorms() {
+  if (!update_measured_) return Internal("no optimizer step measured its update");
+  return update_sq_;
+}
+
+Status CudaBackend::MeasuredOptimizerStep(const OptimizerStepArgs& args) {
+  CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  const size_t P = layout_.total();
+  const int segments = static_cast<int>(segment_tensor_.size());
+  if (weights_before_ == nullptr) {
+    TRAINER_RETURN_IF_ERROR(DeviceAlloc(&weights_before_, P));
+    TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_update_norms_, 2 * static_cast<size_t>(segments)));
+    TRAINER_RETURN_IF_ERROR(HostAlloc(&h_update_norms_, 2 * static_cast<size_t>(segments)));
+  }
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(weights_before_, params_, P * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+  OptimizerStepArgs plain = args;
+  plain.measure_update = false;
+  TRAINER_RETURN_IF_ERROR(OptimizerStep(plain));
+  LaunchSegmentUpdateSquaredNorms(d_update_norms_, d_update_norms_ + segments, params_, weights_before_,
+                                  d_segment_begin_, d_segment_len_, segments, stream_);
+  CUDA_RETURN_IF_LAUNCH_FAILED("update norm kernel");
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_update_norms_, d_update_norms_, 2 * segments * sizeof(double),
+                                       cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  update_sq_.update.assign(layout_.tensors().size(), 0.0);
+  update_sq_.weight.assign(layout_.tensors().size(), 0.0);
+  for (int i = 0; i < segments; ++i) {
+    const size_t t = segment_tensor_[static_cast<size_t>(i)];
+    update_sq_.update[t] += h_update_norms_[i];
+    update_sq_.weight[t] += h_update_norms_[segments + i];
+  }
+  update_measured_ = true;
+  return OkStatus();
 }
 
 StatusOr<std::vector<double>> CudaBackend::GradientSquaredNorms() {
@@ -681,6 +772,7 @@ StatusOr<std::vector<double>> CudaBackend::GradientSquaredNorms() {
 }
 
 Status CudaBackend::OptimizerStep(const OptimizerStepArgs& args) {
+  if (args.measure_update) return MeasuredOptimizerStep(args);
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   // One launch per run of consecutive tensors with the same weight decay:
   // a single launch over all parameters when weight_decay is 0.

@@ -1,6 +1,7 @@
 #include "trainer/cuda/kernels.cuh"
 
 #include <cfloat>
+#include <cmath>
 
 #include "trainer/rng.h"
 
@@ -217,7 +218,7 @@ __global__ void OutputHeadsKernel(float* out, float* y, int B, int T, int H, int
 
 // ---- causal softmax (one warp per row of T) ----
 
-__global__ void CausalSoftmaxKernel(float* att, int rows, int T, float scale) {
+__global__ void CausalSoftmaxKernel(float* att, float* row_max, int rows, int T, float scale) {
   const int r = WarpRow();
   if (r >= rows) return;
   const int lane = threadIdx.x % kWarp;
@@ -226,6 +227,7 @@ __global__ void CausalSoftmaxKernel(float* att, int rows, int T, float scale) {
   float m = -FLT_MAX;
   for (int j = lane; j <= i; j += kWarp) m = fmaxf(m, a[j] * scale);
   m = WarpMax(m);
+  if (row_max != nullptr && lane == 0) row_max[r] = m;
   float sum = 0.0f;
   for (int j = lane; j <= i; j += kWarp) {
     const float e = expf(a[j] * scale - m);
@@ -281,7 +283,7 @@ __global__ void DropoutMaskKernel(float* mask, size_t n, float p, const uint64_t
 
 // ---- softmax cross-entropy (one warp per row) ----
 
-__global__ void CrossEntropyForwardKernel(float* probs, float* row_loss, int32_t* row_correct,
+__global__ void CrossEntropyForwardKernel(float* probs, float* row_loss, float* row_log_z, int32_t* row_correct,
                                           const float* logits, const int32_t* targets, int N, int V) {
   const int n = WarpRow();
   if (n >= N) return;
@@ -316,7 +318,9 @@ __global__ void CrossEntropyForwardKernel(float* probs, float* row_loss, int32_t
   for (int j = lane; j < V; j += kWarp) p[j] *= inv;
   if (lane == 0) {
     const int32_t target = targets[n];
-    row_loss[n] = target >= 0 ? logf(sum) + m - z[target] : 0.0f;
+    const float log_z = logf(sum) + m;
+    row_log_z[n] = target >= 0 ? log_z : 0.0f;
+    row_loss[n] = target >= 0 ? log_z - z[target] : 0.0f;
     row_correct[n] = target >= 0 && arg == target;
   }
 }
@@ -390,6 +394,51 @@ __global__ void SegmentSquaredNormsKernel(double* out, const float* x, const siz
   if (threadIdx.x == 0) out[blockIdx.x] = shared[0];
 }
 
+// ---- diagnostics: an optimizer step's update, the attention logits' maxima ----
+
+__global__ void SegmentUpdateSquaredNormsKernel(double* update, double* weight, const float* after,
+                                                const float* before, const size_t* begin, const size_t* len) {
+  const size_t b = begin[blockIdx.x], n = len[blockIdx.x];
+  double su = 0.0, sw = 0.0;
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const double w = before[b + i];
+    const double u = static_cast<double>(after[b + i] - before[b + i]);  // the float update, as the CPU takes it
+    su += u * u;
+    sw += w * w;
+  }
+  __shared__ double shared_u[kThreads], shared_w[kThreads];
+  shared_u[threadIdx.x] = su;
+  shared_w[threadIdx.x] = sw;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) {
+      shared_u[threadIdx.x] += shared_u[threadIdx.x + stride];
+      shared_w[threadIdx.x] += shared_w[threadIdx.x + stride];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    update[blockIdx.x] = shared_u[0];
+    weight[blockIdx.x] = shared_w[0];
+  }
+}
+
+__global__ void SegmentMaxKernel(float* out, const float* x, int len) {
+  const float* seg = x + static_cast<size_t>(blockIdx.x) * len;
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < len; i += blockDim.x) m = fmaxf(m, seg[i]);
+  __shared__ float shared[kThreads];
+  shared[threadIdx.x] = m;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) {
+      shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + stride]);
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = shared[0];
+}
+
 }  // namespace
 
 void LaunchEncoderForward(float* out, const int32_t* tokens, const float* tok_emb, const float* pos, int N,
@@ -444,9 +493,9 @@ void LaunchSplitOutputHeads(float* y, const float* out, int B, int T, int H, int
       const_cast<float*>(out), y, B, T, H, hd, false);
 }
 
-void LaunchCausalSoftmax(float* att, int BH, int T, float scale, cudaStream_t s) {
-  CausalSoftmaxKernel<<<Blocks(static_cast<size_t>(BH) * T, kWarpsPerBlock), kThreads, 0, s>>>(att, BH * T, T,
-                                                                                                scale);
+void LaunchCausalSoftmax(float* att, float* row_max, int BH, int T, float scale, cudaStream_t s) {
+  CausalSoftmaxKernel<<<Blocks(static_cast<size_t>(BH) * T, kWarpsPerBlock), kThreads, 0, s>>>(att, row_max, BH * T,
+                                                                                                T, scale);
 }
 void LaunchCausalSoftmaxBackward(float* datt, const float* att, int BH, int T, float scale, cudaStream_t s) {
   CausalSoftmaxBackwardKernel<<<Blocks(static_cast<size_t>(BH) * T, kWarpsPerBlock), kThreads, 0, s>>>(
@@ -469,10 +518,10 @@ void LaunchDropoutMask(float* mask, size_t n, float p, const uint64_t* base_seed
   DropoutMaskKernel<<<Blocks(blocks, 64), 64, 0, s>>>(mask, n, p, base_seed, stream);
 }
 
-void LaunchCrossEntropyForward(float* probs, float* row_loss, int32_t* row_correct, const float* logits,
-                               const int32_t* targets, int N, int V, cudaStream_t s) {
-  CrossEntropyForwardKernel<<<Blocks(N, kWarpsPerBlock), kThreads, 0, s>>>(probs, row_loss, row_correct, logits,
-                                                                           targets, N, V);
+void LaunchCrossEntropyForward(float* probs, float* row_loss, float* row_log_z, int32_t* row_correct,
+                               const float* logits, const int32_t* targets, int N, int V, cudaStream_t s) {
+  CrossEntropyForwardKernel<<<Blocks(N, kWarpsPerBlock), kThreads, 0, s>>>(probs, row_loss, row_log_z, row_correct,
+                                                                           logits, targets, N, V);
 }
 void LaunchCrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,
                                 const float* scale, cudaStream_t s) {
@@ -493,6 +542,17 @@ void LaunchSgd(float* p, const float* g, float* m, size_t n, SgdCoefficients a, 
 void LaunchSegmentSquaredNorms(double* out, const float* x, const size_t* begin, const size_t* len,
                                int segments, cudaStream_t s) {
   if (segments > 0) SegmentSquaredNormsKernel<<<segments, kThreads, 0, s>>>(out, x, begin, len);
+}
+
+void LaunchSegmentUpdateSquaredNorms(double* update, double* weight, const float* after, const float* before,
+                                     const size_t* begin, const size_t* len, int segments, cudaStream_t s) {
+  if (segments > 0) {
+    SegmentUpdateSquaredNormsKernel<<<segments, kThreads, 0, s>>>(update, weight, after, before, begin, len);
+  }
+}
+
+void LaunchSegmentMax(float* out, const float* x, int segments, int len, cudaStream_t s) {
+  if (segments > 0) SegmentMaxKernel<<<segments, kThreads, 0, s>>>(out, x, len);
 }
 
 }  // namespace normsweep::trainer::cuda

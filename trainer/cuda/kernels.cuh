@@ -54,8 +54,9 @@ void LaunchMergeHeads(float* out, const float* y, int B, int T, int H, int hd, c
 void LaunchSplitOutputHeads(float* y, const float* out, int B, int T, int H, int hd, cudaStream_t s);
 
 // In place over rows (BH*T rows of T): p = causal softmax(scale * scores),
-// zero above the diagonal.
-void LaunchCausalSoftmax(float* att, int BH, int T, float scale, cudaStream_t s);
+// zero above the diagonal. row_max (BH*T), when not null, gets each row's
+// largest attention logit scale * score over its visible keys.
+void LaunchCausalSoftmax(float* att, float* row_max, int BH, int T, float scale, cudaStream_t s);
 // In place: datt becomes d(scores) = scale * p * (datt - sum_j p datt).
 void LaunchCausalSoftmaxBackward(float* datt, const float* att, int BH, int T, float scale, cudaStream_t s);
 
@@ -69,10 +70,11 @@ void LaunchMultiply(float* out, const float* a, const float* b, size_t n, cudaSt
 void LaunchDropoutMask(float* mask, size_t n, float p, const uint64_t* base_seed, uint64_t stream,
                        cudaStream_t s);
 
-// Softmax of logits (N,V) into probs; per row the loss -log p[target] and
-// whether the argmax (first maximum) is the target; 0 for targets of -1.
-void LaunchCrossEntropyForward(float* probs, float* row_loss, int32_t* row_correct, const float* logits,
-                               const int32_t* targets, int N, int V, cudaStream_t s);
+// Softmax of logits (N,V) into probs; per row the loss -log p[target], log Z
+// = log sum_j exp(logit_j) and whether the argmax (first maximum) is the
+// target; 0 for targets of -1.
+void LaunchCrossEntropyForward(float* probs, float* row_loss, float* row_log_z, int32_t* row_correct,
+                               const float* logits, const int32_t* targets, int N, int V, cudaStream_t s);
 // dlogits = (probs - onehot(target)) * (*scale), 0 for ignored rows. May
 // alias probs.
 void LaunchCrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,
@@ -87,6 +89,14 @@ void LaunchSgd(float* p, const float* g, float* m, size_t n, SgdCoefficients a, 
 // in double. One block per segment.
 void LaunchSegmentSquaredNorms(double* out, const float* x, const size_t* begin, const size_t* len,
                                int segments, cudaStream_t s);
+
+// The update of an optimizer step, per segment as above, in double:
+// update[i] = sum (after - before)^2, weight[i] = sum before^2.
+void LaunchSegmentUpdateSquaredNorms(double* update, double* weight, const float* after, const float* before,
+                                     const size_t* begin, const size_t* len, int segments, cudaStream_t s);
+
+// out[i] = max of x[i * len, (i + 1) * len), -inf when len is 0. One block per segment.
+void LaunchSegmentMax(float* out, const float* x, int segments, int len, cudaStream_t s);
 
 }  // namespace normsweep::trainer::cuda
 
