@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "db/boundary_analysis.h"
 
 namespace normsweep::db {
 namespace {
@@ -160,7 +161,7 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> QuerySweepAnalysis(PgConnection& co
   RETURN_IF_ERROR(ReadLrSensitivity(conn, sweep_id, out));
   RETURN_IF_ERROR(ReadLrSensitivitySummary(conn, sweep_id, out));
   RETURN_IF_ERROR(ReadImportance(conn, sweep_id, out));
-  // Field 6 (boundary-search lines) is read here by its own function, one call.
+  RETURN_IF_ERROR(ReadBoundaryLines(conn, sweep_id, out));  // field 6: lr_boundary (0013)
   return out;
 }
 
