@@ -190,6 +190,12 @@ absl::StatusOr<TrialHistory> MemoryStore::GetTrialHistory(int64_t trial_id) {
     n->set_matrix(matrix);
     n->set_norm(norm);
   }
+  for (auto it = diagnostics_.lower_bound({trial_id, INT32_MIN, INT32_MIN});
+       it != diagnostics_.end() && std::get<0>(it->first) == trial_id; ++it) {
+    const int32_t step = std::get<1>(it->first);
+    if (h.diagnostics.empty() || h.diagnostics.back().step() != step) h.diagnostics.emplace_back().set_step(step);
+    *h.diagnostics.back().add_layers() = it->second;
+  }
   for (auto it = attempts_.lower_bound({trial_id, INT32_MIN}); it != attempts_.end() && it->first.first == trial_id;
        ++it) {
     h.attempts.push_back(it->second);
@@ -253,6 +259,8 @@ absl::StatusOr<std::optional<v1::Trial>> MemoryStore::LeaseTrial(int64_t worker_
   if (t.attempts() > 1) {  // a retry starts its history afresh
     metrics_.erase(metrics_.lower_bound({t.id(), INT32_MIN}), metrics_.lower_bound({t.id() + 1, INT32_MIN}));
     std::erase_if(grad_norms_, [&](const auto& kv) { return std::get<0>(kv.first) == t.id(); });
+    diagnostics_.erase(diagnostics_.lower_bound({t.id(), INT32_MIN, INT32_MIN}),
+                       diagnostics_.lower_bound({t.id() + 1, INT32_MIN, INT32_MIN}));
   }
   Touch(*best);
   return std::optional<v1::Trial>(t);
@@ -302,6 +310,9 @@ absl::StatusOr<ProgressResult> MemoryStore::ReportProgress(const v1::ReportProgr
     for (const v1::LayerGradNorm& n : g.norms()) {
       grad_norms_.try_emplace({t.id(), g.step(), n.layer(), n.matrix()}, n.norm());
     }
+  }
+  for (const v1::StepDiagnostics& d : req.diagnostics()) {
+    for (const v1::LayerDiagnostics& l : d.layers()) diagnostics_.try_emplace({t.id(), d.step(), l.layer()}, l);
   }
   t.set_last_step(max_step);
   if (train_step >= 0 && train_step >= old_last) t.set_last_train_loss(train_loss);

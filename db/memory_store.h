@@ -80,6 +80,8 @@ class MemoryStore : public Store {
   std::map<std::pair<int64_t, int32_t>, v1::MetricPoint> metrics_ ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<int64_t, int32_t, int32_t, std::string>, double> grad_norms_
       ABSL_GUARDED_BY(mu_);
+  // (trial, step, layer): the first diagnostics of that block at that step
+  std::map<std::tuple<int64_t, int32_t, int32_t>, v1::LayerDiagnostics> diagnostics_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int32_t>, v1::TrialAttempt> attempts_ ABSL_GUARDED_BY(mu_);  // (trial, attempt)
 };
 

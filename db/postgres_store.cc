@@ -86,7 +86,7 @@ absl::StatusOr<int> ColumnOf(const PgResult& r, const char* name) {
 struct TrialColumns {
   int id, sweep_id, trial_index, config, variant, state, attempts, worker_id, lease_expires_us, last_step,
       last_train_loss, last_val_loss, final_val_loss, best_val_loss, final_train_loss, final_val_accuracy,
-      diverged_step, tokens_per_s, error, created_us, started_us, finished_us, update_seq;
+      diverged_step, tokens_per_s, error, init_val_loss, created_us, started_us, finished_us, update_seq;
 
   static absl::StatusOr<TrialColumns> Of(const PgResult& r) {
     static constexpr std::pair<const char*, int TrialColumns::*> kNames[] = {
@@ -109,6 +109,7 @@ struct TrialColumns {
         {"diverged_step", &TrialColumns::diverged_step},
         {"tokens_per_s", &TrialColumns::tokens_per_s},
         {"error", &TrialColumns::error},
+        {"init_val_loss", &TrialColumns::init_val_loss},
         {"created_us", &TrialColumns::created_us},
         {"started_us", &TrialColumns::started_us},
         {"finished_us", &TrialColumns::finished_us},
@@ -146,6 +147,7 @@ absl::StatusOr<v1::Trial> ParseTrial(const PgResult& r, const TrialColumns& c, i
   if (!r.IsNull(row, c.diverged_step)) res->set_diverged_step(static_cast<int32_t>(r.GetInt64(row, c.diverged_step)));
   if (auto v = r.GetOptionalDouble(row, c.tokens_per_s)) res->set_tokens_per_s(*v);
   res->set_error(r.GetString(row, c.error));
+  if (auto v = r.GetOptionalDouble(row, c.init_val_loss)) res->set_init_val_loss(*v);
   NS_SET_TIME(r, row, c.created_us, t, created_at);
   NS_SET_TIME(r, row, c.started_us, t, started_at);
   NS_SET_TIME(r, row, c.finished_us, t, finished_at);
@@ -627,7 +629,7 @@ absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
     if (exists.rows() == 0) return NoTrial(trial_id);
     TrialHistory h;
     ASSIGN_OR_RETURN(PgResult m, conn.Exec(
-        "SELECT step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s"
+        "SELECT step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s, output_log_z"
         " FROM trial_metrics WHERE trial_id = $1 ORDER BY step", PgParams().Add(trial_id)));
     for (int i = 0; i < m.rows(); ++i) {
       v1::MetricPoint& p = h.metrics.emplace_back();
@@ -638,6 +640,7 @@ absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
       if (auto v = m.GetOptionalDouble(i, 4)) p.set_val_accuracy(*v);
       if (auto v = m.GetOptionalDouble(i, 5)) p.set_grad_norm(*v);
       if (auto v = m.GetOptionalDouble(i, 6)) p.set_tokens_per_s(*v);
+      if (auto v = m.GetOptionalDouble(i, 7)) p.set_output_log_z(*v);
     }
     ASSIGN_OR_RETURN(PgResult g, conn.Exec(
         "SELECT step, layer, matrix, norm FROM layer_grad_norms WHERE trial_id = $1"
@@ -651,6 +654,21 @@ absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
       n->set_layer(static_cast<int32_t>(g.GetInt64(i, 1)));
       n->set_matrix(g.GetString(i, 2));
       n->set_norm(g.GetDouble(i, 3));
+    }
+    ASSIGN_OR_RETURN(PgResult d, conn.Exec(
+        "SELECT step, layer, max_attn_logit, update_ratio_qkv, update_ratio_proj, update_ratio_fc1,"
+        " update_ratio_fc2 FROM layer_diagnostics WHERE trial_id = $1 ORDER BY step, layer",
+        PgParams().Add(trial_id)));
+    for (int i = 0; i < d.rows(); ++i) {
+      const int32_t step = static_cast<int32_t>(d.GetInt64(i, 0));
+      if (h.diagnostics.empty() || h.diagnostics.back().step() != step) h.diagnostics.emplace_back().set_step(step);
+      v1::LayerDiagnostics* l = h.diagnostics.back().add_layers();
+      l->set_layer(static_cast<int32_t>(d.GetInt64(i, 1)));
+      if (auto v = d.GetOptionalDouble(i, 2)) l->set_max_attn_logit(*v);
+      if (auto v = d.GetOptionalDouble(i, 3)) l->set_update_ratio_qkv(*v);
+      if (auto v = d.GetOptionalDouble(i, 4)) l->set_update_ratio_proj(*v);
+      if (auto v = d.GetOptionalDouble(i, 5)) l->set_update_ratio_fc1(*v);
+      if (auto v = d.GetOptionalDouble(i, 6)) l->set_update_ratio_fc2(*v);
     }
     ASSIGN_OR_RETURN(PgResult a, conn.Exec(
         "SELECT attempt, COALESCE(worker_id, 0), " NS_MICROS("ended_at") ", outcome, reason"
@@ -909,8 +927,10 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
 absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgressStatement(
     const std::vector<ProgressItem*>& group, bool lock_first) {
   PgArrayOf<int32_t> r_i, r_attempt, r_max, r_tstep, r_vstep, r_lo, r_hi, step, g_i, g_step, g_layer;
+  PgArrayOf<int32_t> d_i, d_step, d_layer;
   PgArrayOf<int64_t> r_trial, r_worker;
-  PgArrayOf<double> r_tloss, r_vloss, lr, train, val, acc, gnorm, tps, g_norm;
+  PgArrayOf<double> r_tloss, r_vloss, lr, train, val, acc, gnorm, tps, log_z, g_norm;
+  PgArrayOf<double> d_attn, d_qkv, d_proj, d_fc1, d_fc2;
   PgArrayOf<std::string> g_matrix;
   int32_t points = 0;  // metric points so far: the flat arrays' length
   for (size_t i = 0; i < group.size(); ++i) {
@@ -928,6 +948,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
       acc.AddOptional(p.has_val_accuracy(), p.val_accuracy());
       gnorm.AddOptional(p.has_grad_norm(), p.grad_norm());
       tps.AddOptional(p.has_tokens_per_s(), p.tokens_per_s());
+      log_z.AddOptional(p.has_output_log_z(), p.output_log_z());
       max_step = std::max(max_step, p.step());
       if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
       if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
@@ -942,6 +963,18 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
         g_norm.Add(n.norm());
       }
     }
+    for (const v1::StepDiagnostics& d : req.diagnostics()) {
+      for (const v1::LayerDiagnostics& l : d.layers()) {
+        d_i.Add(idx);
+        d_step.Add(d.step());
+        d_layer.Add(l.layer());
+        d_attn.AddOptional(l.has_max_attn_logit(), l.max_attn_logit());
+        d_qkv.AddOptional(l.has_update_ratio_qkv(), l.update_ratio_qkv());
+        d_proj.AddOptional(l.has_update_ratio_proj(), l.update_ratio_proj());
+        d_fc1.AddOptional(l.has_update_ratio_fc1(), l.update_ratio_fc1());
+        d_fc2.AddOptional(l.has_update_ratio_fc2(), l.update_ratio_fc2());
+      }
+    }
     r_i.Add(idx);
     r_trial.Add(req.trial_id());
     r_worker.Add(req.worker_id());
@@ -952,11 +985,12 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
     r_vstep.Add(val_step);
     r_vloss.Add(val_loss);
   }
-  // In the order of the statement's $1..$23, each of the type it casts to.
+  // In the order of the statement's $1..$32, each of the type it casts to.
   PgParams p;
   p.Add(r_i).Add(r_trial).Add(r_worker).Add(r_attempt).Add(r_max).Add(r_tstep).Add(r_tloss).Add(r_vstep);
   p.Add(r_vloss).Add(r_lo).Add(r_hi).Add(step).Add(lr).Add(train).Add(val).Add(acc).Add(gnorm).Add(tps);
-  p.Add(g_i).Add(g_step).Add(g_layer).Add(g_matrix).Add(g_norm);
+  p.Add(g_i).Add(g_step).Add(g_layer).Add(g_matrix).Add(g_norm).Add(log_z);
+  p.Add(d_i).Add(d_step).Add(d_layer).Add(d_attn).Add(d_qkv).Add(d_proj).Add(d_fc1).Add(d_fc2);
   // One statement (db/sql/report_progress.sql): the lease checks, the
   // trials' progress and the inserts commit together or not at all.
   using Written = std::vector<std::pair<int64_t, bool>>;
@@ -1052,7 +1086,7 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
   });
   PgArrayOf<int32_t> idx, attempt, ds;
   PgArrayOf<int64_t> trial, worker, now;
-  PgArrayOf<double> fvl, bvl, ftl, fva, tps;
+  PgArrayOf<double> fvl, bvl, ftl, fva, tps, ivl;
   PgArrayOf<std::string> outcome, err;
   for (size_t i = 0; i < group.size(); ++i) {
     const v1::FinishTrialRequest& req = *group[i]->request;
@@ -1070,11 +1104,12 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
     tps.AddOptional(res.has_tokens_per_s(), res.tokens_per_s());
     err.Add(res.error());
     now.Add(absl::ToUnixMicros(group[i]->now));
+    ivl.AddOptional(res.has_init_val_loss(), res.init_val_loss());
   }
-  // In the order of the statement's $1..$13, each of the type it casts to.
+  // In the order of the statement's $1..$14, each of the type it casts to.
   PgParams p;
   p.Add(idx).Add(trial).Add(worker).Add(attempt).Add(outcome).Add(fvl).Add(bvl).Add(ftl).Add(fva).Add(ds);
-  p.Add(tps).Add(err).Add(now);
+  p.Add(tps).Add(err).Add(now).Add(ivl);
   std::vector<bool> written(group.size(), false);
   const absl::Status status = RetryAborted([&] {
     return WithConnection<bool>(hot_pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {

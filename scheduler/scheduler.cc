@@ -141,6 +141,7 @@ absl::StatusOr<v1::GetTrialResponse> Scheduler::GetTrial(const v1::GetTrialReque
   ASSIGN_OR_RETURN(db::TrialHistory history, store_.GetTrialHistory(request.trial_id()));
   for (v1::MetricPoint& p : history.metrics) *response.add_metrics() = std::move(p);
   for (v1::LayerGradNorms& g : history.layer_grad_norms) *response.add_layer_grad_norms() = std::move(g);
+  for (v1::StepDiagnostics& d : history.diagnostics) *response.add_diagnostics() = std::move(d);
   for (v1::TrialAttempt& a : history.attempts) *response.add_attempts() = std::move(a);
   // A final trial whose last attempt the store did not record ended it with
   // FinishTrial: that attempt is the trial itself.
@@ -311,6 +312,46 @@ absl::StatusOr<v1::ReportProgressResponse> Scheduler::ReportProgress(const v1::R
 
 namespace {
 
+// A value the API takes finite or absent (the diagnostics, l0).
+absl::Status CheckFinite(const std::string& field, bool has, double value) {
+  if (!has || std::isfinite(value)) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("must be finite or absent, not ", value));
+}
+
+// A block index of progress: in [0, kMaxLayers) (the trial's own layer
+// count would cost a read of its row per batch).
+absl::Status CheckLayer(const std::string& field, int32_t layer) {
+  if (layer >= 0 && layer < schema::kMaxLayers) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("must be in [0, ", schema::kMaxLayers, "), not ", layer));
+}
+
+absl::Status ValidateDiagnostics(const v1::ReportProgressRequest& request) {
+  if (request.diagnostics_size() > schema::kMaxDiagnosticStepsPerReport) {
+    return Invalid("diagnostics", absl::StrCat("at most ", schema::kMaxDiagnosticStepsPerReport, " steps"));
+  }
+  int layers = 0;
+  for (int i = 0; i < request.diagnostics_size(); ++i) {
+    const v1::StepDiagnostics& d = request.diagnostics(i);
+    if (d.step() < 0) return Invalid(absl::StrCat("diagnostics[", i, "].step"), "must be >= 0");
+    for (int j = 0; j < d.layers_size(); ++j) {
+      const v1::LayerDiagnostics& l = d.layers(j);
+      const std::string where = absl::StrCat("diagnostics[", i, "].layers[", j, "]");
+      if (!l.has_layer()) return Invalid(where + ".layer", "required");
+      RETURN_IF_ERROR(CheckLayer(where + ".layer", l.layer()));
+      RETURN_IF_ERROR(CheckFinite(where + ".max_attn_logit", l.has_max_attn_logit(), l.max_attn_logit()));
+      RETURN_IF_ERROR(CheckFinite(where + ".update_ratio_qkv", l.has_update_ratio_qkv(), l.update_ratio_qkv()));
+      RETURN_IF_ERROR(CheckFinite(where + ".update_ratio_proj", l.has_update_ratio_proj(), l.update_ratio_proj()));
+      RETURN_IF_ERROR(CheckFinite(where + ".update_ratio_fc1", l.has_update_ratio_fc1(), l.update_ratio_fc1()));
+      RETURN_IF_ERROR(CheckFinite(where + ".update_ratio_fc2", l.has_update_ratio_fc2(), l.update_ratio_fc2()));
+      if (++layers > schema::kMaxDiagnosticLayersPerReport) {
+        return Invalid("diagnostics",
+                       absl::StrCat("at most ", schema::kMaxDiagnosticLayersPerReport, " layers in all"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The number of layer gradient norms, or the first invalid field.
 absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
   RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
@@ -320,7 +361,9 @@ absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
     return Invalid("points", absl::StrCat("at most ", schema::kMaxPointsPerReport));
   }
   for (int i = 0; i < request.points_size(); ++i) {
-    if (request.points(i).step() < 0) return Invalid(absl::StrCat("points[", i, "].step"), "must be >= 0");
+    const v1::MetricPoint& p = request.points(i);
+    if (p.step() < 0) return Invalid(absl::StrCat("points[", i, "].step"), "must be >= 0");
+    RETURN_IF_ERROR(CheckFinite(absl::StrCat("points[", i, "].output_log_z"), p.has_output_log_z(), p.output_log_z()));
   }
   int norms = 0;
   for (int i = 0; i < request.layer_grad_norms_size(); ++i) {
@@ -328,7 +371,7 @@ absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
     if (g.step() < 0) return Invalid(absl::StrCat("layer_grad_norms[", i, "].step"), "must be >= 0");
     for (int j = 0; j < g.norms_size(); ++j) {
       const std::string where = absl::StrCat("layer_grad_norms[", i, "].norms[", j, "]");
-      if (g.norms(j).layer() < 0) return Invalid(where + ".layer", "must be >= 0");
+      RETURN_IF_ERROR(CheckLayer(where + ".layer", g.norms(j).layer()));
       if (g.norms(j).matrix().empty()) return Invalid(where + ".matrix", "required");
       RETURN_IF_ERROR(CheckLength(where + ".matrix", g.norms(j).matrix(), schema::kMaxMatrixNameLength));
       if (++norms > schema::kMaxPointsPerReport) {
@@ -336,6 +379,7 @@ absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
       }
     }
   }
+  RETURN_IF_ERROR(ValidateDiagnostics(request));
   return norms;
 }
 
@@ -354,6 +398,8 @@ absl::Status ValidateFinish(const v1::FinishTrialRequest& request) {
   if (request.result().has_diverged_step() && request.result().diverged_step() < 0) {
     return Invalid("result.diverged_step", "must be >= 0");
   }
+  RETURN_IF_ERROR(
+      CheckFinite("result.init_val_loss", request.result().has_init_val_loss(), request.result().init_val_loss()));
   return absl::OkStatus();
 }
 

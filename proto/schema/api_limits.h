@@ -27,6 +27,13 @@ inline constexpr int kMaxPriority = 1000;         // SweepSpec.priority in [-kMa
 inline constexpr int kMaxPageSizeSweeps = 1000;
 inline constexpr int kMaxPageSizeTrials = 10000;
 inline constexpr int kMaxPointsPerReport = 10000;  // ReportProgressRequest points, and layer norms
+inline constexpr int kMaxDiagnosticStepsPerReport = 10000;   // ReportProgressRequest.diagnostics
+inline constexpr int kMaxDiagnosticLayersPerReport = 10000;  // LayerDiagnostics over all of them
+// Layer indexes in progress (LayerGradNorm.layer, LayerDiagnostics.layer) are
+// below this: the bound of TrainConfig.layers (the trainer's kMaxLayers,
+// trainer/config.h). The trial's own layer count is not at hand where
+// progress is checked.
+inline constexpr int kMaxLayers = 256;
 inline constexpr int kMaxLeasesPerHeartbeat = 1024;
 inline constexpr int kMaxDevicesPerWorker = 64;
 

@@ -493,6 +493,120 @@ TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
   EXPECT_DOUBLE_EQ(view->GetDouble(0, 2), 210);  // 1 + ... + 20, each step once
 }
 
+// Issue 16's figures as typed columns that plain SQL reads by trial, step and
+// layer: layer_diagnostics, trial_metrics.output_log_z (its step-0 row holds
+// l0) and trials.init_val_loss; batches stored before migration 0011 have no
+// output_log_z array and still read.
+TEST(DiagnosticsStorageTest, TypedColumnsQueryableByTrialStepAndLayer) {
+  const std::string conninfo = NewDatabase("diagnostics");
+  std::unique_ptr<Store> store = OpenStore(conninfo);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(CreateSweepOf(*store, "diagnostics", 2, 1).ok());
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  const int64_t w = *store->RegisterWorker(reg, kT0);
+  std::vector<v1::Trial> trials;
+  for (int i = 0; i < 2; ++i) {
+    auto leased = store->LeaseTrial(w, kT0, absl::Minutes(1));
+    ASSERT_TRUE(leased.ok() && leased->has_value());
+    trials.push_back(**leased);
+  }
+  // Trial 0: evaluations at steps 0, 10, 20 of 3 blocks; block l's logit at
+  // step s is 10 * trial + l + s / 10, its fc2 ratio (s + l) / 1000.
+  for (int k = 0; k < 2; ++k) {
+    const v1::Trial& t = trials[k];
+    v1::ReportProgressRequest req;
+    req.set_worker_id(w);
+    req.set_trial_id(t.id());
+    req.set_attempt(t.attempts());
+    for (int step = 0; step <= 20; ++step) {
+      v1::MetricPoint* p = req.add_points();
+      p->set_step(step);
+      if (step > 0) p->set_train_loss(6.0 - 0.1 * step);
+      if (step % 10 == 0) {
+        p->set_val_loss(step == 0 ? 5.5 + k : 5.0 - 0.1 * step);
+        p->set_output_log_z(5.0 + k - step / 100.0);
+        v1::StepDiagnostics* d = req.add_diagnostics();
+        d->set_step(step);
+        for (int layer = 0; layer < 3; ++layer) {
+          v1::LayerDiagnostics* l = d->add_layers();
+          l->set_layer(layer);
+          l->set_max_attn_logit(10.0 * k + layer + step / 10.0);
+          if (step > 0) l->set_update_ratio_fc2((step + layer) / 1000.0);
+        }
+      }
+    }
+    ASSERT_TRUE(store->ReportProgress(req, kT0).ok());
+    ASSERT_TRUE(store->ReportProgress(req, kT0).ok());  // re-sent: stored once
+    v1::FinishTrialRequest f;
+    f.set_worker_id(w);
+    f.set_trial_id(t.id());
+    f.set_attempt(t.attempts());
+    f.set_outcome(v1::TRIAL_SUCCEEDED);
+    f.mutable_result()->set_final_val_loss(3.0);
+    if (k == 0) f.mutable_result()->set_init_val_loss(5.5);
+    ASSERT_TRUE(store->FinishTrial(f, kT0).ok());
+  }
+  auto conn = Connect(conninfo);
+  const std::string t0 = absl::StrCat(trials[0].id()), t1 = absl::StrCat(trials[1].id());
+  auto types = conn->Exec(
+      "SELECT pg_typeof(step)::text, pg_typeof(layer)::text, pg_typeof(max_attn_logit)::text,"
+      " pg_typeof(update_ratio_fc2)::text FROM layer_diagnostics LIMIT 1");
+  ASSERT_TRUE(types.ok()) << types.status();
+  EXPECT_EQ(types->GetString(0, 0), "integer");
+  EXPECT_EQ(types->GetString(0, 1), "integer");
+  EXPECT_EQ(types->GetString(0, 2), "double precision");
+  EXPECT_EQ(types->GetString(0, 3), "double precision");
+  auto counts = conn->Exec("SELECT count(*), count(DISTINCT (trial_id, step, layer)), count(update_ratio_fc2)"
+                           " FROM layer_diagnostics");
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->GetInt64(0, 0), 18);  // 2 trials x 3 steps x 3 blocks, each once
+  EXPECT_EQ(counts->GetInt64(0, 1), 18);
+  EXPECT_EQ(counts->GetInt64(0, 2), 12);  // none at step 0
+  auto one = conn->Exec("SELECT max_attn_logit, update_ratio_fc2, update_ratio_qkv IS NULL FROM layer_diagnostics"
+                        " WHERE trial_id = $1 AND step = $2 AND layer = $3",
+                        PgParams().Add(trials[1].id()).Add(int64_t{20}).Add(int64_t{2}));
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->rows(), 1);
+  EXPECT_DOUBLE_EQ(one->GetDouble(0, 0), 14.0);
+  EXPECT_DOUBLE_EQ(one->GetDouble(0, 1), 0.022);
+  EXPECT_TRUE(one->GetBool(0, 2));
+  // The worst block per step of trial 0, as a dashboard asks it.
+  auto worst = conn->Exec("SELECT step, max(max_attn_logit) FROM layer_diagnostics WHERE trial_id = $1"
+                          " GROUP BY step ORDER BY step", PgParams().Add(trials[0].id()));
+  ASSERT_TRUE(worst.ok()) << worst.status();
+  ASSERT_EQ(worst->rows(), 3);
+  EXPECT_EQ(worst->GetInt64(2, 0), 20);
+  EXPECT_DOUBLE_EQ(worst->GetDouble(2, 1), 4.0);
+  // l0: trials.init_val_loss where FinishTrial said it, and the step-0 row.
+  auto l0 = conn->Exec("SELECT t.id, t.init_val_loss, m.val_loss, m.output_log_z, m.train_loss IS NULL"
+                       " FROM trials t JOIN trial_metrics m ON m.trial_id = t.id AND m.step = 0 ORDER BY t.id");
+  ASSERT_TRUE(l0.ok()) << l0.status();
+  ASSERT_EQ(l0->rows(), 2);
+  EXPECT_EQ(absl::StrCat(l0->GetInt64(0, 0)), t0);
+  EXPECT_DOUBLE_EQ(l0->GetDouble(0, 1), 5.5);
+  EXPECT_DOUBLE_EQ(l0->GetDouble(0, 2), 5.5);
+  EXPECT_DOUBLE_EQ(l0->GetDouble(0, 3), 5.0);
+  EXPECT_TRUE(l0->GetBool(0, 4));
+  EXPECT_TRUE(l0->IsNull(1, 1));  // trial 1 finished without it
+  EXPECT_DOUBLE_EQ(l0->GetDouble(1, 2), 6.5);
+  auto log_z = conn->Exec("SELECT count(output_log_z), pg_typeof(min(output_log_z))::text FROM trial_metrics");
+  ASSERT_TRUE(log_z.ok()) << log_z.status();
+  EXPECT_EQ(log_z->GetInt64(0, 0), 6);
+  EXPECT_EQ(log_z->GetString(0, 1), "double precision");
+
+  // A batch stored before 0011 has no output_log_z array: its steps still
+  // read, with NULL there.
+  ASSERT_TRUE(conn->Exec("UPDATE trial_metric_batches SET output_log_z = NULL WHERE trial_id = $1",
+                         PgParams().Add(trials[1].id())).ok());
+  auto before = conn->Exec("SELECT count(*), count(output_log_z), count(train_loss) FROM trial_metrics"
+                           " WHERE trial_id = $1", PgParams().Add(trials[1].id()));
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->GetInt64(0, 0), 21);
+  EXPECT_EQ(before->GetInt64(0, 1), 1);  // only step 0's (trial_metric_late)
+  EXPECT_EQ(before->GetInt64(0, 2), 20);
+}
+
 // The scheduler reads a trial's config from config_pb (0007_trial_config_pb.sql),
 // the same TrainConfig as the queryable jsonb column; trials stored before
 // that migration have no config_pb and are read from the JSON.

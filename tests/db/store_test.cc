@@ -558,6 +558,127 @@ TEST_P(StoreTest, ProgressIsIdempotentPerStepAndMergesEvalPoints) {
   EXPECT_TRUE(std::isnan(trial->last_train_loss()));
 }
 
+// One block's diagnostics at one step (issue 16): logit, and the update
+// ratios after step 0.
+v1::LayerDiagnostics Diag(int step, int layer, double offset = 0) {
+  v1::LayerDiagnostics l;
+  l.set_layer(layer);
+  l.set_max_attn_logit(2.0 + layer + step / 100.0 + offset);
+  if (step > 0) {
+    l.set_update_ratio_qkv(0.001 * (layer + 1) + offset);
+    l.set_update_ratio_proj(0.002 * (layer + 1) + offset);
+    l.set_update_ratio_fc1(0.003 * (layer + 1) + offset);
+    l.set_update_ratio_fc2(0.004 * (layer + 1) + offset);
+  }
+  return l;
+}
+
+TEST_P(StoreTest, StepZeroLogZAndDiagnosticsAreStoredOnceFirstValueKept) {
+  Create("s", 1);
+  int64_t w = Worker();
+  v1::Trial t = Lease(w);
+  v1::ReportProgressRequest zero;  // what a worker sends first: the evaluation before the first update
+  zero.set_worker_id(w);
+  zero.set_trial_id(t.id());
+  zero.set_attempt(t.attempts());
+  v1::MetricPoint* l0 = zero.add_points();
+  l0->set_step(0);
+  l0->set_val_loss(5.5);
+  l0->set_output_log_z(5.25);
+  v1::StepDiagnostics* d0 = zero.add_diagnostics();
+  d0->set_step(0);
+  for (int layer : {0, 1}) *d0->add_layers() = Diag(0, layer);
+  *d0->add_layers() = Diag(0, 1, 100);  // block 1 twice in one batch: the first is kept
+  ASSERT_TRUE(store_->ReportProgress(zero, kT0).ok());
+  auto trial = store_->GetTrial(t.id());
+  ASSERT_TRUE(trial.ok());
+  EXPECT_EQ(trial->last_step(), 0);
+  EXPECT_DOUBLE_EQ(trial->last_val_loss(), 5.5);
+
+  v1::ReportProgressRequest later = zero;  // steps 1..10, step 10 evaluated; step 0 re-sent
+  later.mutable_points(0)->set_output_log_z(77);  // already stored: kept as first sent
+  for (int step = 1; step <= 10; ++step) {
+    v1::MetricPoint* p = later.add_points();
+    p->set_step(step);
+    p->set_train_loss(5.0 - 0.1 * step);
+    if (step == 10) {
+      p->set_val_loss(4.0);
+      p->set_output_log_z(4.5);
+    }
+  }
+  v1::StepDiagnostics* d10 = later.add_diagnostics();
+  d10->set_step(10);
+  for (int layer : {1, 0}) *d10->add_layers() = Diag(10, layer);
+  later.mutable_diagnostics(0)->mutable_layers(0)->set_max_attn_logit(99);  // step 0 re-sent, changed: kept
+  ASSERT_TRUE(store_->ReportProgress(later, kT0).ok());
+  ASSERT_TRUE(store_->ReportProgress(later, kT0).ok());  // re-sent whole: nothing twice
+  v1::ReportProgressRequest late = zero;  // step 5's log Z alone, after its step was stored
+  late.clear_diagnostics();
+  late.mutable_points(0)->Clear();
+  late.mutable_points(0)->set_step(5);
+  late.mutable_points(0)->set_output_log_z(4.75);
+  ASSERT_TRUE(store_->ReportProgress(late, kT0).ok());
+
+  auto h = store_->GetTrialHistory(t.id());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->metrics.size(), 11u);
+  EXPECT_EQ(h->metrics[0].step(), 0);
+  EXPECT_DOUBLE_EQ(h->metrics[0].val_loss(), 5.5);
+  EXPECT_DOUBLE_EQ(h->metrics[0].output_log_z(), 5.25);
+  EXPECT_FALSE(h->metrics[0].has_train_loss());
+  EXPECT_DOUBLE_EQ(h->metrics[5].output_log_z(), 4.75);
+  EXPECT_DOUBLE_EQ(h->metrics[5].train_loss(), 4.5);
+  EXPECT_FALSE(h->metrics[4].has_output_log_z());
+  EXPECT_DOUBLE_EQ(h->metrics[10].output_log_z(), 4.5);
+  ASSERT_EQ(h->diagnostics.size(), 2u);  // by step, then layer
+  EXPECT_EQ(h->diagnostics[0].step(), 0);
+  EXPECT_EQ(h->diagnostics[1].step(), 10);
+  for (const v1::StepDiagnostics& d : h->diagnostics) {
+    ASSERT_EQ(d.layers_size(), 2) << "step " << d.step();
+    for (int layer = 0; layer < 2; ++layer) {
+      v1::LayerDiagnostics want = Diag(d.step(), layer);
+      EXPECT_EQ(d.layers(layer).SerializeAsString(), want.SerializeAsString())
+          << "step " << d.step() << ": " << d.layers(layer).ShortDebugString();
+    }
+  }
+  EXPECT_FALSE(h->diagnostics[0].layers(0).has_update_ratio_qkv());
+  trial = store_->GetTrial(t.id());
+  ASSERT_TRUE(trial.ok());
+  EXPECT_EQ(trial->last_step(), 10);
+  EXPECT_DOUBLE_EQ(trial->last_val_loss(), 4.0);
+}
+
+TEST_P(StoreTest, FinishKeepsTheInitialLoss) {
+  Create("s", 2);
+  int64_t w = Worker();
+  v1::Trial a = Lease(w);
+  v1::Trial b = Lease(w);
+  v1::FinishTrialRequest req;
+  req.set_worker_id(w);
+  req.set_trial_id(a.id());
+  req.set_attempt(a.attempts());
+  req.set_outcome(v1::TRIAL_DIVERGED);
+  req.mutable_result()->set_init_val_loss(5.625);
+  req.mutable_result()->set_diverged_step(17);
+  auto fa = store_->FinishTrial(req, kT0);
+  ASSERT_TRUE(fa.ok()) << fa.status();
+  EXPECT_DOUBLE_EQ(fa->result().init_val_loss(), 5.625);
+  EXPECT_FALSE(fa->result().has_final_val_loss());
+  ASSERT_TRUE(store_->FinishTrial(req, kT0).ok());  // re-sent
+  auto fb = Finish(w, b, v1::TRIAL_SUCCEEDED);      // without l0
+  ASSERT_TRUE(fb.ok()) << fb.status();
+  EXPECT_FALSE(fb->result().has_init_val_loss());
+  auto got = store_->GetTrial(a.id());
+  ASSERT_TRUE(got.ok());
+  EXPECT_DOUBLE_EQ(got->result().init_val_loss(), 5.625);
+  EXPECT_EQ(got->result().diverged_step(), 17);
+  auto listed = store_->ListTrials(a.sweep_id(), v1::TRIAL_STATE_UNSPECIFIED, -1, 10);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_DOUBLE_EQ((*listed)[a.index()].result().init_val_loss(), 5.625);
+  EXPECT_FALSE((*listed)[b.index()].result().has_init_val_loss());
+}
+
 TEST_P(StoreTest, ProgressOutOfOrderAndOverlappingBatchesKeepEachStepOnce) {
   Create("s", 1);
   int64_t w = Worker();
@@ -624,9 +745,13 @@ void StoreTest::RetryStartsAfresh(int max_concurrent) {
   n->set_layer(0);
   n->set_matrix("ffn.fc2");
   n->set_norm(1.5);
+  v1::StepDiagnostics* d = req.add_diagnostics();
+  d->set_step(7);
+  *d->add_layers() = Diag(7, 0);
   ASSERT_TRUE(store_->ReportProgress(req, kT0).ok());
   v1::ReportProgressRequest late = req;  // step 7's evaluation, stored step by step
   late.clear_layer_grad_norms();
+  late.clear_diagnostics();
   late.mutable_points(0)->clear_train_loss();
   late.mutable_points(0)->set_val_loss(8);
   ASSERT_TRUE(store_->ReportProgress(late, kT0).ok());
@@ -638,6 +763,7 @@ void StoreTest::RetryStartsAfresh(int max_concurrent) {
   ASSERT_TRUE(h.ok());
   EXPECT_THAT(h->metrics, IsEmpty());
   EXPECT_THAT(h->layer_grad_norms, IsEmpty());
+  EXPECT_THAT(h->diagnostics, IsEmpty());
   // The new attempt writes the same steps afresh.
   req.set_attempt(2);
   ASSERT_TRUE(store_->ReportProgress(req, kT0 + absl::Minutes(6)).ok());
@@ -647,6 +773,8 @@ void StoreTest::RetryStartsAfresh(int max_concurrent) {
   EXPECT_EQ(h->metrics[0].train_loss(), 9);
   EXPECT_FALSE(h->metrics[0].has_val_loss());
   EXPECT_EQ(h->layer_grad_norms.size(), 1u);
+  ASSERT_EQ(h->diagnostics.size(), 1u);
+  EXPECT_EQ(h->diagnostics[0].layers_size(), 1);
 }
 
 TEST_P(StoreTest, FinishIsIdempotentAndCompletesTheSweep) {
