@@ -159,13 +159,12 @@ int PrintResults(cl::SweepClient& client, int64_t id, const std::string& format)
   if (!sweep.ok()) return Fail(sweep.status());
   auto analysis = client.GetSweepAnalysis(id);
   if (!analysis.ok()) return Fail(analysis.status());
-  const std::vector<cl::ResultCell> cells = cl::CellsFromAnalysis(*analysis);
   if (format == "table") {
-    std::fputs(cl::RenderResultsTable(*sweep, cells).c_str(), stdout);
+    std::fputs(cl::RenderResultsTable(*sweep, *analysis).c_str(), stdout);
   } else if (format == "csv") {
-    std::fputs(cl::RenderResultsCsv(cells).c_str(), stdout);
+    std::fputs(cl::RenderResultsCsv(*analysis).c_str(), stdout);
   } else if (format == "json") {
-    std::fputs(cl::RenderResultsJson(*sweep, cells).c_str(), stdout);
+    std::fputs(cl::RenderResultsJson(*sweep, *analysis).c_str(), stdout);
   } else {
     return Usage("--format: expected table, csv or json, got '" + format + "'");
   }

@@ -1,7 +1,12 @@
 // The results of a sweep as users read them: one cell per (placement,
 // variant, warm-up, peak lr), final validation loss over seeds, and how many
-// seeds diverged or failed. Rendered as a table (one warm-up x lr grid per
-// placement), CSV (one row per cell) or JSON.
+// seeds diverged or failed; per placement, the LR sensitivity of each warm-up
+// (Wortsman et al. 2023) with its summary, and the variance shares of a
+// functional ANOVA over the grid. Rendered as a table (per placement: the
+// warm-up x lr grid, then the LR-sensitivity table and the shares), CSV (one
+// row per cell, with its line's LR sensitivity and its placement's summary
+// and shares repeated on each row) or JSON. Every figure is GetSweepAnalysis's
+// (the views of db/migrations); nothing is computed here.
 #ifndef NORMSWEEP_CLIENT_RESULTS_H_
 #define NORMSWEEP_CLIENT_RESULTS_H_
 
@@ -29,9 +34,9 @@ struct ResultCell {
 // placement, variant, warm-up, lr): its figures as they are, no arithmetic here.
 std::vector<ResultCell> CellsFromAnalysis(const v1::GetSweepAnalysisResponse& analysis);
 
-std::string RenderResultsTable(const v1::Sweep& sweep, const std::vector<ResultCell>& cells);
-std::string RenderResultsCsv(const std::vector<ResultCell>& cells);
-std::string RenderResultsJson(const v1::Sweep& sweep, const std::vector<ResultCell>& cells);
+std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysisResponse& analysis);
+std::string RenderResultsCsv(const v1::GetSweepAnalysisResponse& analysis);
+std::string RenderResultsJson(const v1::Sweep& sweep, const v1::GetSweepAnalysisResponse& analysis);
 
 // "1e-03" style for learning rates.
 std::string FormatLr(double lr);

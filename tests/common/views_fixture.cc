@@ -12,6 +12,13 @@ namespace normsweep::testing {
 
 absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector<v1::Trial>& trials,
                                                                double tolerance) {
+  ViewsFixtureOptions options;
+  options.tolerance = tolerance;
+  return AnalysisFromViews(trials, options);
+}
+
+absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector<v1::Trial>& trials,
+                                                               const ViewsFixtureOptions& fixture) {
   ASSIGN_OR_RETURN(PostgresInstance * pg, SharedPostgres());
   static int counter = 0;
   ASSIGN_OR_RETURN(std::string conninfo, pg->CreateDatabase(absl::StrCat("views_fixture_", ++counter)));
@@ -21,8 +28,8 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector
   db::Store& store = *opened.store;
 
   const absl::Time now = absl::FromUnixSeconds(1767225600);
-  v1::SweepSpec spec;
-  spec.set_name("views-fixture");
+  v1::SweepSpec spec = fixture.spec;
+  if (spec.name().empty()) spec.set_name("views-fixture");
   spec.set_max_attempts(100);
   std::vector<db::NewTrial> news;
   for (size_t i = 0; i < trials.size(); ++i) {
@@ -49,6 +56,16 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector
     if (!leased.has_value() || leased->index() != static_cast<int32_t>(i)) {
       return absl::InternalError(absl::StrCat("views fixture: expected to lease trial index ", i));
     }
+    if (want.result().has_init_val_loss()) {
+      v1::ReportProgressRequest progress;
+      progress.set_worker_id(worker_id);
+      progress.set_trial_id(leased->id());
+      progress.set_attempt(leased->attempts());
+      v1::MetricPoint& step0 = *progress.add_points();
+      step0.set_step(0);
+      step0.set_val_loss(want.result().init_val_loss());
+      RETURN_IF_ERROR(store.ReportProgress(progress, now).status());
+    }
     if (want.state() == v1::TRIAL_RUNNING) continue;
     v1::FinishTrialRequest finish;
     finish.set_worker_id(worker_id);
@@ -58,7 +75,7 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector
     *finish.mutable_result() = want.result();
     RETURN_IF_ERROR(store.FinishTrial(finish, now).status());
   }
-  return store.GetSweepAnalysis(created.sweep.id(), tolerance);
+  return store.GetSweepAnalysis(created.sweep.id(), fixture.tolerance);
 }
 
 }  // namespace normsweep::testing

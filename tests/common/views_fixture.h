@@ -14,9 +14,18 @@
 
 namespace normsweep::testing {
 
+struct ViewsFixtureOptions {
+  double tolerance = 0.05;
+  v1::SweepSpec spec;  // stored as the sweep's spec (e.g. random_search set); its name is set when empty
+};
+
 // Each trial's placement, warm-up, lr, seed, variant, state and
 // result are used (RUNNING ones stay leased; PENDING ones, which must come
-// last, stay in the queue).
+// last, stay in the queue). A result's init_val_loss (l0) arrives as the
+// worker sends it: a step-0 metric row with that val_loss, reported while
+// the trial runs, and FinishTrial's result.
+absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector<v1::Trial>& trials,
+                                                               const ViewsFixtureOptions& options);
 absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector<v1::Trial>& trials,
                                                                double tolerance = 0.05);
 
