@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "client/boundary_tables.h"
 #include "client/report.h"
 #include "client/results.h"
 #include "client/sweep_client.h"
@@ -161,6 +162,7 @@ int PrintResults(cl::SweepClient& client, int64_t id, const std::string& format)
   if (!analysis.ok()) return Fail(analysis.status());
   if (format == "table") {
     std::fputs(cl::RenderResultsTable(*sweep, *analysis).c_str(), stdout);
+    std::fputs(cl::RenderBoundaryTable(*analysis).c_str(), stdout);  // boundary_search lines, "" otherwise
   } else if (format == "csv") {
     std::fputs(cl::RenderResultsCsv(*analysis).c_str(), stdout);
   } else if (format == "json") {
@@ -177,6 +179,9 @@ int Watch(cl::SweepClient& client, int64_t id) {
   absl::Status s = client.Watch(id, [&](const v1::WatchSweepEvent& e) {
     last = e.sweep();
     view.Update(e.sweep());
+    if (cl::BoundaryLinesChanged(e)) {  // boundary_search: the lines, as their trials finish
+      if (auto a = client.GetSweepAnalysis(id); a.ok()) std::printf("\n%s", cl::RenderBoundaryProgress(*a).c_str());
+    }
   });
   view.Finish();
   if (!s.ok()) return Fail(s);

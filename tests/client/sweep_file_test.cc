@@ -79,6 +79,51 @@ TEST(SweepFileTest, MissingFileNamesThePath) {
   EXPECT_THAT(std::string(spec.status().message()), HasSubstr("/nonexistent/sweep.yaml"));
 }
 
+TEST(SweepFileTest, ParsesABoundarySearch) {
+  auto spec = SweepSpecFromYaml(R"(
+name: boundary
+placements: [post, pre]
+warmup_steps: [0, 400]
+seeds: [0]
+boundary_search:
+  lr_min: 1e-4
+  lr_max: 0.1
+  resolution: 1.25
+  initial_points: 5
+  min_improvement: 1
+  max_val_loss: 3.2
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->has_boundary_search());
+  const v1::BoundarySearch& b = spec->boundary_search();
+  EXPECT_EQ(b.lr_min(), 1e-4);
+  EXPECT_EQ(b.lr_max(), 0.1);
+  EXPECT_EQ(b.resolution(), 1.25);
+  EXPECT_EQ(b.initial_points(), 5);
+  EXPECT_EQ(b.min_improvement(), 1);
+  ASSERT_TRUE(b.has_max_val_loss());
+  EXPECT_EQ(b.max_val_loss(), 3.2);
+  EXPECT_TRUE(spec->peak_lrs().empty());
+  // max_val_loss left out stays unset (not 0).
+  spec = SweepSpecFromYaml("name: b\nplacements: [pre]\nwarmup_steps: [0]\nseeds: [0]\n"
+                           "boundary_search: {lr_min: 1e-4, lr_max: 1e-2}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->boundary_search().has_max_val_loss());
+  // A misspelt field is refused, naming it.
+  spec = SweepSpecFromYaml("name: b\nboundary_search: {lr_min: 1e-4, lr_maximum: 1e-2}\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("lr_maximum"));
+  // The shipped sweep file: the paper's model, three decades, six lines.
+  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  auto shipped = LoadSweepSpec(std::string(src) + "/deploy/sweeps/boundary.yaml");
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  EXPECT_EQ(shipped->boundary_search().lr_max() / shipped->boundary_search().lr_min(), 1000);
+  auto paper = LoadSweepSpec(std::string(src) + "/deploy/sweeps/paper.yaml");
+  ASSERT_TRUE(paper.ok()) << paper.status();
+  EXPECT_EQ(shipped->base().SerializeAsString(), paper->base().SerializeAsString());
+}
+
 // Every shipped example parses, and its base config is a valid trainer config.
 TEST(SweepFileTest, ShippedExamplesAreValid) {
   const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
@@ -92,7 +137,8 @@ TEST(SweepFileTest, ShippedExamplesAreValid) {
     EXPECT_FALSE(spec->name().empty());
     v1::TrainConfig c = spec->base();
     c.set_placement(spec->placements(0));
-    c.set_lr(spec->peak_lrs(0));
+    // A boundary search has no peak_lrs: its range's low end.
+    c.set_lr(spec->peak_lrs_size() > 0 ? spec->peak_lrs(0) : spec->boundary_search().lr_min());
     EXPECT_TRUE(schema::ValidateTrainConfig(c).ok()) << entry.path() << ": " << schema::ValidateTrainConfig(c);
   }
   EXPECT_GE(n, 2);
