@@ -1,5 +1,7 @@
 #include "db/memory_store.h"
 
+#include "db/boundary_search.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -87,6 +89,7 @@ absl::StatusOr<CreateSweepResult> MemoryStore::CreateSweep(const std::string& re
     t.set_index(nt.index);
     *t.mutable_config() = nt.config;
     t.set_variant(nt.variant);
+    if (nt.boundary_line.has_value()) t.set_boundary_line(*nt.boundary_line);
     t.set_state(v1::TRIAL_PENDING);
     *t.mutable_created_at() = ToProto(now);
     Touch(st);
@@ -347,6 +350,7 @@ absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest&
   t.clear_lease_expires_at();
   *t.mutable_finished_at() = ToProto(now);
   Touch(it->second);
+  if (t.has_boundary_line()) AdvanceBoundaryLine(t, now);
   MaybeComplete(t.sweep_id(), now);
   return t;
 }
@@ -437,6 +441,38 @@ absl::StatusOr<std::vector<v1::Worker>> MemoryStore::ListWorkers(absl::Time live
     worker.set_superseded_by(w.superseded_by);
   }
   return out;
+}
+
+void MemoryStore::AdvanceBoundaryLine(const v1::Trial& finished, absl::Time now) {
+  v1::Sweep& sweep = sweeps_.at(finished.sweep_id()).sweep;
+  const BoundarySettings settings = BoundarySettingsOf(sweep.spec().boundary_search());
+  std::vector<Probe> probes;
+  for (const auto& [id, st] : trials_) {
+    const v1::Trial& t = st.trial;
+    if (t.sweep_id() != finished.sweep_id() || !t.has_boundary_line() || t.boundary_line() != finished.boundary_line()) {
+      continue;
+    }
+    const v1::TrialResult& r = t.result();
+    probes.push_back({t.config().lr(),
+                      ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
+                                    r.has_init_val_loss() ? std::optional(r.init_val_loss()) : std::nullopt, settings)});
+  }
+  const LineDecision decision = DecideLine(settings, probes);
+  if (!decision.next_lr.has_value() || sweep.state() != v1::SWEEP_RUNNING) return;
+  StoredTrial st;
+  v1::Trial& t = st.trial;
+  t.set_id(next_trial_id_++);
+  t.set_sweep_id(sweep.id());
+  t.set_index(sweep.trial_count());
+  *t.mutable_config() = finished.config();
+  t.mutable_config()->set_lr(*decision.next_lr);
+  t.set_variant(finished.variant());
+  t.set_state(v1::TRIAL_PENDING);
+  t.set_boundary_line(finished.boundary_line());
+  *t.mutable_created_at() = ToProto(now);
+  Touch(st);
+  trials_[t.id()] = std::move(st);
+  sweep.set_trial_count(sweep.trial_count() + 1);
 }
 
 }  // namespace normsweep::db

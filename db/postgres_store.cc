@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/wait_for.h"
+#include "db/boundary_store.h"
 #include "db/group_runner.h"
 #include "db/migrations.h"
 #include "db/pg_connection.h"
@@ -88,6 +89,8 @@ struct TrialColumns {
       last_train_loss, last_val_loss, final_val_loss, best_val_loss, final_train_loss, final_val_accuracy,
       diverged_step, tokens_per_s, error, init_val_loss, created_us, started_us, finished_us, update_seq;
 
+  int boundary_line;  // NULL but in boundary_search sweeps
+
   static absl::StatusOr<TrialColumns> Of(const PgResult& r) {
     static constexpr std::pair<const char*, int TrialColumns::*> kNames[] = {
         {"id", &TrialColumns::id},
@@ -114,6 +117,7 @@ struct TrialColumns {
         {"started_us", &TrialColumns::started_us},
         {"finished_us", &TrialColumns::finished_us},
         {"update_seq", &TrialColumns::update_seq},
+        {"boundary_line", &TrialColumns::boundary_line},
     };
     TrialColumns c;
     for (const auto& [name, column] : kNames) {
@@ -151,6 +155,7 @@ absl::StatusOr<v1::Trial> ParseTrial(const PgResult& r, const TrialColumns& c, i
   NS_SET_TIME(r, row, c.created_us, t, created_at);
   NS_SET_TIME(r, row, c.started_us, t, started_at);
   NS_SET_TIME(r, row, c.finished_us, t, finished_at);
+  if (!r.IsNull(row, c.boundary_line)) t.set_boundary_line(static_cast<int32_t>(r.GetInt64(row, c.boundary_line)));
   return t;
 }
 
@@ -525,6 +530,7 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
                                   .Add(seed.Finish()).Add(variant.Finish()).Add(config.Finish())
                                   .Add(config_pb.Finish()))
                         .status());
+    if (spec.has_boundary_search()) RETURN_IF_ERROR(InsertBoundaryLines(conn, sweep_id, trials));
     if (trials.empty()) RETURN_IF_ERROR(CompleteSweeps(conn, {sweep_id}, now));
     return absl::OkStatus();
   });
@@ -1133,8 +1139,23 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
   for (size_t i = 0; i < group.size(); ++i) {
     if (written[i]) continue;
     const v1::FinishTrialRequest& req = *group[i]->request;
+    absl::StatusOr<v1::Trial> stored = GetTrial(req.trial_id());
+    if (stored.ok() && stored->has_boundary_line() && stored->state() == v1::TRIAL_RUNNING) {
+      // The statement leaves boundary_search trials to their own transaction.
+      absl::StatusOr<bool> finished = FinishBoundaryTrial(pool_, req, group[i]->now);
+      if (!finished.ok()) {
+        group[i]->result = finished.status();
+        continue;
+      }
+      stored = GetTrial(req.trial_id());
+      if (*finished) {
+        group[i]->finished_now = true;
+        group[i]->result = std::move(stored);
+        continue;
+      }
+    }
     // A re-sent FinishTrial: its outcome is stored, for its lease.
-    group[i]->result = RecheckNotWritten(GetTrial(req.trial_id()), [&](const v1::Trial& t) {
+    group[i]->result = RecheckNotWritten(std::move(stored), [&](const v1::Trial& t) {
       return IsFinal(t.state()) && t.state() == req.outcome() && SameAttempt(t, req.worker_id(), req.attempt());
     });
   }

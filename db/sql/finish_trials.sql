@@ -14,7 +14,10 @@ WITH f AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[]
     -- of planning each call afresh), not through trials_leases (see
     -- report_progress.sql).
     FROM f WHERE t.id = ANY($2::bigint[]) AND t.id = f.trial_id AND t.worker_id = f.worker_id
-    AND t.attempts = f.attempt AND COALESCE(t.state, '') = 'RUNNING' RETURNING f.i, {{trial_columns}},
+    AND t.attempts = f.attempt AND COALESCE(t.state, '') = 'RUNNING'
+    -- A boundary_search trial is finished apart, with its line's follow-up
+    -- (db/boundary_store.h); the grid's path stays this one statement.
+    AND t.boundary_line IS NULL RETURNING f.i, {{trial_columns}},
     f.now_us AS ns_now_us, t.sweep_id AS ns_sweep_id),
   -- The sweeps' open trials go down by those just made final.
   d AS (SELECT ns_sweep_id AS sweep_id, count(*) AS n,
