@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/boundary_report.h"
 #include "client/results.h"
 #include "proto/schema/state_names.h"
 
@@ -639,8 +640,7 @@ std::string LossVsLrSvg(const VariantView& v, const std::string& placement,
     absl::StrAppend(&s, "<line class=\"l0-line\" x1=\"", P(f.left), "\" x2=\"", P(f.left + f.width), "\" y1=\"", P(y),
                     "\" y2=\"", P(y), "\"><title>", Esc(title), ": l0 (loss at initialisation) ", Num(*l0),
                     "</title></line>\n",
-                    Text(f.left + f.width - 4, y - 4, absl::StrCat("l0 ", Num(*l0)),
-                         "class=\"tick small\" text-anchor=\"end\""));
+                    Text(f.left + 4, y - 4, absl::StrCat("l0 ", Num(*l0)), "class=\"tick small\""));
   }
   int drawn = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -711,12 +711,12 @@ std::string LossVsLrLegendSvg(const VariantView& v, bool any_l0, bool any_partia
                   Text(52, y, any_l0 ? "l0: loss at initialisation" : "l0: not reported", "class=\"tick\""));
   if (any_cross_at_l0) {
     y += 20;
-    s += CrossPath(27, y - 4, 5, "diverged-mark", "every seed diverged");
+    s += CrossPath(27, y - 4, 5, "diverged-mark legend-mark", "every seed diverged");
     s += Text(52, y, "every seed diverged: drawn at l0", "class=\"tick\"");
   }
   if (any_cross_at_top) {
     y += 20;
-    s += CrossPath(27, y - 4, 5, "diverged-mark", "every seed diverged");
+    s += CrossPath(27, y - 4, 5, "diverged-mark legend-mark", "every seed diverged");
     s += Text(52, y, "every seed diverged, no l0: at the top", "class=\"tick\"");
   }
   if (any_partial) {
@@ -1122,6 +1122,7 @@ std::string DiagChartSvg(const std::string& title, const std::string& ytitle, co
   absl::StrAppend(&s, "<defs><clipPath id=\"", clip, "\"><rect x=\"", P(f.left), "\" y=\"", P(f.top), "\" width=\"",
                   P(f.width), "\" height=\"", P(f.height), "\"/></clipPath></defs><g clip-path=\"url(#", clip, ")\">\n");
   int drawn = 0;
+  std::string ends;  // outside the clip: a cross at the edge stays whole
   for (const DiagLine& l : lines) {
     if (l.series.pts.empty()) continue;
     ++drawn;
@@ -1134,11 +1135,11 @@ std::string DiagChartSvg(const std::string& title, const std::string& ytitle, co
                     l.series.what.empty() ? "" : ", ", Esc(l.series.what), "</title></polyline>\n");
     if (l.diverged) {
       const auto& [x, y] = l.series.pts.back();
-      s += CrossPath(f.X(x), f.Y(T(y)), 5, "diverged-mark diag-end",
-                     absl::StrCat("trial ", l.trial->trial().id(), " diverged after step ", x));
+      ends += CrossPath(f.X(x), f.Y(T(y)), 5, "diverged-mark diag-end",
+                        absl::StrCat("trial ", l.trial->trial().id(), " diverged after step ", x));
     }
   }
-  s += "</g>\n";
+  s += "</g>\n" + ends;
   if (drawn == 0) {
     s += Text(f.left + f.width / 2, f.top + f.height / 2, "not reported", "class=\"tick\" text-anchor=\"middle\"");
   }
@@ -1445,6 +1446,7 @@ std::string RenderReportHtml(const ReportData& data) {
                     "(Xiong et al. 2020, Figure 3); each seed counted once.</p>\n",
                     GradNormsSection(v));
   }
+  s += BoundaryReportSection(data.analysis);  // boundary_search sweeps only
   s += DepthTable(data);
   absl::StrAppend(&s, "<p class=\"meta\">Written by <code>normsweep report ", sweep.id(),
                   "</code>. Trials ", data.trials.size(), ", finished ", finished, ".</p>\n</body>\n</html>\n");

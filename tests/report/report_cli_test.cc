@@ -1,16 +1,24 @@
 // `normsweep report` as a user runs it: a throwaway PostgreSQL holding a
 // finished sweep (written through the store as a worker would: leases,
-// progress with metrics and step-0 gradient norms, outcomes), a real
-// normsweep-scheduler, the CLI over gRPC; then the page loaded in headless
-// Chromium (client/report_screenshot.sh) and the screenshot checked. Without
-// Chromium the screenshot test fails: CI installs it (deploy/install-deps.sh).
+// progress with metrics, l0, step-0 gradient norms and per-layer
+// diagnostics, outcomes), a real normsweep-scheduler, the CLI over gRPC; then
+// the page loaded in headless Chromium (client/report_screenshot.sh) and the
+// screenshot checked, and the same for a page of hand-made figures
+// (tests/report/report_fixture.h). Without Chromium the screenshot tests
+// fail: CI installs it (deploy/install-deps.sh).
+#include <stdlib.h>
+
+#include <cmath>
 #include <cstdlib>
+#include <map>
+#include <tuple>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/report.h"
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,11 +26,15 @@
 #include "tests/common/scheduler_process.h"
 #include "tests/common/subprocess.h"
 #include "tests/report/png_image.h"
+#include "tests/report/report_fixture.h"
 
 namespace normsweep {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Every trial's loss at initialisation (l0).
+constexpr double kL0 = 5.55;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -65,6 +77,9 @@ class ReportCliTest : public ::testing::Test {
   // post/pre x warm-up {0, 100} x lr {1e-3, 1e-2} x seeds {0, 1}, 2 layers.
   // Post-LN without warm-up diverges at lr 1e-2; the other losses are
   // pre 2.0 + seed/10 (1.8 at lr 1e-2), post 2.6 + seed/10 (+0.3 without warm-up).
+  // l0 is kL0 for all. Diagnostics at every validation step (0, 20, ...):
+  // layer 1's attention logit is the larger, 2 + step/100, or 3 * 2^(step/8)
+  // when the trial diverges; layer 1's fc2 moves the most.
   void FillSweep(db::Store& store) {
     v1::SweepSpec spec;
     spec.set_name("report <e2e> & \"co\"");
@@ -110,11 +125,32 @@ class ReportCliTest : public ::testing::Test {
       progress.set_trial_id(t.id());
       progress.set_attempt(t.attempts());
       const int last = diverges ? 40 : 100;
+      v1::MetricPoint* init = progress.add_points();
+      init->set_step(0);
+      init->set_val_loss(kL0);
+      init->set_output_log_z(5.5);
       for (int step = 10; step <= last; step += 10) {
         v1::MetricPoint* m = progress.add_points();
         m->set_step(step);
         m->set_train_loss(final_loss + (100 - step) / 50.0);
-        if (step % 20 == 0) m->set_val_loss(diverges ? 3.0 + step / 10.0 : final_loss + (100 - step) / 40.0);
+        if (step % 20 == 0) {
+          m->set_val_loss(diverges ? 3.0 + step / 10.0 : final_loss + (100 - step) / 40.0);
+          m->set_output_log_z(diverges ? 5.5 + step / 5.0 : 5.5 - step / 100.0);
+        }
+      }
+      for (int step = 0; step <= last; step += 20) {
+        v1::StepDiagnostics* d = progress.add_diagnostics();
+        d->set_step(step);
+        for (int l = 0; l < 2; ++l) {
+          v1::LayerDiagnostics* ld = d->add_layers();
+          ld->set_layer(l);
+          ld->set_max_attn_logit((diverges ? 3.0 * std::pow(2.0, step / 8.0) : 2.0 + step / 100.0) - (1 - l) * 0.5);
+          if (step == 0) continue;
+          ld->set_update_ratio_qkv(0.001 * (l + 1));
+          ld->set_update_ratio_proj(0.001 * (l + 1));
+          ld->set_update_ratio_fc1(0.002 * (l + 1));
+          ld->set_update_ratio_fc2(0.003 * (l + 1) * (diverges ? step / 10.0 : 1.0));
+        }
       }
       v1::LayerGradNorms* g = progress.add_layer_grad_norms();
       g->set_step(0);
@@ -131,6 +167,7 @@ class ReportCliTest : public ::testing::Test {
       finish.set_worker_id(*worker);
       finish.set_trial_id(t.id());
       finish.set_attempt(t.attempts());
+      finish.mutable_result()->set_init_val_loss(kL0);
       if (diverges) {
         finish.set_outcome(v1::TRIAL_DIVERGED);
         finish.mutable_result()->set_diverged_step(last);
@@ -138,6 +175,7 @@ class ReportCliTest : public ::testing::Test {
         finish.set_outcome(v1::TRIAL_SUCCEEDED);
         finish.mutable_result()->set_final_val_loss(final_loss);
       }
+      trial_ids_[{c.placement(), c.warmup_steps(), c.lr(), c.seed()}] = t.id();
       ASSERT_TRUE(store.FinishTrial(finish, now).ok());
     }
   }
@@ -162,6 +200,7 @@ class ReportCliTest : public ::testing::Test {
 
   std::string bin_, src_, dir_;
   int64_t sweep_id_ = 0;
+  std::map<std::tuple<std::string, int, double, int>, int64_t> trial_ids_;  // (placement, warm-up, lr, seed)
   std::optional<testing::SchedulerProcess> scheduler_;
 };
 
@@ -180,6 +219,34 @@ TEST_F(ReportCliTest, WritesThePageOfARealSweep) {
   EXPECT_THAT(html, HasSubstr("<title>trial "));
   EXPECT_THAT(html, HasSubstr("<title>Post-LN W2 (fc2), layer 1: 1.6250</title>"));
   EXPECT_THAT(html, HasSubstr("<td>Pre-LN</td><td>8</td><td>8</td><td>0</td><td>0</td><td>0</td><td>1.800</td>"));
+  // Loss against lr: the diverged cell at l0, from the trials' init_val_loss.
+  EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 1e-02: no usable seed (2/2 diverged or non-finite), drawn at "
+                              "l0 5.550"));
+  EXPECT_THAT(html, HasSubstr("<title>Post-LN: l0 (loss at initialisation) 5.550</title>"));
+  EXPECT_THAT(html, HasSubstr("<title>Pre-LN, warm-up 100, lr 1e-02: 1.850 (2 seeds)</title>"));
+  // LR sensitivity, by hand: Post-LN without warm-up ((2.95 - 2.95) +
+  // (5.55 - 2.95)) / 2 = 1.3; with warm-up both lrs give 2.65: 0; Pre-LN
+  // (0.2 + 0) / 2 = 0.1 at both warm-ups.
+  EXPECT_THAT(html, HasSubstr("<title>Post-LN, warm-up 0: LR sensitivity 1.300; l* 2.950 at lr 1e-03; l0 5.550; "
+                              "2 lrs, 2 seeds at l0</title>"));
+  EXPECT_THAT(html, HasSubstr("<title>Post-LN, warm-up 100: LR sensitivity 0.000; l* 2.650"));
+  EXPECT_THAT(html, HasSubstr("<title>Pre-LN, warm-up 0: LR sensitivity 0.100; l* 1.850 at lr 1e-02; l0 5.550; "
+                              "2 lrs, 0 seeds at l0</title>"));
+  // Variance shares, by hand for Pre-LN: lr +-0.1 over the grand mean,
+  // seeds +-0.05, no warm-up effect: SS 0.08 and 0.02 of 0.1.
+  EXPECT_THAT(html, HasSubstr("<title>Pre-LN: peak lr 80.0%</title>"));
+  EXPECT_THAT(html, HasSubstr("<title>Pre-LN: seeds (residual) 20.0%</title>"));
+  EXPECT_THAT(html, HasSubstr("<title>Pre-LN: warm-up 0.0%</title>"));
+  // Diagnostics from the stored rows: Post-LN's first diverged trial (lr
+  // 1e-2, both seeds at step 40: the first by id) and the best cell's seed 0.
+  const int64_t diverged = trial_ids_.at({"post", 0, 1e-2, 0});
+  const int64_t best = trial_ids_.at({"post", 100, 1e-3, 0});
+  EXPECT_THAT(html, HasSubstr(absl::StrCat(">Post-LN, first diverged lr: trial ", diverged, "</text>")));
+  EXPECT_THAT(html, HasSubstr(absl::StrCat(">Post-LN, best lr: trial ", best, "</text>")));
+  EXPECT_THAT(html, HasSubstr(">warm-up 0, lr 1e-02, seed 0; logit layer 1, update layer 1 fc2</text>"));
+  EXPECT_THAT(html, HasSubstr(absl::StrCat(">Pre-LN, best lr: trial ", trial_ids_.at({"pre", 0, 1e-2, 0}), "</text>")));
+  EXPECT_THAT(html, HasSubstr(">Pre-LN: no trial diverged</text>"));
+  EXPECT_THAT(html, HasSubstr(">max q\u00b7k/\u221ad_head (log scale)</text>"));
 }
 
 TEST_F(ReportCliTest, BadInputIsAClearErrorAndANonZeroExit) {
@@ -231,6 +298,72 @@ TEST_F(ReportCliTest, RendersInHeadlessChromium) {
   EXPECT_GT(yellow, 1000) << "no best-cell colour: the heatmap did not draw";
   EXPECT_GT(purple, 1000) << "no worst-cell colour: the heatmap did not draw";
   EXPECT_GT(red, 200) << "no diverged hatching or Post-LN lines";
+}
+
+// Pixels near a colour (within 10 per channel).
+int64_t CountColour(const testing::PngImage& img, int r, int g, int b) {
+  int64_t n = 0;
+  for (size_t i = 0; i + 2 < img.rgb.size(); i += 3) {
+    n += std::abs(img.rgb[i] - r) <= 10 && std::abs(img.rgb[i + 1] - g) <= 10 && std::abs(img.rgb[i + 2] - b) <= 10;
+  }
+  return n;
+}
+
+// A page rendered and shot in headless Chromium, decoded.
+absl::StatusOr<testing::PngImage> Screenshot(const client::ReportData& data, const std::string& dir,
+                                             const std::string& size) {
+  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
+  if (src == nullptr) return absl::FailedPreconditionError("run under ctest (NORMSWEEP_SOURCE_DIR)");
+  if (absl::Status s = client::WriteReport(dir, client::RenderReportHtml(data)); !s.ok()) return s;
+  const std::string png = dir + "/page.png";
+  auto p = testing::Subprocess::Start({std::string(src) + "/client/report_screenshot.sh", dir, png, size}, {},
+                                      dir + "/shot.out");
+  if (!p.ok()) return p.status();
+  if (const int rc = p->Wait(180); rc != 0) {
+    return absl::InternalError(absl::StrCat("report_screenshot.sh exited ", rc, ": ", ReadFile(dir + "/shot.out")));
+  }
+  return testing::DecodePng(ReadFile(png));
+}
+
+// The figures of the newer measures as a browser draws them, from hand-made
+// data (no scheduler): the page is tall, so the window is too.
+TEST(ReportFiguresScreenshotTest, RendersTheNewFiguresInHeadlessChromium) {
+  std::string dir = ::testing::TempDir() + "report_figures_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const testing::Figures fig = testing::LiteratureFigures();
+  auto img = Screenshot(fig.data, dir + "/all", "1400x4400");
+  ASSERT_TRUE(img.ok()) << img.status();
+  ASSERT_EQ(img->width, 1400);
+  ASSERT_EQ(img->height, 4400);
+  // The shares bar: Post-LN's is 380 px wide, 22 high; lr 60%, warm-up
+  // 10%, interaction 25% (anti-aliased edges aside).
+  EXPECT_GT(CountColour(*img, 0xff, 0x7f, 0x0e), 0.6 * 380 * 22 * 0.9) << "no lr share bar";
+  EXPECT_GT(CountColour(*img, 0x94, 0x67, 0xbd), 0.1 * 380 * 22 * 0.8) << "no warm-up share bar";
+  EXPECT_GT(CountColour(*img, 0x2c, 0xa0, 0x2c), 0.25 * 380 * 22 * 0.8) << "no interaction share bar";
+  // The diagnostics draw their lines in the placements' colours: the same
+  // page without them has fewer such pixels (three lines a placement, some
+  // dashed, of up to 330 px; anti-aliasing leaves about a pixel a column in
+  // the exact colour, and nothing else on the page changes colour).
+  client::ReportData bare = fig.data;
+  for (v1::GetTrialResponse& t : bare.trials) {
+    t.clear_diagnostics();
+    for (v1::MetricPoint& m : *t.mutable_metrics()) m.clear_output_log_z();
+  }
+  auto without = Screenshot(bare, dir + "/bare", "1400x4400");
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_GT(CountColour(*img, 0xd6, 0x27, 0x28) - CountColour(*without, 0xd6, 0x27, 0x28), 300)
+      << "no Post-LN diagnostics curves";
+  EXPECT_GT(CountColour(*img, 0x1f, 0x77, 0xb4) - CountColour(*without, 0x1f, 0x77, 0xb4), 300)
+      << "no Pre-LN diagnostics curves";
+  // The page ends inside the window: the last figures were drawn.
+  int last_row = 0;
+  for (int y = 0; y < img->height; ++y) {
+    for (int x = 0; x < img->width; ++x) {
+      const size_t i = (static_cast<size_t>(y) * img->width + x) * 3;
+      if (img->rgb[i] < 240 || img->rgb[i + 1] < 240 || img->rgb[i + 2] < 240) last_row = y;
+    }
+  }
+  EXPECT_LT(last_row, img->height - 40) << "the page is taller than the window: grow the window";
 }
 
 }  // namespace

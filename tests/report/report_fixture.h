@@ -1,0 +1,52 @@
+// Hand-made report data for the report's tests: trials with metrics and
+// step-0 gradient norms, and the analysis rows of the newer measures (grid
+// cells, LR sensitivity, variance shares, per-layer diagnostics) written by
+// hand, as GetSweepAnalysis and GetTrial would return them.
+#ifndef NORMSWEEP_TESTS_REPORT_REPORT_FIXTURE_H_
+#define NORMSWEEP_TESTS_REPORT_REPORT_FIXTURE_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "client/report.h"
+#include "normsweep/v1/sweep.pb.h"
+#include "normsweep/v1/sweep_service.pb.h"
+
+namespace normsweep::testing {
+
+// A trial with validation points at steps 50, 100, 150 ending at `loss`, and
+// step-0 norms W1 = scale * (l + 1), W2 = 1.5 * scale * (l + 1) per layer.
+v1::GetTrialResponse MakeTrial(const std::string& placement, int warmup, double lr, int seed, v1::TrialState state,
+                               std::optional<double> loss = std::nullopt, const std::string& variant = "",
+                               int layers = 2, double norm_scale = 1.0);
+
+// A warmup_lr_grid_stats row: `trials` seeds, `diverged` of them diverged,
+// the rest succeeded; n_seeds with a usable loss, their mean.
+v1::GridCell Cell(const std::string& placement, int warmup, double lr, int trials, int diverged,
+                  std::optional<double> mean, int n_seeds);
+
+// An lr_sensitivity row.
+v1::LrSensitivity Lrs(const std::string& placement, int warmup, int lrs, int at_l0, double best_lr, double best,
+                      double l0, std::optional<double> lrs_value, int pending = 0);
+
+// Per-layer diagnostics at steps 0, 50, 100: layer l's max attention logit
+// logit(l, step), its update ratios ratio(l, matrix, step) (none at step 0).
+void AddDiagnostics(v1::GetTrialResponse& t, int layers, const std::function<double(int, int)>& logit,
+                    const std::function<double(int, int, int)>& ratio);
+
+// post/pre x warm-up {0, 100} x lr {1e-4, 1e-3, 1e-2} x seeds {0, 1}.
+// Post-LN: every seed diverges at 1e-2, one seed at (0, 1e-3); its best cell
+// is (100, 1e-3). Pre-LN: one seed diverges at (0, 1e-2) at step 50 and one
+// at (100, 1e-2) at step 20; its best cell is (0, 1e-3).
+struct Figures {
+  client::ReportData data;
+  int64_t post_best = 0, post_first_diverged = 0, pre_best = 0, pre_first_diverged = 0;
+};
+
+Figures LiteratureFigures();
+
+}  // namespace normsweep::testing
+
+#endif  // NORMSWEEP_TESTS_REPORT_REPORT_FIXTURE_H_
