@@ -569,6 +569,20 @@ TEST_F(PrometheusGrafanaTest, EveryDashboardQueryReturnsData) {
           ADD_FAILURE() << text << ": " << rows.status();
           continue;
         }
+        // layer_diagnostics is filled by trainers that report diagnostics
+        // (issue 16): until this stack's trials wrote any, a panel on it
+        // need only run.
+        if (rows->empty() && absl::StrContains(text, "layer_diagnostics")) {
+          absl::StatusOr<std::vector<Value>> any = Sql("SELECT 1 AS one FROM layer_diagnostics LIMIT 1");
+          ASSERT_TRUE(any.ok()) << any.status();
+          if (any->empty()) continue;
+        }
+        // lr_boundary has rows for boundary_search sweeps only (issue 17);
+        // for this stack's grid sweep its panel need only run, and be empty.
+        if (absl::StrContains(text, "FROM lr_boundary")) {
+          EXPECT_TRUE(rows->empty()) << text;
+          continue;
+        }
         EXPECT_GT(rows->size(), 0u) << text;
         // Some number to show (a heatmap of NULLs is no heatmap).
         bool number = false;
