@@ -2,8 +2,9 @@
 """Writes the PyTorch parity fixtures for normsweep-train (as llm.c's test_gpt2).
 
 One safetensors file per placement, tests/reference/fixtures/parity_{post,pre}.safetensors,
-holding the weights, one batch, the loss, the logits, every gradient and the
-losses of 5 Adam steps. Everything is computed in float64 from the float32
+holding the weights, one batch, the loss, the logits, every gradient, the
+instability diagnostics (largest attention logit per block, mean log Z) and
+the losses and update-to-weight RMS ratios of 5 Adam steps. Everything is computed in float64 from the float32
 weights that the file stores, then stored as float32: the file is the exact
 answer (to float32 rounding) and the trainer's fp32 maths is compared against it.
 
@@ -22,10 +23,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
-from model import ModelConfig, TransformerLM  # noqa: E402
+from model import (ModelConfig, TransformerLM, instability_diagnostics, update_ratios,  # noqa: E402
+                   UPDATE_RATIO_MATRICES)
 
-# The fixture size: small and odd so that no loop bound hides behind a power of two.
-LAYERS, D_MODEL, HEADS, D_FF, SEQ_LEN, BATCH = 3, 48, 3, 80, 19, 4
+# The fixture size: small and odd so that no loop bound hides behind a power
+# of two (head dim 15, odd d_model and seq_len).
+LAYERS, D_MODEL, HEADS, D_FF, SEQ_LEN, BATCH = 3, 45, 3, 80, 19, 4
 SEED = 1234
 ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPS = 1e-3, 0.9, 0.98, 1e-8
 ADAM_STEPS = 5
@@ -67,19 +70,27 @@ def loss_and_grads(model, inputs, targets):
     return logits.detach(), loss.detach(), grads
 
 
-def adam_losses(model, inputs, targets):
-    """Losses at the start of each of ADAM_STEPS Adam steps on the same batch."""
+def adam_steps(model, inputs, targets):
+    """Losses at the start of each of ADAM_STEPS Adam steps on the same batch,
+    and each step's update-to-weight RMS ratios [steps][layers][4]."""
     model = copy.deepcopy(model)
     opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR, betas=(ADAM_BETA1, ADAM_BETA2),
                            eps=ADAM_EPS, weight_decay=0.0)
-    losses = []
+    losses, ratios = [], []
     for _ in range(ADAM_STEPS):
         opt.zero_grad(set_to_none=True)
         _, loss = model(inputs, targets)
         losses.append(loss.item())
         loss.backward()
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
         opt.step()
-    return losses
+        after = {n: p.detach() for n, p in model.named_parameters()}
+        ratios.append(update_ratios(before, after, model.cfg.layers))
+    return losses, ratios
+
+
+def adam_losses(model, inputs, targets):
+    return adam_steps(model, inputs, targets)[0]
 
 
 def max_rel_err(a, b):
@@ -88,16 +99,46 @@ def max_rel_err(a, b):
     return (a - b).abs().max().item() / scale if scale > 0 else (a - b).abs().max().item()
 
 
-def fp32_report(model64, inputs, targets, loss64, grads64, adam64):
+def fp32_report(model64, inputs, targets, loss64, grads64, adam64, diag64, ratios64):
     """The same computation in float32 PyTorch: how close an fp32 implementation
     gets to the float64 answer, i.e. what tolerances are realistic."""
     model32 = copy.deepcopy(model64).float()
     _, loss32, grads32 = loss_and_grads(model32, inputs, targets)
     worst = max(((max_rel_err(grads32[n].double(), g), n) for n, g in grads64.items()))
-    adam32 = adam_losses(model32, inputs, targets)
+    adam32, ratios32 = adam_steps(model32, inputs, targets)
     adam_err = max(abs(a - b) / abs(b) for a, b in zip(adam32, adam64))
+    maxima32, log_z32 = instability_diagnostics(model32, inputs, targets)
+    max_err = max(abs(a - b) / abs(b) for a, b in zip(maxima32, diag64[0]))
+    ratio_err = max(abs(a - b) / abs(b) for s32, s64 in zip(ratios32, ratios64)
+                    for l32, l64 in zip(s32, s64) for a, b in zip(l32, l64))
     print(f"  fp32 torch vs float64: loss rel err {abs(loss32.item() - loss64) / loss64:.2e}, "
-          f"worst grad max-rel err {worst[0]:.2e} ({worst[1]}), adam losses rel err {adam_err:.2e}")
+          f"worst grad max-rel err {worst[0]:.2e} ({worst[1]}), adam losses rel err {adam_err:.2e}, "
+          f"max attention logit {max_err:.2e}, log Z {abs(log_z32 - diag64[1]) / abs(diag64[1]):.2e}, "
+          f"update ratios {ratio_err:.2e}")
+
+
+def diagnostics_discriminate(model, inputs, maxima):
+    """Whether the causal maximum differs from the maximum over every (query,
+    key) pair in some block: main() wants that of one fixture at least, or the
+    fixtures could not catch a kernel that forgets the mask. The blocks'
+    maxima must differ from one another (a kernel writing one block's maximum
+    for every block must fail)."""
+    import math
+    cfg = model.cfg
+    d, H = cfg.d_model, cfg.heads
+    x = model.tok_emb(inputs) * math.sqrt(d) + model.pe[:inputs.shape[1]]
+    differs = False
+    for block, causal in zip(model.blocks, maxima):
+        a = block.ln1(x) if cfg.placement == "pre" else x
+        qkv = block.attn.qkv(a)
+        q = qkv[..., :d].unflatten(-1, (H, d // H))
+        k = qkv[..., d:2 * d].unflatten(-1, (H, d // H))
+        full = (torch.einsum("bthi,bshi->bhts", q, k) / math.sqrt(d // H)).max().item()
+        differs |= full > causal * (1 + 1e-3)
+        x = block(x)
+    if len(set(round(m, 6) for m in maxima)) != len(maxima):
+        raise RuntimeError(f"blocks share a maximum attention logit: {maxima}")
+    return differs
 
 
 def check_against_torch_nn(model, inputs):
@@ -148,8 +189,16 @@ def make_fixture(placement, seed, out_path, positions="sinusoidal"):
     with torch.no_grad():
         check_against_torch_nn(model, inputs)
     logits, loss, grads = loss_and_grads(model, inputs, targets)
-    losses = adam_losses(model, inputs, targets)
+    losses, ratios = adam_steps(model, inputs, targets)
     assert losses[0] == loss.item()
+    maxima, log_z = instability_diagnostics(model, inputs, targets)
+    with torch.no_grad():
+        masked_max_larger = diagnostics_discriminate(model, inputs, maxima)
+        # log Z - loss is the mean target logit: an independent route to log Z.
+        counted = targets != -1
+        target_logit = logits.gather(-1, targets.clamp(min=0)[..., None])[..., 0][counted].mean().item()
+        if abs(log_z - (loss.item() + target_logit)) > 1e-9 * abs(log_z):
+            raise RuntimeError(f"log Z {log_z} is not loss {loss.item()} + mean target logit {target_logit}")
 
     for name, g in grads.items():
         if not torch.isfinite(g).all() or g.abs().max().item() == 0.0:
@@ -166,6 +215,9 @@ def make_fixture(placement, seed, out_path, positions="sinusoidal"):
     tensors["expected.loss"] = np.array([loss.item()], dtype=np.float32)
     tensors["expected.logits"] = f32(logits)
     tensors["expected.adam_losses"] = np.array(losses, dtype=np.float32)
+    tensors["expected.max_attn_logit"] = np.array(maxima, dtype=np.float32)
+    tensors["expected.log_z"] = np.array([log_z], dtype=np.float32)
+    tensors["expected.update_ratios"] = np.array(ratios, dtype=np.float32)
 
     metadata = cfg.metadata()
     metadata.update({
@@ -179,6 +231,7 @@ def make_fixture(placement, seed, out_path, positions="sinusoidal"):
         "adam_eps": repr(ADAM_EPS),
         "adam_weight_decay": "0",
         "adam_steps": str(ADAM_STEPS),
+        "update_ratio_matrices": ",".join(UPDATE_RATIO_MATRICES),
         "generator": f"tests/reference/make_fixtures.py, torch {torch.__version__}",
     })
     safetensors_io.write(out_path, tensors, metadata)
@@ -186,9 +239,12 @@ def make_fixture(placement, seed, out_path, positions="sinusoidal"):
 
     size = os.path.getsize(out_path)
     print(f"{out_path}: {size} bytes, {len(tensors)} tensors, loss {loss.item():.6f}, "
-          f"adam losses {' '.join(f'{x:.6f}' for x in losses)}")
-    fp32_report(model, inputs, targets, loss.item(), grads, losses)
+          f"adam losses {' '.join(f'{x:.6f}' for x in losses)}, max attention logits "
+          f"{' '.join(f'{m:.4f}' for m in maxima)}, log Z {log_z:.6f}, update ratios of step 1 "
+          f"{' '.join(f'{r:.5f}' for r in ratios[0][0])} (block 0)")
+    fp32_report(model, inputs, targets, loss.item(), grads, losses, (maxima, log_z), ratios)
     torch.set_default_dtype(torch.float32)
+    return masked_max_larger
 
 
 def check_file(path, tensors, metadata):
@@ -227,10 +283,16 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)  # deterministic reductions, and the machine is shared
     os.makedirs(args.out_dir, exist_ok=True)
+    masked_max_larger = []
     for i, placement in enumerate(("post", "pre")):
         suffix = "" if args.positions == "sinusoidal" else "_learned"
         out = os.path.join(args.out_dir, f"parity_{placement}{suffix}.safetensors")
-        make_fixture(placement, args.seed + i, out, positions=args.positions)
+        if make_fixture(placement, args.seed + i, out, positions=args.positions):
+            masked_max_larger.append(placement)
+    if not masked_max_larger:
+        raise RuntimeError("no fixture has a block whose unmasked attention maximum exceeds the causal one")
+    print(f"a masked (query, key) pair holds a larger logit than every visible one in: "
+          f"{', '.join(masked_max_larger)}")
 
 
 if __name__ == "__main__":

@@ -213,6 +213,54 @@ class TransformerLM(nn.Module):
         return logits, loss
 
 
+@torch.no_grad()
+def instability_diagnostics(model, tokens, targets):
+    """Wortsman et al. 2023's diagnostics of one batch, stated from the maths
+    rather than from forward()'s code path (so a slip in either shows):
+      max_attn_logit [layers]: per block, max over batch, heads and causally
+        visible (query t, key s <= t) pairs of q_t . k_s / sqrt(d/heads);
+      log_z: mean over the targets != -1 of logsumexp(logits) at that position.
+    """
+    cfg = model.cfg
+    B, T = tokens.shape
+    d, H = cfg.d_model, cfg.heads
+    hd = d // H
+    x = model.tok_emb(tokens) * math.sqrt(d)
+    x = x + (model.pos_emb.weight[:T] if model.pos_emb is not None else model.pe[:T].to(x.dtype))
+    visible = torch.ones(T, T, dtype=torch.bool).tril()  # [query, key]
+    maxima = []
+    for block in model.blocks:
+        a = block.ln1(x) if cfg.placement == "pre" else x  # the attention sublayer's input
+        w, b = block.attn.qkv.weight, block.attn.qkv.bias
+        q = (a @ w[:d].T + b[:d]).view(B, T, H, hd)
+        k = (a @ w[d:2 * d].T + b[d:2 * d]).view(B, T, H, hd)
+        logits = torch.einsum("bthi,bshi->bhts", q, k) / math.sqrt(hd)
+        maxima.append(logits[:, :, visible].max().item())
+        x = block(x)
+    if model.ln_f is not None:
+        x = model.ln_f(x)
+    log_z = torch.logsumexp(model.head(x), dim=-1)  # [B, T]
+    return maxima, log_z[targets != IGNORE_INDEX].mean().item()
+
+
+# The weight matrices whose update-to-weight RMS ratio the trainer reports, per block.
+UPDATE_RATIO_MATRICES = ("attn.qkv", "attn.proj", "ffn.fc1", "ffn.fc2")
+
+
+def update_ratios(before, after, layers):
+    """[layers, 4]: RMS(after - before) / RMS(before) of each block's
+    UPDATE_RATIO_MATRICES weights, from two {name: tensor} dicts."""
+    out = []
+    for i in range(layers):
+        row = []
+        for m in UPDATE_RATIO_MATRICES:
+            name = f"blocks.{i}.{m}.weight"
+            w0, w1 = before[name], after[name]
+            row.append(math.sqrt(((w1 - w0) ** 2).sum().item() / (w0 ** 2).sum().item()))
+        out.append(row)
+    return out
+
+
 def matmul_params(cfg):
     """Parameters that take part in a matrix product (no embeddings, LN, biases)."""
     d, f = cfg.d_model, cfg.d_ff
