@@ -2,6 +2,8 @@
 // from hand-made lr_boundary rows.
 #include "client/boundary_tables.h"
 
+#include "client/boundary_report.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -110,6 +112,51 @@ TEST(BoundaryTablesTest, WatchReadsTheLinesWhenABoundaryTrialEnds) {
   EXPECT_FALSE(BoundaryLinesChanged(e));
   t->set_state(v1::TRIAL_DIVERGED);
   EXPECT_TRUE(BoundaryLinesChanged(e));
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(BoundaryReportTest, ChartOfMaxTrainableLrAgainstWarmup) {
+  const std::string svg = BoundarySvg(Analysis());
+  EXPECT_EQ(BoundarySvg(v1::GetSweepAnalysisResponse()), "");
+  EXPECT_THAT(svg, HasSubstr("aria-label=\"max trainable lr against warm-up steps\""));
+  // One line per placement, red for Post-LN and blue for Pre-LN; the median
+  // seed's point at each warm-up (Post-LN 0 and 400, Pre-LN 0).
+  EXPECT_EQ(Count(svg, "<polyline class=\"boundary-line\""), 2);
+  EXPECT_THAT(svg, HasSubstr("stroke=\"#d62728\" points=\""));
+  EXPECT_THAT(svg, HasSubstr("stroke=\"#1f77b4\" points=\""));
+  EXPECT_EQ(Count(svg, "<circle class=\"boundary-point\""), 3);
+  // Brackets as error bars: Post-LN's two with a cap at U, Pre-LN's open upwards.
+  EXPECT_EQ(Count(svg, "class=\"bracket\""), 3);
+  EXPECT_THAT(svg, HasSubstr("Post-LN, warm-up 0: max trainable lr 1.78e-03, bracket [1.78e-03, 2.11e-03) (median of 3 seeds"));
+  EXPECT_THAT(svg, HasSubstr("Pre-LN, warm-up 0: max trainable lr &gt;=1.00e-01"));
+  // Log y over the decades the brackets span, warm-ups on x.
+  EXPECT_THAT(svg, HasSubstr(">1e-04</text>"));
+  EXPECT_THAT(svg, HasSubstr(">1e-01</text>"));
+  EXPECT_THAT(svg, HasSubstr(">400</text>"));
+  // A placement trainable nowhere is a hollow marker at lr_min.
+  v1::GetSweepAnalysisResponse nowhere;
+  *nowhere.add_boundary() = Line(0, "post", 0, 0, "NOWHERE_TRAINABLE", std::nullopt, 1e-4, 4);
+  *nowhere.add_boundary() = Line(1, "pre", 0, 0, "FOUND", 1e-2, 1.2e-2, 8);
+  const std::string n = BoundarySvg(nowhere);
+  EXPECT_EQ(Count(n, "class=\"boundary-nowhere\""), 1);
+  EXPECT_EQ(Count(n, "<polyline class=\"boundary-line\""), 1);
+  // Variants: the second variant's lines dashed.
+  v1::GetSweepAnalysisResponse variants;
+  *variants.add_boundary() = Line(0, "post", 0, 0, "FOUND", 1e-3, 1.2e-3, 8, "layers=2");
+  *variants.add_boundary() = Line(1, "post", 0, 0, "FOUND", 2e-3, 2.4e-3, 8, "layers=4");
+  const std::string v = BoundarySvg(variants);
+  EXPECT_EQ(Count(v, "<polyline class=\"boundary-line\""), 2);
+  EXPECT_EQ(Count(v, "stroke-dasharray"), 2);  // the line and its legend
+  EXPECT_THAT(v, HasSubstr(">Post-LN (layers=4)</text>"));
+  const std::string section = BoundaryReportSection(Analysis());
+  EXPECT_THAT(section, HasSubstr("<h2>Stability boundary: max trainable lr by warm-up</h2>"));
+  EXPECT_THAT(section, HasSubstr("max trainable lr by warm-up (boundary search"));
+  EXPECT_EQ(BoundaryReportSection(v1::GetSweepAnalysisResponse()), "");
 }
 
 }  // namespace

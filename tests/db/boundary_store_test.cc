@@ -4,6 +4,9 @@
 // transaction cut short), cancellation, max_concurrent_trials, and the
 // lr_boundary view.
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "db/boundary_search.h"
 #include "db/boundary_store.h"
 #include "db/memory_store.h"
@@ -20,6 +24,8 @@
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "scheduler/sweep_expander.h"
 #include "tests/common/postgres_instance.h"
 
@@ -422,6 +428,39 @@ TEST_P(BoundaryPostgresTest, LrBoundaryView) {
     EXPECT_LE(r.GetDouble(i, 6) / r.GetDouble(i, 5), 1.25 * (1 + 1e-12));
     EXPECT_EQ(r.GetInt64(i, 7), 8);
     EXPECT_EQ(r.GetInt64(i, 8), 8);
+  }
+  // The Grafana panel's query (deploy/grafana/dashboards), on these lines:
+  // per placement the median over seeds of each end of the bracket.
+  {
+    const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
+    ASSERT_NE(src, nullptr);
+    std::ifstream in(std::string(src) + "/deploy/grafana/dashboards/layernorm-sensitivity.json");
+    std::stringstream json;
+    json << in.rdbuf();
+    google::protobuf::Struct dashboard;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.str(), &dashboard).ok());
+    std::string panel_sql;
+    for (const auto& panel : dashboard.fields().at("panels").list_value().values()) {
+      const auto& f = panel.struct_value().fields();
+      if (!f.contains("targets")) continue;
+      for (const auto& t : f.at("targets").list_value().values()) {
+        const auto& tf = t.struct_value().fields();
+        if (!tf.contains("rawSql")) continue;  // a Prometheus target
+        const std::string sql = tf.at("rawSql").string_value();
+        if (sql.find("FROM lr_boundary") != std::string::npos) panel_sql = sql;
+      }
+    }
+    ASSERT_FALSE(panel_sql.empty()) << "no panel reads lr_boundary";
+    panel_sql = absl::StrReplaceAll(panel_sql, {{"$sweep", absl::StrCat(sweep.id())}, {"$placement", "'post', 'pre'"}});
+    auto panel = (*conn)->Exec(panel_sql);
+    ASSERT_TRUE(panel.ok()) << panel.status() << "\n" << panel_sql;
+    ASSERT_EQ(panel->rows(), 4);
+    EXPECT_EQ(panel->GetString(0, 1), "Post-LN: max trainable lr");
+    EXPECT_EQ(panel->GetDouble(0, 2), r.GetDouble(0, 5));
+    EXPECT_EQ(panel->GetString(1, 1), "Post-LN: min untrainable lr");
+    EXPECT_EQ(panel->GetDouble(1, 2), r.GetDouble(0, 6));
+    EXPECT_EQ(panel->GetString(3, 1), "Pre-LN: min untrainable lr");
+    EXPECT_EQ(panel->GetDouble(3, 2), r.GetDouble(1, 6));
   }
   // A line whose probe FAILED after its last lease (no FinishTrial): the view
   // says FAILED; a cancelled sweep's open lines say CANCELLED.

@@ -820,5 +820,64 @@ TEST_F(GrpcApiTest, ReflectionListsTheServices) {
   EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
 }
 
+// boundary_search specs (issue 17): each bad field is refused over gRPC,
+// naming it, and nothing is stored; a good one stores its coarse trials with
+// their lines.
+TEST_F(GrpcApiTest, RejectsBadBoundarySearchNamingTheField) {
+  auto boundary = [](const std::function<void(v1::BoundarySearch*)>& change) {
+    return [change](v1::SubmitSweepRequest* r) {
+      r->mutable_spec()->clear_peak_lrs();
+      v1::BoundarySearch* b = r->mutable_spec()->mutable_boundary_search();
+      b->set_lr_min(1e-4);
+      b->set_lr_max(1e-1);
+      change(b);
+    };
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  ExpectBadSpec("lr_min >= lr_max", boundary([](auto* b) { b->set_lr_min(0.2); }),
+                "spec.boundary_search.lr_max: must be finite and > lr_min");
+  ExpectBadSpec("lr_min = lr_max", boundary([](auto* b) { b->set_lr_max(1e-4); }), "spec.boundary_search.lr_max");
+  ExpectBadSpec("lr_min 0", boundary([](auto* b) { b->set_lr_min(0); }), "spec.boundary_search.lr_min");
+  ExpectBadSpec("lr_min NaN", boundary([nan](auto* b) { b->set_lr_min(nan); }), "spec.boundary_search.lr_min");
+  ExpectBadSpec("lr_max infinite", boundary([inf](auto* b) { b->set_lr_max(inf); }), "spec.boundary_search.lr_max");
+  ExpectBadSpec("resolution 1", boundary([](auto* b) { b->set_resolution(1); }),
+                "spec.boundary_search.resolution: must be finite and > 1");
+  ExpectBadSpec("resolution < 1", boundary([](auto* b) { b->set_resolution(0.8); }), "spec.boundary_search.resolution");
+  ExpectBadSpec("resolution NaN", boundary([nan](auto* b) { b->set_resolution(nan); }),
+                "spec.boundary_search.resolution");
+  ExpectBadSpec("initial_points 1", boundary([](auto* b) { b->set_initial_points(1); }),
+                "spec.boundary_search.initial_points");
+  ExpectBadSpec("min_improvement < 0", boundary([](auto* b) { b->set_min_improvement(-1); }),
+                "spec.boundary_search.min_improvement");
+  ExpectBadSpec("max_val_loss infinite", boundary([inf](auto* b) { b->set_max_val_loss(inf); }),
+                "spec.boundary_search.max_val_loss");
+  ExpectBadSpec("peak_lrs too", [&](v1::SubmitSweepRequest* r) {
+    boundary([](auto*) {})(r);
+    r->mutable_spec()->add_peak_lrs(1e-3);
+  }, "spec.peak_lrs: must be empty when boundary_search is set");
+  ExpectBadSpec("random_search too", [&](v1::SubmitSweepRequest* r) {
+    boundary([](auto*) {})(r);
+    r->mutable_spec()->mutable_random_search()->set_samples(2);
+  }, "spec.random_search: must be unset when boundary_search is set");
+
+  v1::SubmitSweepRequest good = GoodRequest();
+  good.set_request_id("boundary");
+  boundary([](auto*) {})(&good);
+  grpc::ClientContext ctx;
+  v1::SubmitSweepResponse resp;
+  ASSERT_TRUE(sweeps_->SubmitSweep(&ctx, good, &resp).ok());
+  EXPECT_EQ(resp.sweep().trial_count(), 2 * 2 * 4);  // 4 lines x 4 coarse lrs
+  EXPECT_EQ(resp.sweep().spec().boundary_search().resolution(), 1.25);  // the default, stored
+  grpc::ClientContext lctx;
+  v1::ListTrialsRequest lreq;
+  lreq.set_sweep_id(resp.sweep().id());
+  v1::ListTrialsResponse trials;
+  ASSERT_TRUE(sweeps_->ListTrials(&lctx, lreq, &trials).ok());
+  ASSERT_EQ(trials.trials_size(), 16);
+  for (const v1::Trial& t : trials.trials()) EXPECT_TRUE(t.has_boundary_line()) << t.index();
+  EXPECT_EQ(trials.trials(15).boundary_line(), 3);
+}
+
 }  // namespace
 }  // namespace normsweep::scheduler

@@ -1,0 +1,160 @@
+// A boundary_search sweep end to end (issue 17): a throwaway PostgreSQL, the
+// real normsweep-scheduler, two normsweep-worker processes running the real
+// normsweep-train on a tiny model, and the normsweep CLI. Each line must end
+// decided, its trials be what the search's rule asks for given their
+// outcomes, and `normsweep results` print the boundary.
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/sweep_client.h"
+#include "db/boundary_search.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/common/postgres_instance.h"
+#include "tests/common/scheduler_process.h"
+#include "tests/common/subprocess.h"
+
+namespace normsweep {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class BoundaryEndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
+    ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
+    bin_ = bin;
+    auto pg = testing::SharedPostgres();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    static int run = 0;  // --repeat runs the test again in one process
+    const std::string name = absl::StrCat("boundary_e2e_", ++run);
+    auto conninfo = (*pg)->CreateDatabase(name);
+    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+    dir_ = absl::StrCat((*pg)->dir(), "/", name);
+    ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
+    auto s = testing::StartScheduler(bin_, *conninfo, dir_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    scheduler_.emplace(*std::move(s));
+    client_ = std::make_unique<client::SweepClient>(scheduler_->address());
+  }
+
+  testing::Subprocess StartWorker(const std::string& name) {
+    auto w = testing::Subprocess::Start(
+        {bin_ + "/worker/normsweep-worker", "--scheduler", scheduler_->address(), "--name", name, "--cpu-slots", "1",
+         "--threads-per-slot", "1", "--trainer", bin_ + "/trainer/normsweep-train", "--work-dir", dir_ + "/" + name,
+         "--metrics-port", "0", "--grace-period-s", "2"},
+        {}, dir_ + "/" + name + ".log");
+    EXPECT_TRUE(w.ok()) << w.status();
+    return *std::move(w);
+  }
+
+  std::pair<int, std::string> Cli(const std::vector<std::string>& args, double timeout_s = 120) {
+    static int n = 0;
+    const std::string log = absl::StrCat(dir_, "/cli-", n++, ".out");
+    std::vector<std::string> argv = {bin_ + "/client/normsweep"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto p = testing::Subprocess::Start(argv, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}}, log);
+    EXPECT_TRUE(p.ok());
+    const int code = p->Wait(timeout_s);
+    return {code, ReadFile(log)};
+  }
+
+  std::string bin_, dir_;
+  std::optional<testing::SchedulerProcess> scheduler_;
+  std::unique_ptr<client::SweepClient> client_;
+};
+
+TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
+  testing::Subprocess w1 = StartWorker("w1"), w2 = StartWorker("w2");
+  // A tiny model, 40 steps: the low end trains too slowly to get 0.5 nats
+  // below l0, the middle trains, the top end diverges or stalls. Three
+  // decades at resolution 2: 4 coarse trials and at most 2 bisections a line.
+  const std::string path = dir_ + "/boundary.yaml";
+  std::ofstream(path) << "name: boundary-e2e\nplacements: [post, pre]\nwarmup_steps: [0]\nseeds: [0]\n"
+                         "boundary_search: {lr_min: 1e-3, lr_max: 1.0, resolution: 2}\n"
+                         "base: {layers: 1, d_model: 16, heads: 2, seq_len: 16, batch_size: 4, steps: 40,"
+                         " eval_every: 20, eval_batches: 2}\n";
+  auto [code, out] = Cli({"submit", path});
+  ASSERT_EQ(code, 0) << out;
+  int64_t id = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(out), &id)) << out;
+
+  // `normsweep watch` follows the sweep to its end, printing the lines as
+  // their trials finish, then the results.
+  auto [watch_code, watched] = Cli({"watch", absl::StrCat(id)}, 600);
+  ASSERT_EQ(watch_code, 0) << watched;
+  EXPECT_THAT(watched, HasSubstr("line  placement  variant  warmup  seed  state"));
+  EXPECT_THAT(watched, HasSubstr("max trainable lr by warm-up"));
+
+  auto sweep = client_->GetSweep(id);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->state(), v1::SWEEP_COMPLETED);
+  auto trials = client_->ListTrials(id);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(sweep->trial_count(), static_cast<int>(trials->size()));
+  EXPECT_GE(trials->size(), 8u);
+  EXPECT_LE(trials->size(), 12u);
+  auto analysis = client_->GetSweepAnalysis(id);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  ASSERT_EQ(analysis->boundary_size(), 2);
+
+  // Each line's trials, judged by the search's own rule, say that the line
+  // is done, in the state the view reports, and no lr was run twice.
+  const db::BoundarySettings settings = db::BoundarySettingsOf(sweep->spec().boundary_search());
+  std::map<int, std::vector<db::Probe>> probes;
+  std::map<int, std::set<double>> lrs;
+  for (const v1::Trial& t : *trials) {
+    ASSERT_TRUE(t.has_boundary_line()) << t.id();
+    EXPECT_TRUE(t.result().has_init_val_loss()) << "trial " << t.id() << ": no l0 from the worker";
+    EXPECT_TRUE(lrs[t.boundary_line()].insert(t.config().lr()).second) << "lr run twice in line " << t.boundary_line();
+    const v1::TrialResult& r = t.result();
+    probes[t.boundary_line()].push_back(
+        {t.config().lr(), db::ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
+                                            r.has_init_val_loss() ? std::optional(r.init_val_loss()) : std::nullopt,
+                                            settings)});
+  }
+  for (const v1::BoundaryLine& line : analysis->boundary()) {
+    const db::LineDecision d = db::DecideLine(settings, probes[line.line()]);
+    EXPECT_FALSE(d.next_lr.has_value()) << "line " << line.line() << " stalled";
+    EXPECT_EQ(db::LineStateName(d.state), line.state()) << "line " << line.line();
+    EXPECT_TRUE(line.state() == "FOUND" || line.state() == "TRAINABLE_EVERYWHERE" ||
+                line.state() == "NOWHERE_TRAINABLE")
+        << "line " << line.line() << ": " << line.state();
+    EXPECT_EQ(line.trials(), static_cast<int>(probes[line.line()].size()));
+    EXPECT_EQ(line.finished(), line.trials());
+    if (line.state() == "FOUND") {
+      EXPECT_LE(line.min_untrainable_lr() / line.max_trainable_lr(), 2.0 * (1 + 1e-12));
+    }
+    std::printf("line %d %s: %s [%g, %g) in %d trials\n", line.line(), line.placement().c_str(), line.state().c_str(),
+                line.max_trainable_lr(), line.min_untrainable_lr(), line.trials());
+  }
+
+  auto [results_code, results] = Cli({"results", absl::StrCat(id)});
+  ASSERT_EQ(results_code, 0) << results;
+  EXPECT_THAT(results, HasSubstr("max trainable lr by warm-up"));
+  EXPECT_THAT(results, HasSubstr("\nPost-LN\nwarmup  seeds  min"));
+  EXPECT_THAT(results, HasSubstr("\nPre-LN\nwarmup  seeds  min"));
+  EXPECT_THAT(results, HasSubstr("1/1"));
+  if (const size_t at = results.find("max trainable lr by warm-up"); at != std::string::npos) {
+    std::printf("%s", results.substr(at).c_str());
+  }
+}
+
+}  // namespace
+}  // namespace normsweep
