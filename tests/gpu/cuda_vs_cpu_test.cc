@@ -2,8 +2,11 @@
 // loss within 1e-5 relative (fp32), every gradient within 1e-4 relative max
 // error, 10 Adam steps tracking the CPU's losses, dropout masks drawn alike,
 // checkpoints resuming across backends, graphs matching eager launches bit
-// for bit. Every test skips, saying so, when the machine has no CUDA device;
-// run tests/gpu/run-on-gpu.sh on a GPU machine.
+// for bit, and the instability diagnostics (log Z and the largest attention
+// logit per block of an evaluation within 1e-5 relative, a measured update's
+// squared norms, a training run's eval events). Every test skips, saying so,
+// when the machine has no CUDA device; run tests/gpu/run-on-gpu.sh on a GPU
+// machine.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -156,6 +159,47 @@ TEST_P(CudaVsCpuTest, LossAndEveryGradientMatch) {
   ASSERT_TRUE(ec.ok() && eg.ok());
   EXPECT_LT(RelativeDiff(eg->mean(), ec->mean()), 1e-5);
   EXPECT_EQ(eg->correct, ec->correct);
+  // Its diagnostics: the output logits' log Z and each block's largest
+  // attention logit, then a second batch folded into the maxima.
+  EXPECT_LT(RelativeDiff(eg->mean_log_z(), ec->mean_log_z()), 1e-5) << eg->mean_log_z() << " vs " << ec->mean_log_z();
+  ASSERT_TRUE(cpu->Evaluate(batch).ok() && gpu->Evaluate(batch).ok());
+  auto mc = cpu->TakeMaxAttentionLogits();
+  auto mg = gpu->TakeMaxAttentionLogits();
+  ASSERT_TRUE(mc.ok() && mg.ok());
+  ASSERT_EQ(mg->size(), static_cast<size_t>(model.layers));
+  for (size_t l = 0; l < mc->size(); ++l) {
+    EXPECT_LT(RelativeDiff((*mg)[l], (*mc)[l]), 1e-5) << "block " << l << ": " << (*mg)[l] << " vs " << (*mc)[l];
+  }
+  // Taken: the next take starts afresh.
+  auto again = gpu->TakeMaxAttentionLogits();
+  ASSERT_TRUE(again.ok());
+  for (double m : *again) EXPECT_EQ(m, -INFINITY);
+}
+
+// One measured Adam step: the update's and the old weights' squared norms
+// per weight matrix, against the CPU's.
+TEST_P(CudaVsCpuTest, MeasuredUpdateMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_NO_FATAL_FAILURE(MakeBoth(4, 3));
+  const Batch batch = RandomBatch(8, 4, model_.seq_len);
+  ASSERT_TRUE(cpu_->ForwardBackward(batch, 5).ok() && gpu_->ForwardBackward(batch, 5).ok());
+  OptimizerStepArgs args;
+  args.step = 1;
+  args.lr = 1e-3;
+  args.measure_update = true;
+  ASSERT_TRUE(cpu_->OptimizerStep(args).ok());
+  ASSERT_TRUE(gpu_->OptimizerStep(args).ok());
+  auto uc = cpu_->LastUpdateSquaredNorms();
+  auto ug = gpu_->LastUpdateSquaredNorms();
+  ASSERT_TRUE(uc.ok() && ug.ok()) << ug.status().message();
+  const std::vector<TensorSpec>& tensors = cpu_->layout().tensors();
+  ASSERT_EQ(ug->update.size(), tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (!tensors[t].decay) continue;  // the weight matrices (a key bias's update is rounding noise)
+    EXPECT_LT(RelativeDiff(ug->weight[t], uc->weight[t]), 1e-6) << tensors[t].name;
+    EXPECT_LT(RelativeDiff(ug->update[t], uc->update[t]), 1e-3) << tensors[t].name;
+    EXPECT_GT(ug->update[t], 0.0) << tensors[t].name;
+  }
 }
 
 TEST_P(CudaVsCpuTest, TenAdamStepsTrackTheCpu) {
@@ -215,7 +259,10 @@ TEST(CudaBackendTest, GraphsAndEagerAreBitIdentical) {
   struct RestoreGraphsEnv {
     ~RestoreGraphsEnv() { unsetenv("NORMSWEEP_CUDA_GRAPHS"); }
   } restore;
+  // The third run measures every update: measuring must not change it.
+  int run = 0;
   for (const char* graphs : {"1", "0", "1"}) {
+    const bool measure = run++ == 2;
     setenv("NORMSWEEP_CUDA_GRAPHS", graphs, 1);
     auto gpu = Make("cuda:0", model, 4);
     ASSERT_TRUE(gpu);
@@ -228,7 +275,11 @@ TEST(CudaBackendTest, GraphsAndEagerAreBitIdentical) {
       OptimizerStepArgs args;
       args.step = step;
       args.lr = 3e-3;
+      args.measure_update = measure;
       ASSERT_TRUE(gpu->OptimizerStep(args).ok());
+      if (measure) {
+        ASSERT_TRUE(gpu->LastUpdateSquaredNorms().ok());
+      }
     }
     finals.emplace_back();
     ASSERT_TRUE(gpu->GetParameters(&finals.back()).ok());
@@ -242,10 +293,12 @@ TEST(CudaBackendTest, GraphsAndEagerAreBitIdentical) {
 class CollectingSink : public EventSink {
  public:
   void OnStep(const StepEvent& e) override { losses.push_back(e.train_loss); }
-  void OnEval(const EvalEvent&) override {}
-  void OnGradNorms(const GradNormsEvent&) override {}
+  void OnEval(const EvalEvent& e) override { evals.push_back(e); }
+  void OnGradNorms(const GradNormsEvent& e) override { grad_norms.push_back(e); }
   void OnFinal(const FinalEvent&) override {}
   std::vector<double> losses;
+  std::vector<EvalEvent> evals;
+  std::vector<GradNormsEvent> grad_norms;
 };
 
 TrainSettings Settings(const std::string& device, int steps) {
@@ -286,6 +339,59 @@ TEST(CudaBackendTest, CheckpointsResumeAcrossBackends) {
     ASSERT_EQ(part2.losses.size(), 4u);
     for (size_t i = 0; i < 4; ++i) {
       EXPECT_LT(RelativeDiff(part2.losses[i], straight.losses[4 + i]), 1e-4) << first << " -> " << second;
+    }
+  }
+}
+
+// A training run's eval events on the GPU against the CPU's: l0 and the
+// step-0 diagnostics from the same weights (tight), then after 10 and 20
+// Adam steps as close as the runs stay (the CPU-vs-CPU variant test's
+// bounds), with the eval-step gradient norms.
+TEST(CudaBackendTest, TrainingDiagnosticsTrackTheCpu) {
+  SKIP_WITHOUT_GPU();
+  TrainSettings s = Settings("cuda:0", 20);
+  s.eval_every = 10;
+  CollectingSink on_gpu, on_cpu;
+  const FinalEvent fg = RunTraining(s, RunOptions{}, on_gpu);
+  s.device = "cpu";
+  const FinalEvent fc = RunTraining(s, RunOptions{}, on_cpu);
+  ASSERT_EQ(fg.outcome, Outcome::kSucceeded) << fg.error;
+  ASSERT_EQ(fc.outcome, Outcome::kSucceeded) << fc.error;
+  ASSERT_TRUE(fg.init_val_loss && fc.init_val_loss);
+  EXPECT_LT(RelativeDiff(*fg.init_val_loss, *fc.init_val_loss), 1e-5);
+  ASSERT_EQ(on_gpu.evals.size(), 3u);  // steps 0, 10, 20
+  ASSERT_EQ(on_cpu.evals.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const EvalEvent &g = on_gpu.evals[i], &c = on_cpu.evals[i];
+    ASSERT_EQ(g.step, c.step);
+    const double tight = g.step == 0 ? 1e-5 : 1e-3, loose = g.step == 0 ? 1e-5 : 1e-2;
+    EXPECT_LT(RelativeDiff(g.val_loss, c.val_loss), tight) << "step " << g.step;
+    ASSERT_TRUE(g.output_log_z && c.output_log_z);
+    EXPECT_LT(RelativeDiff(*g.output_log_z, *c.output_log_z), tight) << "step " << g.step;
+    ASSERT_EQ(g.layers.size(), c.layers.size());
+    for (size_t l = 0; l < g.layers.size(); ++l) {
+      const LayerDiagnosticsValue &gl = g.layers[l], &cl = c.layers[l];
+      ASSERT_TRUE(gl.max_attn_logit && cl.max_attn_logit);
+      EXPECT_LT(RelativeDiff(*gl.max_attn_logit, *cl.max_attn_logit), loose) << "step " << g.step << " block " << l;
+      ASSERT_EQ(gl.update_ratio_fc1.has_value(), g.step > 0);
+      ASSERT_EQ(cl.update_ratio_fc1.has_value(), g.step > 0);
+      if (g.step > 0) {
+        EXPECT_LT(RelativeDiff(*gl.update_ratio_qkv, *cl.update_ratio_qkv), loose) << "step " << g.step;
+        EXPECT_LT(RelativeDiff(*gl.update_ratio_proj, *cl.update_ratio_proj), loose) << "step " << g.step;
+        EXPECT_LT(RelativeDiff(*gl.update_ratio_fc1, *cl.update_ratio_fc1), loose) << "step " << g.step;
+        EXPECT_LT(RelativeDiff(*gl.update_ratio_fc2, *cl.update_ratio_fc2), loose) << "step " << g.step;
+      }
+    }
+  }
+  ASSERT_EQ(on_gpu.grad_norms.size(), 3u);
+  ASSERT_EQ(on_cpu.grad_norms.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(on_gpu.grad_norms[i].step, on_cpu.grad_norms[i].step);
+    ASSERT_EQ(on_gpu.grad_norms[i].norms.size(), on_cpu.grad_norms[i].norms.size());
+    for (size_t k = 0; k < on_cpu.grad_norms[i].norms.size(); ++k) {
+      EXPECT_LT(RelativeDiff(on_gpu.grad_norms[i].norms[k].norm, on_cpu.grad_norms[i].norms[k].norm),
+                i == 0 ? 1e-4 : 1e-2)
+          << "grad_norms at step " << on_cpu.grad_norms[i].step;
     }
   }
 }

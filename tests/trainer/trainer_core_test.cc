@@ -410,11 +410,21 @@ TEST(TrainingTest, StepZeroLossAndTheDiagnosticsMatchTheBackend) {
   }
 }
 
+// Off, the run has no step-0 evaluation and no diagnostics, and trains
+// bit for bit as with them (measuring an update does not change it).
 TEST(TrainingTest, WithoutDiagnosticsNoStepZeroNoDiagnostics) {
   RunOptions o;
   o.diagnostics = false;
-  RecordingSink sink;
+  RecordingSink sink, with;
   const FinalEvent f = RunTraining(SmallRun(Placement::kPostLN, 20), o, sink);
+  ASSERT_EQ(RunTraining(SmallRun(Placement::kPostLN, 20), RunOptions{}, with).outcome, Outcome::kSucceeded);
+  ASSERT_EQ(with.steps.size(), sink.steps.size());
+  for (size_t i = 0; i < sink.steps.size(); ++i) {
+    EXPECT_EQ(with.steps[i].train_loss, sink.steps[i].train_loss) << "step " << i + 1;
+    EXPECT_EQ(with.steps[i].grad_norm, sink.steps[i].grad_norm) << "step " << i + 1;
+  }
+  ASSERT_EQ(with.evals.size(), 3u);
+  EXPECT_EQ(with.evals.back().val_loss, sink.evals.back().val_loss);
   ASSERT_EQ(f.outcome, Outcome::kSucceeded) << f.error;
   EXPECT_FALSE(f.init_val_loss.has_value());
   ASSERT_EQ(sink.evals.size(), 2u);  // steps 10 and 20
