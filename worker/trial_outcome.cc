@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "proto/schema/api_limits.h"
 #include "proto/schema/state_names.h"
@@ -80,6 +82,9 @@ TrialVerdict DecideOutcome(const TrialEnd& end) {
       break;
   }
   v.result.set_error(KeepEnd(v.result.error(), schema::kMaxErrorLength));
+  if (!v.result.has_init_val_loss() && end.step0_val_loss.has_value() && std::isfinite(*end.step0_val_loss)) {
+    v.result.set_init_val_loss(*end.step0_val_loss);
+  }
   return v;
 }
 
@@ -99,6 +104,7 @@ v1::TrialResult ResultFromFinal(const v1::TrainEvent& e) {
   if (e.has_final_val_accuracy()) r.set_final_val_accuracy(e.final_val_accuracy());
   if (e.has_diverged_step()) r.set_diverged_step(e.diverged_step());
   if (e.has_mean_tokens_per_s()) r.set_tokens_per_s(e.mean_tokens_per_s());
+  if (e.has_init_val_loss() && std::isfinite(e.init_val_loss())) r.set_init_val_loss(e.init_val_loss());
   r.set_error(e.error());
   return r;
 }

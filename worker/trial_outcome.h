@@ -42,6 +42,8 @@ struct TrialEnd {
   ProcessEnd process;
   TrialStop stop = TrialStop::kNone;
   std::string stop_reason;  // kTimeout: the watchdog's words, which become the error
+  // The val_loss of the trainer's step-0 evaluation (l0), if it printed one.
+  std::optional<double> step0_val_loss;
 };
 
 struct TrialVerdict {
@@ -64,12 +66,14 @@ struct TrialVerdict {
 //     FAILED without an error says how the process ended, with its stderr);
 //   no final event -> FAILED saying how the process ended, with its stderr,
 //     and retry when a signal from outside ended it (IsKilledFromOutside).
+// Every verdict that finishes the trial carries l0 (result.init_val_loss):
+// the final event's, else the step-0 evaluation's; only a finite one.
 TrialVerdict DecideOutcome(const TrialEnd& end);
 
 // The trainer could not be started: FAILED with the reason.
 TrialVerdict StartFailureVerdict(const absl::Status& status);
 
-// The final event's figures.
+// The final event's figures (init_val_loss only when finite).
 v1::TrialResult ResultFromFinal(const v1::TrainEvent& final_event);
 
 // s cut to at most n bytes, keeping its end behind "..." (the last lines of

@@ -283,6 +283,8 @@ void Worker::RecordEvent(Lease& lease, const v1::TrainEvent& event, absl::Time n
     return;
   }
   if (event.type() == "step") run->last_step = event.step();
+  // l0, for a final event without init_val_loss (or no final event at all).
+  if (event.type() == "eval" && event.step() == 0 && event.has_val_loss()) run->step0_val_loss = event.val_loss();
   absl::MutexLock lock(&mu_);
   lease.progress.Add(event, now);
 }
@@ -291,7 +293,7 @@ void Worker::Conclude(const LeasePtr& lease, const Supervised& run, const TrialP
   const v1::Trial& trial = lease->trial;
   const TrialVerdict verdict = DecideOutcome(
       TrialEnd{run.final_event, ProcessEnd{proc.term_signal(), proc.ExitDescription(), proc.stderr_tail()}, run.stop,
-               run.stop_reason});
+               run.stop_reason, run.step0_val_loss});
   switch (verdict.action) {
     case TrialVerdict::Action::kForget: {
       Log(absl::StrCat(LeaseName(trial), ": lease lost; stopped (", proc.ExitDescription(), "), not reported"));
@@ -413,7 +415,7 @@ void Worker::Report(const LeasePtr& lease) {
   // Progress first (the scheduler refuses it after FinishTrial), then the result.
   while (true) {
     v1::ReportProgressRequest request;
-    int points = 0, norms = 0;
+    PeekedBatch batch;
     bool finish = false;
     v1::FinishTrialRequest fin;
     {
@@ -423,8 +425,7 @@ void Worker::Report(const LeasePtr& lease) {
         request.set_worker_id(worker_id_);
         request.set_trial_id(id);
         request.set_attempt(lease->trial.attempts());
-        points = lease->progress.Peek(options_.max_batch_points, &request);
-        norms = request.layer_grad_norms_size();
+        batch = lease->progress.Peek(BatchLimits::Api(options_.max_batch_points), &request);
       } else if (lease->state == LeaseState::kFinishing) {
         finish = true;
         fin = lease->finish;
@@ -451,7 +452,7 @@ void Worker::Report(const LeasePtr& lease) {
     NoteRpc(r.status(), "ReportProgress");
     absl::MutexLock lock(&mu_);
     if (r.ok()) {
-      lease->progress.Ack(points, norms);
+      lease->progress.Ack(batch);
       lease->backoff = absl::ZeroDuration();
       lease->retry_at = absl::InfinitePast();
       if (r->cancel_requested() && !lease->cancel_requested) {
@@ -473,7 +474,7 @@ void Worker::Report(const LeasePtr& lease) {
       // A batch the scheduler will never take (a bug on one side): drop it
       // rather than retry forever.
       Log(absl::StrCat(LeaseName(lease->trial), ": progress batch refused, dropped: ", r.status().ToString()));
-      lease->progress.Ack(points, norms);
+      lease->progress.Ack(batch);
     }
   }
 }

@@ -113,6 +113,7 @@ class Worker {
   struct Supervised {
     std::optional<v1::TrainEvent> final_event;
     int last_step = 0;
+    std::optional<double> step0_val_loss;  // the evaluation before the first update
     TrialStop stop = TrialStop::kNone;
     std::string stop_reason;
     LeasePtr next;  // prefetched meanwhile, or nullptr

@@ -1,8 +1,10 @@
 #include "worker/worker_metrics.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "proto/schema/api_limits.h"
 #include "proto/schema/state_names.h"
 
 namespace normsweep::worker {
@@ -13,6 +15,14 @@ prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
 }
 
+// LayerGauges::update_ratio's matrices, in order.
+constexpr const char* kUpdateMatrices[] = {"qkv", "proj", "fc1", "fc2"};
+
+prometheus::Labels With(prometheus::Labels labels, const char* key, std::string value) {
+  labels[key] = std::move(value);
+  return labels;
+}
+
 }  // namespace
 
 WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
@@ -21,6 +31,12 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
       lr_(Gauge(registry, "normsweep_trial_learning_rate", "Current learning rate of a running trial")),
       grad_norm_(Gauge(registry, "normsweep_trial_grad_norm", "Latest global gradient norm of a running trial")),
       step_(Gauge(registry, "normsweep_trial_step", "Optimizer steps completed by a running trial")),
+      output_log_z_(Gauge(registry, "normsweep_worker_trial_output_log_z",
+                          "Mean log-sum-exp of the output logits at a running trial's latest evaluation")),
+      max_attn_logit_(Gauge(registry, "normsweep_worker_trial_max_attn_logit",
+                            "Largest attention logit of a block at a running trial's latest evaluation")),
+      update_ratio_(Gauge(registry, "normsweep_worker_trial_update_ratio",
+                          "RMS(update) / RMS(weight) of a block's matrix at a running trial's latest evaluation")),
       tokens_per_s_(Gauge(registry, "normsweep_worker_tokens_per_second", "Training throughput per device")),
       busy_slots_(Gauge(registry, "normsweep_worker_busy_slots", "Slots running a trial, per device")),
       finished_(prometheus::BuildCounter()
@@ -52,9 +68,18 @@ void WorkerMetrics::TrialStarted(const v1::Trial& trial, int slot, const std::st
                                      {"peak_lr", absl::StrCat(c.lr())},
                                      {"seed", absl::StrCat(c.seed())}};
   absl::MutexLock lock(&mu_);
-  Live live{&train_loss_.Add(labels), &val_loss_.Add(labels), &lr_.Add(labels), &grad_norm_.Add(labels),
-            &step_.Add(labels), device};
+  Live live;
+  live.train_loss = &train_loss_.Add(labels);
+  live.val_loss = &val_loss_.Add(labels);
+  live.lr = &lr_.Add(labels);
+  live.grad_norm = &grad_norm_.Add(labels);
+  live.step = &step_.Add(labels);
+  live.output_log_z = &output_log_z_.Add(labels);
+  live.device = device;
   live.val_loss->Set(std::numeric_limits<double>::quiet_NaN());  // no evaluation yet
+  live.output_log_z->Set(std::numeric_limits<double>::quiet_NaN());
+  live.labels = labels;
+  live.layers = c.layers() > 0 ? std::min(c.layers(), schema::kMaxLayers) : schema::kMaxLayers;
   live_[trial.id()] = live;
   busy_slots_.Add({{"device", device}}).Increment();
 }
@@ -75,6 +100,29 @@ void WorkerMetrics::OnEvent(int64_t trial_id, const v1::TrainEvent& e) {
     }
   } else if (e.type() == "eval") {
     if (e.has_val_loss()) l.val_loss->Set(e.val_loss());
+    if (e.has_output_log_z()) l.output_log_z->Set(e.output_log_z());
+    OnDiagnostics(l, e);
+  }
+}
+
+void WorkerMetrics::OnDiagnostics(Live& l, const v1::TrainEvent& e) {
+  for (const v1::LayerDiagnostics& d : e.layer_diagnostics()) {
+    if (d.layer() < 0 || d.layer() >= l.layers) continue;  // bounded series, whatever the trainer says
+    LayerGauges& g = l.layer_gauges[d.layer()];
+    const prometheus::Labels layer = With(l.labels, "layer", absl::StrCat(d.layer()));
+    if (d.has_max_attn_logit()) {
+      if (g.max_attn_logit == nullptr) g.max_attn_logit = &max_attn_logit_.Add(layer);
+      g.max_attn_logit->Set(d.max_attn_logit());
+    }
+    const bool has[4] = {d.has_update_ratio_qkv(), d.has_update_ratio_proj(), d.has_update_ratio_fc1(),
+                         d.has_update_ratio_fc2()};
+    const double value[4] = {d.update_ratio_qkv(), d.update_ratio_proj(), d.update_ratio_fc1(),
+                             d.update_ratio_fc2()};
+    for (int m = 0; m < 4; ++m) {
+      if (!has[m]) continue;
+      if (g.update_ratio[m] == nullptr) g.update_ratio[m] = &update_ratio_.Add(With(layer, "matrix", kUpdateMatrices[m]));
+      g.update_ratio[m]->Set(value[m]);
+    }
   }
 }
 
@@ -98,6 +146,13 @@ void WorkerMetrics::TrialEnded(int64_t trial_id, v1::TrialState outcome) {
   lr_.Remove(l.lr);
   grad_norm_.Remove(l.grad_norm);
   step_.Remove(l.step);
+  output_log_z_.Remove(l.output_log_z);
+  for (const auto& [layer, g] : l.layer_gauges) {
+    if (g.max_attn_logit != nullptr) max_attn_logit_.Remove(g.max_attn_logit);
+    for (prometheus::Gauge* r : g.update_ratio) {
+      if (r != nullptr) update_ratio_.Remove(r);
+    }
+  }
   busy_slots_.Add({{"device", l.device}}).Decrement();
   UpdateDeviceThroughput(l.device);
 }

@@ -3,6 +3,12 @@
 //   normsweep_trial_{train_loss,val_loss,learning_rate,grad_norm,step}
 //       per live trial, labels sweep, trial, placement, warmup_steps, peak_lr,
 //       seed; removed when the trial ends
+//   normsweep_worker_trial_output_log_z             the same labels
+//   normsweep_worker_trial_max_attn_logit{...,layer}
+//   normsweep_worker_trial_update_ratio{...,layer,matrix}   matrix qkv, proj, fc1, fc2
+//       the latest evaluation's diagnostics of a live trial, removed with its
+//       other series; layers below the trial's TrainConfig.layers only, so a
+//       trial exports at most 5 series per block
 //   normsweep_worker_tokens_per_second{device}   summed over the device's slots
 //   normsweep_worker_busy_slots{device}
 //   normsweep_worker_trials_finished_total{outcome}
@@ -44,22 +50,35 @@ class WorkerMetrics {
   void SlotIdle(absl::Duration gap);
 
  private:
+  // One block's diagnostic gauges, made at its first evaluation.
+  struct LayerGauges {
+    prometheus::Gauge* max_attn_logit = nullptr;
+    prometheus::Gauge* update_ratio[4] = {};  // qkv, proj, fc1, fc2; made when first reported
+  };
   struct Live {
-    prometheus::Gauge* train_loss;
-    prometheus::Gauge* val_loss;
-    prometheus::Gauge* lr;
-    prometheus::Gauge* grad_norm;
-    prometheus::Gauge* step;
+    prometheus::Gauge* train_loss = nullptr;
+    prometheus::Gauge* val_loss = nullptr;
+    prometheus::Gauge* lr = nullptr;
+    prometheus::Gauge* grad_norm = nullptr;
+    prometheus::Gauge* step = nullptr;
+    prometheus::Gauge* output_log_z = nullptr;
     std::string device;
     double tokens_per_s = 0;
+    prometheus::Labels labels;  // the trial's, for the per-layer gauges
+    int layers = 0;             // diagnostics of blocks [0, layers) are exported
+    std::map<int, LayerGauges> layer_gauges;
   };
   void UpdateDeviceThroughput(const std::string& device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDiagnostics(Live& live, const v1::TrainEvent& eval) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   prometheus::Family<prometheus::Gauge>& train_loss_;
   prometheus::Family<prometheus::Gauge>& val_loss_;
   prometheus::Family<prometheus::Gauge>& lr_;
   prometheus::Family<prometheus::Gauge>& grad_norm_;
   prometheus::Family<prometheus::Gauge>& step_;
+  prometheus::Family<prometheus::Gauge>& output_log_z_;
+  prometheus::Family<prometheus::Gauge>& max_attn_logit_;
+  prometheus::Family<prometheus::Gauge>& update_ratio_;
   prometheus::Family<prometheus::Gauge>& tokens_per_s_;
   prometheus::Family<prometheus::Gauge>& busy_slots_;
   prometheus::Family<prometheus::Counter>& finished_;

@@ -146,9 +146,9 @@ class GrpcApiTest : public ::testing::Test {
     auto counts = (*conn)->Exec(
         "SELECT (SELECT count(*) FROM sweeps), (SELECT count(*) FROM trials), (SELECT count(*) FROM workers),"
         " (SELECT count(*) FROM trial_metrics), (SELECT count(*) FROM layer_grad_norms),"
-        " (SELECT max(update_seq) FROM trials)");
+        " (SELECT max(update_seq) FROM trials), (SELECT count(*) FROM layer_diagnostics)");
     EXPECT_TRUE(counts.ok()) << counts.status();
-    for (int c = 0; c < 6; ++c) absl::StrAppend(&out, counts->GetString(0, c), " ");
+    for (int c = 0; c < 7; ++c) absl::StrAppend(&out, counts->GetString(0, c), " ");
     return out;
   }
 
@@ -628,6 +628,142 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
   auto metrics = std::make_unique<std::string>(prometheus::TextSerializer().Serialize(server_->registry().Collect()));
   EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"ReportProgress\"} 4"));
   EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"FinishTrial\"} 4"));
+}
+
+// The diagnostics' fields (issue 16): each bad value names its field, the
+// batch is refused whole and nothing is stored.
+TEST_F(GrpcApiTest, RejectsBadDiagnosticsAndInitialLossNamingTheField) {
+  using C = grpc::StatusCode;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto progress = [&](const std::function<void(v1::ReportProgressRequest*)>& mutate) {
+    return [this, mutate](grpc::ClientContext* ctx) {
+      v1::ReportProgressRequest r = Batch(0, 3);
+      r.mutable_points(0)->set_val_loss(5.5);
+      r.mutable_points(0)->set_output_log_z(5.5);
+      for (int step : {0, 2}) {
+        v1::StepDiagnostics* d = r.add_diagnostics();
+        d->set_step(step);
+        for (int layer = 0; layer < 2; ++layer) {
+          v1::LayerDiagnostics* l = d->add_layers();
+          l->set_layer(layer);
+          l->set_max_attn_logit(3.0);
+          if (step > 0) l->set_update_ratio_fc1(1e-3);
+        }
+      }
+      mutate(&r);
+      v1::ReportProgressResponse resp;
+      return workers_->ReportProgress(ctx, r, &resp);
+    };
+  };
+  ExpectRejected("NaN log Z", progress([&](auto* r) { r->mutable_points(0)->set_output_log_z(nan); }),
+                 C::INVALID_ARGUMENT, "points[0].output_log_z: must be finite or absent, not nan");
+  ExpectRejected("negative diagnostics step", progress([](auto* r) { r->mutable_diagnostics(1)->set_step(-2); }),
+                 C::INVALID_ARGUMENT, "diagnostics[1].step: must be >= 0");
+  ExpectRejected("layer missing", progress([](auto* r) { r->mutable_diagnostics(1)->mutable_layers(1)->clear_layer(); }),
+                 C::INVALID_ARGUMENT, "diagnostics[1].layers[1].layer: required");
+  ExpectRejected("negative layer", progress([](auto* r) { r->mutable_diagnostics(0)->mutable_layers(1)->set_layer(-1); }),
+                 C::INVALID_ARGUMENT, "diagnostics[0].layers[1].layer: must be in [0, 256), not -1");
+  ExpectRejected("layer past any model", progress([](auto* r) {
+    r->mutable_diagnostics(0)->mutable_layers(0)->set_layer(schema::kMaxLayers);
+  }), C::INVALID_ARGUMENT, "diagnostics[0].layers[0].layer: must be in [0, 256), not 256");
+  ExpectRejected("infinite attention logit", progress([&](auto* r) {
+    r->mutable_diagnostics(1)->mutable_layers(1)->set_max_attn_logit(inf);
+  }), C::INVALID_ARGUMENT, "diagnostics[1].layers[1].max_attn_logit: must be finite or absent, not inf");
+  for (const char* field : {"update_ratio_qkv", "update_ratio_proj", "update_ratio_fc1", "update_ratio_fc2"}) {
+    ExpectRejected(field, progress([&, field](auto* r) {
+      v1::LayerDiagnostics* l = r->mutable_diagnostics(1)->mutable_layers(0);
+      l->GetReflection()->SetDouble(l, l->GetDescriptor()->FindFieldByName(field), -inf);
+    }), C::INVALID_ARGUMENT, absl::StrCat("diagnostics[1].layers[0].", field, ": must be finite or absent, not -inf"));
+  }
+  ExpectRejected("too many diagnostics steps", progress([](auto* r) {
+    for (int i = 0; i < schema::kMaxDiagnosticStepsPerReport; ++i) r->add_diagnostics()->set_step(i + 3);
+  }), C::INVALID_ARGUMENT, "diagnostics: at most 10000 steps");
+  ExpectRejected("too many diagnostics layers", progress([](auto* r) {
+    v1::StepDiagnostics* d = r->add_diagnostics();
+    d->set_step(3);
+    for (int i = 0; i < schema::kMaxDiagnosticLayersPerReport; ++i) d->add_layers()->set_layer(i % 256);
+  }), C::INVALID_ARGUMENT, "diagnostics: at most 10000 layers in all");
+  ExpectRejected("grad norm layer past any model", progress([](auto* r) {
+    v1::LayerGradNorm* n = r->add_layer_grad_norms()->add_norms();
+    n->set_layer(1000);
+    n->set_matrix("ffn.fc1");
+  }), C::INVALID_ARGUMENT, "layer_grad_norms[0].norms[0].layer: must be in [0, 256), not 1000");
+  for (double bad : {nan, inf}) {
+    ExpectRejected("non-finite l0", [&](grpc::ClientContext* ctx) {
+      v1::FinishTrialRequest r;
+      r.set_worker_id(worker_id_);
+      r.set_trial_id(leased_.id());
+      r.set_attempt(leased_.attempts());
+      r.set_outcome(v1::TRIAL_SUCCEEDED);
+      r.mutable_result()->set_init_val_loss(bad);
+      v1::FinishTrialResponse resp;
+      return workers_->FinishTrial(ctx, r, &resp);
+    }, C::INVALID_ARGUMENT, "result.init_val_loss: must be finite or absent");
+  }
+
+  // The same batch, unchanged, is stored; absent values are fine.
+  grpc::ClientContext ctx;
+  v1::ReportProgressResponse resp;
+  ASSERT_TRUE(progress([](auto*) {})(&ctx).ok());
+}
+
+TEST_F(GrpcApiTest, GetTrialReturnsTheDiagnosticsAndTheInitialLoss) {
+  v1::ReportProgressRequest p = Batch(0, 20);
+  p.mutable_points(0)->clear_train_loss();  // the evaluation before the first update
+  p.mutable_points(0)->set_val_loss(5.5);
+  p.mutable_points(0)->set_output_log_z(5.25);
+  p.mutable_points(20)->set_val_loss(3.5);
+  p.mutable_points(20)->set_output_log_z(4.75);
+  for (int step : {20, 0}) {  // in any order
+    v1::StepDiagnostics* d = p.add_diagnostics();
+    d->set_step(step);
+    for (int layer : {1, 0}) {
+      v1::LayerDiagnostics* l = d->add_layers();
+      l->set_layer(layer);
+      l->set_max_attn_logit(2.0 + layer + step / 10.0);
+      if (step > 0) {
+        l->set_update_ratio_qkv(0.001 * (layer + 1));
+        l->set_update_ratio_fc2(0.004 * (layer + 1));
+      }
+    }
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::ReportProgressResponse resp;
+    ASSERT_TRUE(workers_->ReportProgress(&ctx, p, &resp).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::FinishTrialRequest f;
+    f.set_worker_id(worker_id_);
+    f.set_trial_id(leased_.id());
+    f.set_attempt(leased_.attempts());
+    f.set_outcome(v1::TRIAL_SUCCEEDED);
+    f.mutable_result()->set_final_val_loss(3.5);
+    f.mutable_result()->set_init_val_loss(5.5);
+    v1::FinishTrialResponse resp;
+    ASSERT_TRUE(workers_->FinishTrial(&ctx, f, &resp).ok());
+    EXPECT_DOUBLE_EQ(resp.trial().result().init_val_loss(), 5.5);
+  }
+  const v1::GetTrialResponse t = GetTrialOverGrpc(leased_.id());
+  EXPECT_DOUBLE_EQ(t.trial().result().init_val_loss(), 5.5);
+  ASSERT_EQ(t.metrics_size(), 21);
+  EXPECT_EQ(t.metrics(0).step(), 0);
+  EXPECT_DOUBLE_EQ(t.metrics(0).val_loss(), 5.5);
+  EXPECT_DOUBLE_EQ(t.metrics(0).output_log_z(), 5.25);
+  EXPECT_FALSE(t.metrics(0).has_train_loss());
+  EXPECT_DOUBLE_EQ(t.metrics(20).output_log_z(), 4.75);
+  EXPECT_FALSE(t.metrics(10).has_output_log_z());
+  ASSERT_EQ(t.diagnostics_size(), 2);  // by step, then layer
+  EXPECT_EQ(t.diagnostics(0).step(), 0);
+  EXPECT_EQ(t.diagnostics(1).step(), 20);
+  ASSERT_EQ(t.diagnostics(1).layers_size(), 2);
+  EXPECT_EQ(t.diagnostics(1).layers(0).layer(), 0);
+  EXPECT_DOUBLE_EQ(t.diagnostics(1).layers(1).max_attn_logit(), 5.0);
+  EXPECT_DOUBLE_EQ(t.diagnostics(1).layers(1).update_ratio_fc2(), 0.008);
+  EXPECT_FALSE(t.diagnostics(1).layers(1).has_update_ratio_proj());
+  EXPECT_FALSE(t.diagnostics(0).layers(0).has_update_ratio_qkv());
 }
 
 TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {

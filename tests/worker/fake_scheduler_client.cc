@@ -85,6 +85,10 @@ int FakeSchedulerClient::MaxStepLocked(int64_t id) {
   return max;
 }
 
+int FakeSchedulerClient::DiagnosticStepsLocked(int64_t id) {
+  return static_cast<int>(trials_[id].diagnostics.size());
+}
+
 bool FakeSchedulerClient::HeldLocked(int64_t id) { return trials_[id].held; }
 
 absl::Status FakeSchedulerClient::Reachable() {
@@ -163,6 +167,7 @@ absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(c
   ++r.progress_calls;
   r.points.insert(r.points.end(), request.points().begin(), request.points().end());
   r.norms.insert(r.norms.end(), request.layer_grad_norms().begin(), request.layer_grad_norms().end());
+  r.diagnostics.insert(r.diagnostics.end(), request.diagnostics().begin(), request.diagnostics().end());
   v1::ReportProgressResponse response;
   auto c = cancelled_.find(request.trial_id());
   response.set_cancel_requested(c != cancelled_.end() && c->second);

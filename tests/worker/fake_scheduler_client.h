@@ -28,6 +28,7 @@ class FakeSchedulerClient : public SchedulerClient {
     bool held = false;                          // leased and not finished/lost
     std::vector<v1::MetricPoint> points;        // every point of every accepted ReportProgress
     std::vector<v1::LayerGradNorms> norms;
+    std::vector<v1::StepDiagnostics> diagnostics;
     int progress_calls = 0;                     // accepted
     std::vector<v1::FinishTrialRequest> finishes;  // accepted
     int refused_calls = 0;                      // FAILED_PRECONDITION
@@ -60,6 +61,7 @@ class FakeSchedulerClient : public SchedulerClient {
   // Helpers for pred (mu_ must be held, as it is inside WaitFor).
   bool FinishedLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int MaxStepLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int DiagnosticStepsLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // StepDiagnostics received
   bool HeldLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request) override;

@@ -15,6 +15,13 @@
 //                SIGTERM
 // pidfile=PATH writes the process id there first; end_ms=N waits N ms after
 // the last step before the final event (a long final evaluation).
+// diag=1 prints what the trainer prints since issue 16: an evaluation at
+// step 0 (val_loss l0), log Z and per-block diagnostics (diag_layers blocks,
+// default the config's layers) on every evaluation, grad_norms at every
+// evaluation step, and init_val_loss in the final event (unless no_l0=1, as
+// for a run resumed from a checkpoint). Its figures: l0 = 5.6, log Z at step
+// s = 5.6 - s/1000, block l's largest attention logit 2 + l + s/100, its
+// update ratios (k+1)(l+1)/1000 for qkv, proj, fc1, fc2 (k = 0..3).
 #include <signal.h>
 #include <unistd.h>
 
@@ -76,6 +83,9 @@ int main(int argc, char** argv) {
   const int crash_at = num("crash_at", 3);
   const int eval_every = config->eval_every();
   const int layers = config->layers() > 0 ? config->layers() : 2;
+  const bool diag = num("diag", 0) != 0;
+  const int diag_layers = num("diag_layers", layers);
+  constexpr double kL0 = 5.6;
   if (script.count("pidfile")) std::ofstream(script["pidfile"]) << getpid() << "\n";
   if (mode == "ignore_term") {
     std::signal(SIGTERM, SIG_IGN);
@@ -86,19 +96,43 @@ int main(int argc, char** argv) {
                config->threads(), config->device().c_str());
 
   namespace v1 = normsweep::v1;
-  {
+  auto grad_norms = [&](int at) {
     v1::TrainEvent g;
     g.set_type("grad_norms");
-    g.set_step(0);
+    g.set_step(at);
     for (int l = 0; l < layers; ++l) {
       for (const char* m : {"ffn.fc1", "ffn.fc2"}) {
         v1::LayerGradNorm* n = g.add_layer_grad_norms();
         n->set_layer(l);
         n->set_matrix(m);
-        n->set_norm(1.0 + l + (m[5] == '2' ? 0.5 : 0));
+        n->set_norm(1.0 + l + (m[5] == '2' ? 0.5 : 0) + at / 1000.0);
       }
     }
     Emit(normsweep::schema::TrainEventToJson(g));
+  };
+  auto add_diagnostics = [&](v1::TrainEvent& ev) {
+    if (!diag) return;
+    const int at = ev.step();
+    ev.set_output_log_z(kL0 - at / 1000.0);
+    for (int l = 0; l < diag_layers; ++l) {
+      v1::LayerDiagnostics* d = ev.add_layer_diagnostics();
+      d->set_layer(l);
+      d->set_max_attn_logit(2.0 + l + at / 100.0);
+      if (at == 0) continue;  // no update yet
+      d->set_update_ratio_qkv(1 * (l + 1) / 1000.0);
+      d->set_update_ratio_proj(2 * (l + 1) / 1000.0);
+      d->set_update_ratio_fc1(3 * (l + 1) / 1000.0);
+      d->set_update_ratio_fc2(4 * (l + 1) / 1000.0);
+    }
+  };
+  grad_norms(0);
+  if (diag) {
+    v1::TrainEvent ev;
+    ev.set_type("eval");
+    ev.set_step(0);
+    ev.set_val_loss(kL0);
+    add_diagnostics(ev);
+    Emit(normsweep::schema::TrainEventToJson(ev));
   }
   double loss = 5.5, best = 1e9, val = 0;
   int step = 0;
@@ -117,11 +151,13 @@ int main(int argc, char** argv) {
     if ((eval_every > 0 && step % eval_every == 0) || step == steps) {
       val = loss + 0.1;
       best = std::min(best, val);
+      if (diag) grad_norms(step);
       v1::TrainEvent ev;
       ev.set_type("eval");
       ev.set_step(step);
       ev.set_val_loss(val);
       ev.set_val_accuracy(0.5);
+      add_diagnostics(ev);
       Emit(normsweep::schema::TrainEventToJson(ev));
     }
     if (step == crash_at) {
@@ -150,6 +186,7 @@ int main(int argc, char** argv) {
   f.set_final_val_accuracy(0.5);
   f.set_mean_tokens_per_s(1234.5);
   if (mode == "diverge") f.set_diverged_step(steps);
+  if (diag && num("no_l0", 0) == 0) f.set_init_val_loss(kL0);
   Emit(normsweep::schema::TrainEventToJson(f));
   if (mode == "linger") {
     std::signal(SIGTERM, SIG_IGN);

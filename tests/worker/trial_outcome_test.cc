@@ -5,6 +5,8 @@
 
 #include <signal.h>
 
+#include <limits>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/schema/api_limits.h"
@@ -178,6 +180,38 @@ TEST(DecideOutcomeTest, KeepEnd) {
   EXPECT_EQ(KeepEnd("short", 10), "short");
   EXPECT_EQ(KeepEnd("0123456789", 10), "0123456789");
   EXPECT_EQ(KeepEnd("0123456789ab", 10), "...56789ab");
+}
+
+TEST(DecideOutcomeTest, InitialLossFromTheFinalEventElseTheStepZeroEvaluation) {
+  v1::TrainEvent with_l0 = Final("SUCCEEDED");
+  with_l0.set_init_val_loss(5.5);
+  TrialEnd end = End(with_l0, Exited(0));
+  end.step0_val_loss = 5.25;
+  EXPECT_DOUBLE_EQ(DecideOutcome(end).result.init_val_loss(), 5.5);  // the final event's word wins
+  // A final event without it (a run resumed from a checkpoint prints none):
+  // the step-0 evaluation's val_loss, if the worker saw one.
+  end = End(Final("DIVERGED"), Exited(0));
+  EXPECT_FALSE(DecideOutcome(end).result.has_init_val_loss());
+  end.step0_val_loss = 5.25;
+  EXPECT_DOUBLE_EQ(DecideOutcome(end).result.init_val_loss(), 5.25);
+  // No final event, a cancel, a timeout: l0 is still known.
+  end = End(std::nullopt, Exited(3));
+  end.step0_val_loss = 5.0;
+  EXPECT_DOUBLE_EQ(DecideOutcome(end).result.init_val_loss(), 5.0);
+  end = End(std::nullopt, Killed(SIGTERM), TrialStop::kCancel);
+  end.step0_val_loss = 5.0;
+  EXPECT_DOUBLE_EQ(DecideOutcome(end).result.init_val_loss(), 5.0);
+  end = End(std::nullopt, Killed(SIGTERM), TrialStop::kTimeout, "too long");
+  end.step0_val_loss = 5.0;
+  EXPECT_DOUBLE_EQ(DecideOutcome(end).result.init_val_loss(), 5.0);
+  // Only finite values (the API refuses others).
+  with_l0.set_init_val_loss(std::numeric_limits<double>::quiet_NaN());
+  end = End(with_l0, Exited(0));
+  EXPECT_FALSE(DecideOutcome(end).result.has_init_val_loss());
+  end.step0_val_loss = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(DecideOutcome(end).result.has_init_val_loss());
+  end.step0_val_loss = 4.75;
+  EXPECT_DOUBLE_EQ(DecideOutcome(end).result.init_val_loss(), 4.75);
 }
 
 TEST(IsKilledFromOutsideTest, MachineSignalsYesCrashesNo) {

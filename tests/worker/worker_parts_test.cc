@@ -4,6 +4,9 @@
 // command line, slot resolution.
 #include <signal.h>
 
+#include <limits>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/clock.h"
@@ -50,7 +53,7 @@ TEST(ProgressBufferTest, StepAndEvalOfOneStepBecomeOnePoint) {
   b.Add(final_event, clock.Now());  // carries no progress
   EXPECT_EQ(b.pending_points(), 2);
   v1::ReportProgressRequest r;
-  ASSERT_EQ(b.Peek(100, &r), 2);
+  ASSERT_EQ(b.Peek(BatchLimits::Api(100), &r).points, 2);
   EXPECT_FALSE(r.points(0).has_val_loss());
   EXPECT_EQ(r.points(1).step(), 2);
   EXPECT_DOUBLE_EQ(r.points(1).train_loss(), 4.98);
@@ -64,12 +67,13 @@ TEST(ProgressBufferTest, EvalAfterItsStepWentOutIsItsOwnPoint) {
   ProgressBuffer b;
   b.Add(Step(5), clock.Now());
   v1::ReportProgressRequest r;
-  ASSERT_EQ(b.Peek(100, &r), 1);
+  const PeekedBatch first = b.Peek(BatchLimits::Api(100), &r);
+  ASSERT_EQ(first.points, 1);
   b.Add(Eval(5), clock.Now());  // the step's point is in flight: not merged
-  b.Ack(1, 0);
+  b.Ack(first);
   EXPECT_EQ(b.pending_points(), 1);
   v1::ReportProgressRequest r2;
-  ASSERT_EQ(b.Peek(100, &r2), 1);
+  ASSERT_EQ(b.Peek(BatchLimits::Api(100), &r2).points, 1);
   EXPECT_EQ(r2.points(0).step(), 5);
   EXPECT_FALSE(r2.points(0).has_train_loss());
   EXPECT_TRUE(r2.points(0).has_val_loss());
@@ -105,20 +109,160 @@ TEST(ProgressBufferTest, UnacknowledgedBatchIsSentAgainAndAckedOneNever) {
   for (int s = 1; s <= 5; ++s) b.Add(Step(s), clock.Now());
 
   v1::ReportProgressRequest first;
-  ASSERT_EQ(b.Peek(3, &first), 3);
+  ASSERT_EQ(b.Peek(BatchLimits::Api(3), &first).points, 3);
   ASSERT_EQ(first.layer_grad_norms_size(), 1);
   // The call failed: nothing acknowledged, the same batch goes again.
   v1::ReportProgressRequest again;
-  ASSERT_EQ(b.Peek(3, &again), 3);
+  const PeekedBatch sent = b.Peek(BatchLimits::Api(3), &again);
+  ASSERT_EQ(sent.points, 3);
+  EXPECT_EQ(sent.norms, 1);
   EXPECT_EQ(again.SerializeAsString(), first.SerializeAsString());
-  b.Ack(3, 1);
+  b.Ack(sent);
   v1::ReportProgressRequest rest;
-  ASSERT_EQ(b.Peek(3, &rest), 2);
+  const PeekedBatch last = b.Peek(BatchLimits::Api(3), &rest);
+  ASSERT_EQ(last.points, 2);
   EXPECT_EQ(rest.points(0).step(), 4);
   EXPECT_EQ(rest.layer_grad_norms_size(), 0);
-  b.Ack(2, 0);
+  b.Ack(last);
   EXPECT_TRUE(b.empty());
   EXPECT_FALSE(b.ShouldFlush(clock.Now() + absl::Hours(1), absl::Milliseconds(1), 1));
+}
+
+// An eval event with the diagnostics the trainer prints (Eval's figures,
+// log Z, and per block the largest attention logit and, after step 0, the
+// update ratios).
+v1::TrainEvent EvalWithDiagnostics(int step, int layers) {
+  v1::TrainEvent e = Eval(step);
+  e.set_output_log_z(5.5 - 0.001 * step);
+  for (int l = 0; l < layers; ++l) {
+    v1::LayerDiagnostics* d = e.add_layer_diagnostics();
+    d->set_layer(l);
+    d->set_max_attn_logit(2.0 + l + 0.01 * step);
+    if (step > 0) {
+      d->set_update_ratio_qkv(1e-3 * (l + 1));
+      d->set_update_ratio_proj(2e-3 * (l + 1));
+      d->set_update_ratio_fc1(3e-3 * (l + 1));
+      d->set_update_ratio_fc2(4e-3 * (l + 1));
+    }
+  }
+  return e;
+}
+
+v1::TrainEvent GradNorms(int step, int layers) {
+  v1::TrainEvent g;
+  g.set_type("grad_norms");
+  g.set_step(step);
+  for (int l = 0; l < layers; ++l) {
+    for (const char* m : {"ffn.fc1", "ffn.fc2"}) {
+      v1::LayerGradNorm* n = g.add_layer_grad_norms();
+      n->set_layer(l);
+      n->set_matrix(m);
+      n->set_norm(1.0 + l);
+    }
+  }
+  return g;
+}
+
+TEST(ProgressBufferTest, StepZeroEvaluationIsAPointAndDiagnosticsAStepOfTheirOwn) {
+  FakeClock clock;
+  ProgressBuffer b;
+  b.Add(GradNorms(0, 2), clock.Now());
+  b.Add(EvalWithDiagnostics(0, 2), clock.Now());  // l0, before the first update
+  b.Add(Step(1), clock.Now());
+  b.Add(Step(2), clock.Now());
+  b.Add(GradNorms(2, 2), clock.Now());
+  b.Add(EvalWithDiagnostics(2, 2), clock.Now());
+  v1::ReportProgressRequest r;
+  const PeekedBatch batch = b.Peek(BatchLimits::Api(100), &r);
+  EXPECT_EQ(batch.points, 3);
+  EXPECT_EQ(batch.norms, 2);
+  EXPECT_EQ(batch.diagnostics, 2);
+  ASSERT_EQ(r.points_size(), 3);
+  EXPECT_EQ(r.points(0).step(), 0);
+  EXPECT_DOUBLE_EQ(r.points(0).val_loss(), 4.0);
+  EXPECT_DOUBLE_EQ(r.points(0).output_log_z(), 5.5);
+  EXPECT_FALSE(r.points(0).has_train_loss());
+  EXPECT_EQ(r.points(2).step(), 2);  // the evaluation merged into its step's point
+  EXPECT_TRUE(r.points(2).has_train_loss());
+  EXPECT_DOUBLE_EQ(r.points(2).output_log_z(), 5.498);
+  EXPECT_FALSE(r.points(1).has_output_log_z());
+  ASSERT_EQ(r.layer_grad_norms_size(), 2);
+  EXPECT_EQ(r.layer_grad_norms(1).step(), 2);
+  ASSERT_EQ(r.diagnostics_size(), 2);
+  EXPECT_EQ(r.diagnostics(0).step(), 0);
+  ASSERT_EQ(r.diagnostics(0).layers_size(), 2);
+  EXPECT_EQ(r.diagnostics(0).layers(1).layer(), 1);
+  EXPECT_DOUBLE_EQ(r.diagnostics(0).layers(1).max_attn_logit(), 3.0);
+  EXPECT_FALSE(r.diagnostics(0).layers(1).has_update_ratio_qkv());
+  EXPECT_EQ(r.diagnostics(1).step(), 2);
+  EXPECT_DOUBLE_EQ(r.diagnostics(1).layers(1).update_ratio_fc2(), 8e-3);
+  b.Ack(batch);
+  EXPECT_TRUE(b.empty());
+}
+
+TEST(ProgressBufferTest, NonFiniteDiagnosticsAreLeftOutTheRestStays) {
+  FakeClock clock;
+  ProgressBuffer b;
+  v1::TrainEvent e = EvalWithDiagnostics(40, 2);
+  e.set_output_log_z(std::numeric_limits<double>::infinity());
+  e.mutable_layer_diagnostics(0)->set_max_attn_logit(std::numeric_limits<double>::quiet_NaN());
+  e.mutable_layer_diagnostics(1)->set_update_ratio_proj(-std::numeric_limits<double>::infinity());
+  b.Add(e, clock.Now());
+  v1::ReportProgressRequest r;
+  b.Peek(BatchLimits::Api(100), &r);
+  ASSERT_EQ(r.points_size(), 1);
+  EXPECT_TRUE(r.points(0).has_val_loss());
+  EXPECT_FALSE(r.points(0).has_output_log_z());
+  ASSERT_EQ(r.diagnostics_size(), 1);
+  const v1::StepDiagnostics& d = r.diagnostics(0);
+  ASSERT_EQ(d.layers_size(), 2);
+  EXPECT_EQ(d.layers(0).layer(), 0);
+  EXPECT_FALSE(d.layers(0).has_max_attn_logit());
+  EXPECT_TRUE(d.layers(0).has_update_ratio_proj());
+  EXPECT_TRUE(d.layers(1).has_max_attn_logit());
+  EXPECT_FALSE(d.layers(1).has_update_ratio_proj());
+  EXPECT_TRUE(d.layers(1).has_update_ratio_qkv());
+}
+
+TEST(ProgressBufferTest, NormsAndDiagnosticsGoInWholeStepsWithinTheLimits) {
+  FakeClock clock;
+  ProgressBuffer b;
+  for (int s = 0; s <= 40; s += 10) {  // 5 evaluations of 3 blocks, 6 norms each
+    b.Add(GradNorms(s, 3), clock.Now());
+    b.Add(EvalWithDiagnostics(s, 3), clock.Now());
+  }
+  // 13 norms or 7 layers: 2 steps each; 3 diagnostic steps at most.
+  const BatchLimits limits{100, 13, 3, 7};
+  std::vector<int> norm_steps, diag_steps;
+  int calls = 0;
+  while (!b.empty()) {
+    v1::ReportProgressRequest r;
+    const PeekedBatch batch = b.Peek(limits, &r);
+    int norms = 0, layers = 0;
+    for (const v1::LayerGradNorms& g : r.layer_grad_norms()) {
+      norms += g.norms_size();
+      norm_steps.push_back(g.step());
+    }
+    for (const v1::StepDiagnostics& d : r.diagnostics()) {
+      layers += d.layers_size();
+      diag_steps.push_back(d.step());
+    }
+    EXPECT_LE(norms, 13);
+    EXPECT_LE(layers, 7);
+    EXPECT_LE(r.diagnostics_size(), 3);
+    EXPECT_EQ(batch.norms, r.layer_grad_norms_size());
+    EXPECT_EQ(batch.diagnostics, r.diagnostics_size());
+    b.Ack(batch);
+    ASSERT_LT(++calls, 10);
+  }
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(norm_steps, (std::vector<int>{0, 10, 20, 30, 40}));
+  EXPECT_EQ(diag_steps, (std::vector<int>{0, 10, 20, 30, 40}));
+  // A step larger than the limit still goes (alone), rather than never.
+  ProgressBuffer big;
+  big.Add(GradNorms(0, 10), clock.Now());
+  v1::ReportProgressRequest r;
+  EXPECT_EQ(big.Peek(limits, &r).norms, 1);
 }
 
 TEST(TrialWatchdogTest, TrialTimeoutAndStall) {

@@ -183,6 +183,76 @@ TEST_F(WorkerTest, LiveTrialMetricsCarryTheTrialLabels) {
   ASSERT_TRUE(WaitFinished(a));
 }
 
+// The trainer's issue-16 events (the fake's diag=1: an evaluation at step 0,
+// log Z and per-block diagnostics at every evaluation, grad norms at every
+// evaluation step, l0 in the final event): what reaches the scheduler, and
+// the live gauges, gone when the trial ends.
+TEST_F(WorkerTest, DiagnosticsReachTheSchedulerAndTheirGaugesLiveAsLongAsTheTrial) {
+  // 3 blocks of diagnostics for a 2-layer model: the extra one is not exported.
+  const int64_t a = fake_.AddTrial(Config("mode=hang,crash_at=20,diag=1,diag_layers=3", 100, 10));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor(
+      [a](FakeSchedulerClient& f) {
+        return f.MaxStepLocked(a) >= 20 && f.DiagnosticStepsLocked(a) >= 3;  // steps 0, 10, 20
+      },
+      absl::Seconds(10)));
+  const std::string live = Metrics();
+  const std::string labels = "peak_lr=\"0.001\",placement=\"pre\",seed=\"3\",sweep=\"7\",trial=\"1\",warmup_steps=\"4\"";
+  // Step 20's evaluation: block l's logit 2 + l + 0.2, log Z 5.6 - 0.02.
+  EXPECT_THAT(live, HasSubstr("normsweep_worker_trial_max_attn_logit{layer=\"1\"," + labels + "} 3.2"));
+  EXPECT_THAT(live, HasSubstr("normsweep_worker_trial_max_attn_logit{layer=\"0\"," + labels + "} 2.2"));
+  EXPECT_THAT(live, Not(HasSubstr("layer=\"2\"")));
+  EXPECT_THAT(live, HasSubstr("normsweep_worker_trial_output_log_z{" + labels + "} 5.58"));
+  EXPECT_THAT(live, HasSubstr("normsweep_worker_trial_update_ratio{layer=\"1\",matrix=\"fc2\"," + labels + "} 0.008"));
+  EXPECT_THAT(live, HasSubstr("normsweep_worker_trial_update_ratio{layer=\"0\",matrix=\"qkv\"," + labels + "} 0.001"));
+  fake_.CancelTrial(a);
+  ASSERT_TRUE(WaitFinished(a));
+  // A second trial whose final event lacks l0 (a resumed run): the worker
+  // takes it from the step-0 evaluation.
+  const int64_t b = fake_.AddTrial(Config("mode=ok,diag=1,no_l0=1", 20, 10));
+  ASSERT_TRUE(WaitFinished(b));
+  const std::string after = Metrics();
+  Stop();
+  EXPECT_THAT(after, Not(HasSubstr("normsweep_worker_trial_max_attn_logit{")));
+  EXPECT_THAT(after, Not(HasSubstr("normsweep_worker_trial_update_ratio{")));
+  EXPECT_THAT(after, Not(HasSubstr("normsweep_worker_trial_output_log_z{")));
+
+  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  ASSERT_EQ(ra.finishes.size(), 1u);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_CANCELLED);
+  EXPECT_DOUBLE_EQ(ra.finishes[0].result().init_val_loss(), 5.6);
+  // The step-0 point: l0 and log Z, no training figures.
+  std::map<int, v1::MetricPoint> points;  // the evaluations' points, by step
+  for (const v1::MetricPoint& p : ra.points) {
+    if (p.has_val_loss()) {
+      EXPECT_TRUE(points.emplace(p.step(), p).second) << "step " << p.step() << " twice";
+    }
+  }
+  ASSERT_TRUE(points.count(0));
+  EXPECT_DOUBLE_EQ(points[0].val_loss(), 5.6);
+  EXPECT_DOUBLE_EQ(points[0].output_log_z(), 5.6);
+  EXPECT_FALSE(points[0].has_train_loss());
+  ASSERT_TRUE(points.count(10));
+  EXPECT_DOUBLE_EQ(points[10].output_log_z(), 5.59);
+  std::vector<int> diag_steps, norm_steps;
+  for (const v1::StepDiagnostics& d : ra.diagnostics) {
+    diag_steps.push_back(d.step());
+    ASSERT_EQ(d.layers_size(), 3);
+    EXPECT_EQ(d.layers(2).layer(), 2);
+    EXPECT_DOUBLE_EQ(d.layers(1).max_attn_logit(), 3.0 + d.step() / 100.0);
+    EXPECT_EQ(d.layers(0).has_update_ratio_fc1(), d.step() > 0);
+  }
+  for (const v1::LayerGradNorms& g : ra.norms) norm_steps.push_back(g.step());
+  EXPECT_EQ(diag_steps, (std::vector<int>{0, 10, 20}));  // each once
+  EXPECT_EQ(norm_steps, (std::vector<int>{0, 10, 20}));
+
+  FakeSchedulerClient::TrialRecord rb = fake_.Get(b);
+  ASSERT_EQ(rb.finishes.size(), 1u);
+  EXPECT_EQ(rb.finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
+  EXPECT_DOUBLE_EQ(rb.finishes[0].result().init_val_loss(), 5.6);
+  EXPECT_EQ(rb.diagnostics.size(), 3u);  // steps 0, 10, 20
+}
+
 TEST_F(WorkerTest, CrashWithoutFinalEventIsFailedWithExitStatusAndStderr) {
   const int64_t a = fake_.AddTrial(Config("mode=crash,crash_at=4", 50));
   const int64_t b = fake_.AddTrial(Config("mode=segv,crash_at=2", 50));
