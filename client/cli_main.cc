@@ -52,8 +52,10 @@ Usage:
   normsweep watch ID          live progress until the sweep ends, then its results
   normsweep list [--state running|completed|cancelled]
   normsweep show ID           the sweep and every trial
-  normsweep trial ID          one trial's metric history, step-0 gradient norms and
-                              every attempt (re-queued ones: why)
+  normsweep trial ID          one trial's l0 and metric history, FFN gradient norms,
+                              per-block diagnostics (largest attention logit, update
+                              ratios) at step 0 and the last evaluation, and every
+                              attempt (re-queued ones: why)
   normsweep cancel ID
   normsweep results ID [--format table|csv|json]
   normsweep report ID --out DIR

@@ -1,5 +1,9 @@
 #include "client/sweep_tables.h"
 
+#include <map>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -69,6 +73,54 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
   return out;
 }
 
+namespace {
+
+// "FFN gradient norms at step N: L0.ffn.fc1=... ...\n"
+std::string GradNormsLine(const v1::LayerGradNorms& g) {
+  std::string out = absl::StrFormat("FFN gradient norms at step %d:", g.step());
+  for (const v1::LayerGradNorm& n : g.norms()) absl::StrAppendFormat(&out, " L%d.%s=%.4f", n.layer(), n.matrix(), n.norm());
+  return out + "\n";
+}
+
+// A value in %.3g, or "" when absent.
+std::string Short(bool has, double v) { return has ? absl::StrFormat("%.3g", v) : std::string(); }
+
+// The per-block diagnostics at the first evaluation (step 0, at
+// initialisation) and the last one: the largest attention logit at both,
+// the update ratios at the last (there are none before the first update).
+std::string DiagnosticsTable(const v1::StepDiagnostics& first, const v1::StepDiagnostics& last) {
+  const bool two = first.step() != last.step();
+  std::string out =
+      two ? absl::StrFormat("\nper-block diagnostics at step %d and at step %d, the last evaluation:\n", first.step(),
+                            last.step())
+          : absl::StrFormat("\nper-block diagnostics at step %d, the last evaluation:\n", last.step());
+  // block, [the first step's logit,] the last step's logit, its four update ratios
+  auto add_row = [&](const std::string& block, const std::string& first_logit, const std::string& last_logit,
+                     const std::string& qkv, const std::string& proj, const std::string& fc1, const std::string& fc2) {
+    absl::StrAppendFormat(&out, "%-6s ", block);
+    if (two) absl::StrAppendFormat(&out, "%-11s ", first_logit);
+    absl::StrAppendFormat(&out, "%-11s %-10s %-10s %-10s %s\n", last_logit, qkv, proj, fc1, fc2);
+  };
+  add_row("block", absl::StrCat("logit@", first.step()), absl::StrCat("logit@", last.step()), "upd_qkv", "upd_proj",
+          "upd_fc1", "upd_fc2");
+  std::map<int, std::pair<const v1::LayerDiagnostics*, const v1::LayerDiagnostics*>> blocks;
+  for (const v1::LayerDiagnostics& l : first.layers()) blocks[l.layer()].first = &l;
+  for (const v1::LayerDiagnostics& l : last.layers()) blocks[l.layer()].second = &l;
+  const v1::LayerDiagnostics none;
+  for (const auto& [layer, at] : blocks) {
+    const v1::LayerDiagnostics& f = at.first != nullptr ? *at.first : none;
+    const v1::LayerDiagnostics& l = at.second != nullptr ? *at.second : none;
+    add_row(absl::StrCat(layer), Short(f.has_max_attn_logit(), f.max_attn_logit()),
+            Short(l.has_max_attn_logit(), l.max_attn_logit()), Short(l.has_update_ratio_qkv(), l.update_ratio_qkv()),
+            Short(l.has_update_ratio_proj(), l.update_ratio_proj()),
+            Short(l.has_update_ratio_fc1(), l.update_ratio_fc1()),
+            Short(l.has_update_ratio_fc2(), l.update_ratio_fc2()));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string RenderTrialDetail(const v1::GetTrialResponse& response) {
   const v1::Trial& trial = response.trial();
   const v1::TrainConfig& config = trial.config();
@@ -76,20 +128,42 @@ std::string RenderTrialDetail(const v1::GetTrialResponse& response) {
                                     trial.id(), trial.sweep_id(), TrialStateLabel(trial.state()), config.placement(),
                                     config.warmup_steps(), FormatLr(config.lr()), config.seed(),
                                     trial.variant().empty() ? "" : ", " + trial.variant());
-  constexpr char kRow[] = "%-7s %-10s %-11s %-11s %-10s %-10s\n";
-  absl::StrAppendFormat(&out, kRow, "step", "lr", "train_loss", "val_loss", "grad_norm", "tokens/s");
+  // l0: the trial's result, else its step-0 evaluation (while it runs).
+  const v1::MetricPoint* step0 = nullptr;
+  bool log_z = false;
   for (const v1::MetricPoint& m : response.metrics()) {
-    absl::StrAppendFormat(&out, kRow, absl::StrCat(m.step()), Opt(m.has_lr(), m.lr(), "%.3e"),
-                          Opt(m.has_train_loss(), m.train_loss(), "%.4f"), Opt(m.has_val_loss(), m.val_loss(), "%.4f"),
-                          Opt(m.has_grad_norm(), m.grad_norm(), "%.4f"),
-                          Opt(m.has_tokens_per_s(), m.tokens_per_s(), "%.0f"));
+    if (m.step() == 0 && m.has_val_loss()) step0 = &m;
+    log_z |= m.has_output_log_z();
   }
-  for (const v1::LayerGradNorms& g : response.layer_grad_norms()) {
-    absl::StrAppendFormat(&out, "\nFFN gradient norms at step %d:", g.step());
-    for (const v1::LayerGradNorm& n : g.norms()) {
-      absl::StrAppendFormat(&out, " L%d.%s=%.4f", n.layer(), n.matrix(), n.norm());
+  if (trial.result().has_init_val_loss()) {
+    absl::StrAppendFormat(&out, "l0 (validation loss at initialisation) %.4f\n", trial.result().init_val_loss());
+  } else if (step0 != nullptr) {
+    absl::StrAppendFormat(&out, "l0 (validation loss at initialisation) %.4f\n", step0->val_loss());
+  }
+  // log Z only for trials that have it, so that older ones print as before.
+  auto add_row = [&](const std::vector<std::string>& cells) {
+    if (log_z) {
+      absl::StrAppendFormat(&out, "%-7s %-10s %-11s %-11s %-10s %-10s %s\n", cells[0], cells[1], cells[2], cells[3],
+                            cells[4], cells[5], cells[6]);
+    } else {
+      absl::StrAppendFormat(&out, "%-7s %-10s %-11s %-11s %-10s %-10s\n", cells[0], cells[1], cells[2], cells[3],
+                            cells[4], cells[5]);
     }
-    out += "\n";
+  };
+  add_row({"step", "lr", "train_loss", "val_loss", "grad_norm", "tokens/s", "log_z"});
+  for (const v1::MetricPoint& m : response.metrics()) {
+    add_row({absl::StrCat(m.step()), Opt(m.has_lr(), m.lr(), "%.3e"), Opt(m.has_train_loss(), m.train_loss(), "%.4f"),
+             Opt(m.has_val_loss(), m.val_loss(), "%.4f"), Opt(m.has_grad_norm(), m.grad_norm(), "%.4f"),
+             Opt(m.has_tokens_per_s(), m.tokens_per_s(), "%.0f"), Opt(m.has_output_log_z(), m.output_log_z(), "%.4f")});
+  }
+  // Gradient norms come at step 0 and at every later evaluation: the first
+  // and the last are printed.
+  const auto& norms = response.layer_grad_norms();
+  if (!norms.empty()) absl::StrAppend(&out, "\n", GradNormsLine(norms[0]));
+  if (norms.size() > 2) absl::StrAppendFormat(&out, "\n(%d evaluation steps in between)\n", norms.size() - 2);
+  if (norms.size() > 1) absl::StrAppend(&out, "\n", GradNormsLine(norms[norms.size() - 1]));
+  if (!response.diagnostics().empty()) {
+    absl::StrAppend(&out, DiagnosticsTable(response.diagnostics(0), response.diagnostics(response.diagnostics_size() - 1)));
   }
   if (const std::string attempts = RenderAttemptsTable(response.attempts()); !attempts.empty()) {
     absl::StrAppend(&out, "\n", attempts);

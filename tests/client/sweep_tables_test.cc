@@ -133,5 +133,67 @@ TEST(SweepTablesTest, TrialDetail) {
   EXPECT_THAT(with, HasSubstr("L1.ffn.fc2=0.3333\n\nattempt  worker  ended"));
 }
 
+// Issue 16's figures in `normsweep trial`: l0, log Z beside each point, the
+// gradient norms of the first and last steps they were taken at, and the
+// per-block table at step 0 and the last evaluation.
+TEST(SweepTablesTest, TrialDetailWithInitialLossAndDiagnostics) {
+  v1::GetTrialResponse r;
+  *r.mutable_trial() = Trial(101, 0, v1::TRIAL_SUCCEEDED);
+  for (int step : {0, 10, 20}) {
+    v1::MetricPoint* p = r.add_metrics();
+    p->set_step(step);
+    if (step > 0) p->set_train_loss(5.0 - 0.1 * step);
+    p->set_val_loss(step == 0 ? 5.5452 : 4.0);
+    p->set_output_log_z(6.25 - step / 10.0);
+    v1::LayerGradNorms* g = r.add_layer_grad_norms();
+    g->set_step(step);
+    v1::LayerGradNorm* n = g->add_norms();
+    n->set_layer(0);
+    n->set_matrix("ffn.fc1");
+    n->set_norm(0.5 + step);
+    v1::StepDiagnostics* d = r.add_diagnostics();
+    d->set_step(step);
+    for (int layer : {0, 1}) {
+      v1::LayerDiagnostics* l = d->add_layers();
+      l->set_layer(layer);
+      l->set_max_attn_logit(2.0 + layer + step);
+      if (step > 0) {
+        l->set_update_ratio_qkv(0.00123 * (layer + 1));
+        l->set_update_ratio_fc2(0.5);
+      }
+    }
+  }
+  // While running (no result yet): l0 from the step-0 evaluation.
+  r.mutable_trial()->set_state(v1::TRIAL_RUNNING);
+  const std::string running = RenderTrialDetail(r);
+  EXPECT_THAT(running, HasSubstr("seed 2\nl0 (validation loss at initialisation) 5.5452\n"));
+  r.mutable_trial()->set_state(v1::TRIAL_SUCCEEDED);
+  r.mutable_trial()->mutable_result()->set_init_val_loss(5.5);
+  EXPECT_EQ(RenderTrialDetail(r),
+            "trial 101 of sweep 7: succeeded, placement pre, warmup 400, lr 1e-03, seed 2\n"
+            "l0 (validation loss at initialisation) 5.5000\n"
+            "step    lr         train_loss  val_loss    grad_norm  tokens/s   log_z\n"
+            "0                              5.5452                            6.2500\n"
+            "10                 4.0000      4.0000                            5.2500\n"
+            "20                 3.0000      4.0000                            4.2500\n"
+            "\n"
+            "FFN gradient norms at step 0: L0.ffn.fc1=0.5000\n"
+            "\n"
+            "(1 evaluation steps in between)\n"
+            "\n"
+            "FFN gradient norms at step 20: L0.ffn.fc1=20.5000\n"
+            "\n"
+            "per-block diagnostics at step 0 and at step 20, the last evaluation:\n"
+            "block  logit@0     logit@20    upd_qkv    upd_proj   upd_fc1    upd_fc2\n"
+            "0      2           22          0.00123                          0.5\n"
+            "1      3           23          0.00246                          0.5\n");
+  // Only the step-0 evaluation so far: one column of logits.
+  r.mutable_diagnostics()->DeleteSubrange(1, 2);
+  EXPECT_THAT(RenderTrialDetail(r), HasSubstr("per-block diagnostics at step 0, the last evaluation:\n"
+                                              "block  logit@0     upd_qkv    upd_proj   upd_fc1    upd_fc2\n"
+                                              "0      2" + std::string(10 + 1 + 10 + 1 + 10 + 1 + 10 + 1, ' ') + "\n"
+                                              "1      3"));
+}
+
 }  // namespace
 }  // namespace normsweep::client
