@@ -156,5 +156,36 @@ TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
   }
 }
 
+// The shipped sweep file on the paper's model (deploy/sweeps/boundary.yaml),
+// for its measured result in scheduler/README.md: minutes of CPU, so run by
+// hand: NORMSWEEP_CORPUS=FILE boundary_e2e_test --gtest_also_run_disabled_tests
+// --gtest_filter='*PaperModel*' (the corpus as deploy/local/run.sh writes it).
+TEST_F(BoundaryEndToEndTest, DISABLED_PaperModelBoundary) {
+  const char* corpus = std::getenv("NORMSWEEP_CORPUS");
+  if (corpus == nullptr) GTEST_SKIP() << "NORMSWEEP_CORPUS: the training text";
+  testing::Subprocess w1 = StartWorker("w1"), w2 = StartWorker("w2");
+  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  const absl::Time start = absl::Now();
+  auto [code, out] = Cli({"submit", std::string(src) + "/deploy/sweeps/boundary.yaml", "--set",
+                          absl::StrCat("data_file=", corpus)});
+  ASSERT_EQ(code, 0) << out;
+  int64_t id = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(out), &id)) << out;
+  auto [watch_code, watched] = Cli({"watch", absl::StrCat(id)}, 3600);
+  ASSERT_EQ(watch_code, 0) << watched;
+  auto trials = client_->ListTrials(id);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  std::printf("%zu trials in %.0f s\n", trials->size(), absl::ToDoubleSeconds(absl::Now() - start));
+  for (const v1::Trial& t : *trials) {
+    std::printf("line %d %s w%d lr %.3g %s final %.3f l0 %.3f\n", t.boundary_line(), t.config().placement().c_str(),
+                t.config().warmup_steps(), t.config().lr(), v1::TrialState_Name(t.state()).c_str(),
+                t.result().final_val_loss(), t.result().init_val_loss());
+  }
+  auto [results_code, results] = Cli({"results", absl::StrCat(id)});
+  ASSERT_EQ(results_code, 0) << results;
+  std::printf("%s", results.c_str());
+}
+
 }  // namespace
 }  // namespace normsweep
