@@ -10,15 +10,17 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <map>
-#include <tuple>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/report.h"
+#include "client/sweep_client.h"
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -247,6 +249,26 @@ TEST_F(ReportCliTest, WritesThePageOfARealSweep) {
   EXPECT_THAT(html, HasSubstr(absl::StrCat(">Pre-LN, best lr: trial ", trial_ids_.at({"pre", 0, 1e-2, 0}), "</text>")));
   EXPECT_THAT(html, HasSubstr(">Pre-LN: no trial diverged</text>"));
   EXPECT_THAT(html, HasSubstr(">max q\u00b7k/\u221ad_head (log scale)</text>"));
+}
+
+// GetTrial returns every trial's diagnostics; FetchReportData keeps those of
+// the trials the page draws: Post-LN's best and first diverged, Pre-LN's best.
+TEST_F(ReportCliTest, FetchKeepsTheDiagnosticsOfThePlottedTrialsOnly) {
+  client::SweepClient sweeps(scheduler_->address());
+  const int64_t other = trial_ids_.at({"pre", 100, 1e-3, 1});
+  auto stored = sweeps.GetTrial(other);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->diagnostics_size(), 6) << "the store keeps every trial's diagnostics";
+  auto data = client::FetchReportData(sweeps, sweep_id_);
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_EQ(data->trials.size(), 16u);
+  std::set<int64_t> with;
+  for (const v1::GetTrialResponse& t : data->trials) {
+    if (t.diagnostics_size() > 0) with.insert(t.trial().id());
+    EXPECT_FALSE(t.metrics().empty()) << "trial " << t.trial().id() << " lost its metrics";
+  }
+  EXPECT_EQ(with, (std::set<int64_t>{trial_ids_.at({"post", 0, 1e-2, 0}), trial_ids_.at({"post", 100, 1e-3, 0}),
+                                     trial_ids_.at({"pre", 0, 1e-2, 0})}));
 }
 
 TEST_F(ReportCliTest, BadInputIsAClearErrorAndANonZeroExit) {
