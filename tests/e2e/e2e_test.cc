@@ -21,6 +21,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "client/sweep_client.h"
+#include "db/pg_connection.h"
+#include "tests/common/http_get.h"
 #include "tests/common/postgres_instance.h"
 #include "tests/common/scheduler_process.h"
 #include "tests/common/subprocess.h"
@@ -80,6 +82,7 @@ class EndToEndTest : public ::testing::Test {
     const std::string name = absl::AsciiStrToLower(::testing::UnitTest::GetInstance()->current_test_info()->name());
     auto conninfo = (*pg)->CreateDatabase("e2e_" + name);
     ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+    conninfo_ = *conninfo;
     dir_ = absl::StrCat((*pg)->dir(), "/e2e_", name);
     ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
     auto s = testing::StartScheduler(bin_, *conninfo, dir_);
@@ -88,11 +91,12 @@ class EndToEndTest : public ::testing::Test {
     client_ = std::make_unique<client::SweepClient>(scheduler_->address());
   }
 
-  testing::Subprocess StartWorker(const std::string& name, int slots) {
+  // metrics_port 0: no /metrics.
+  testing::Subprocess StartWorker(const std::string& name, int slots, int metrics_port = 0) {
     auto w = testing::Subprocess::Start(
         {bin_ + "/worker/normsweep-worker", "--scheduler", scheduler_->address(), "--name", name, "--cpu-slots",
          std::to_string(slots), "--threads-per-slot", "1", "--trainer", bin_ + "/trainer/normsweep-train",
-         "--work-dir", dir_ + "/" + name, "--metrics-port", "0", "--grace-period-s", "2"},
+         "--work-dir", dir_ + "/" + name, "--metrics-port", std::to_string(metrics_port), "--grace-period-s", "2"},
         {}, dir_ + "/" + name + ".log");
     EXPECT_TRUE(w.ok()) << w.status();
     return *std::move(w);
@@ -169,30 +173,65 @@ class EndToEndTest : public ::testing::Test {
     return false;
   }
 
-  // Every step 1..steps appears exactly once in the trial's metric history.
-  void ExpectOneMetricRowPerStep(int64_t trial_id, int steps) {
+  // A connection to this test's database, for what only SQL shows.
+  std::unique_ptr<db::PgConnection> Sql() {
+    db::PgConnectOptions options;
+    options.conninfo = conninfo_;
+    auto conn = db::PgConnection::Connect(options);
+    EXPECT_TRUE(conn.ok()) << conn.status();
+    return conn.ok() ? *std::move(conn) : nullptr;
+  }
+
+  // The trial's history, exactly once per step: the evaluation before the
+  // first update at step 0 (val_loss l0 and log Z, no training figures),
+  // then steps 1..steps; gradient norms and per-block diagnostics at step 0
+  // and at every evaluation (every eval_every steps and the last, as
+  // SweepYaml's eval_every: 10), each block once.
+  void ExpectOneMetricRowPerStep(int64_t trial_id, int steps, int layers) {
     v1::GetTrialResponse t = GetTrial(trial_id);
     std::vector<int> seen;
     for (const v1::MetricPoint& m : t.metrics()) {
       seen.push_back(m.step());
-      EXPECT_TRUE(m.has_train_loss()) << "trial " << trial_id << " step " << m.step();
+      EXPECT_EQ(m.has_train_loss(), m.step() > 0) << "trial " << trial_id << " step " << m.step();
+      if (m.step() == 0) {
+        EXPECT_TRUE(m.has_val_loss() && m.has_output_log_z()) << "trial " << trial_id << ": " << m.ShortDebugString();
+      }
     }
-    std::vector<int> want(static_cast<size_t>(steps));
-    for (int i = 0; i < steps; ++i) want[static_cast<size_t>(i)] = i + 1;
+    std::vector<int> want(static_cast<size_t>(steps) + 1);
+    for (int i = 0; i <= steps; ++i) want[static_cast<size_t>(i)] = i;
     EXPECT_EQ(seen, want) << "trial " << trial_id;
-    ASSERT_EQ(t.layer_grad_norms_size(), 1) << "trial " << trial_id;
-    EXPECT_EQ(t.layer_grad_norms(0).step(), 0);
-    EXPECT_GE(t.layer_grad_norms(0).norms_size(), 2);
+    std::vector<int> evals = {0};
+    for (int s = 10; s < steps; s += 10) evals.push_back(s);
+    evals.push_back(steps);
+    std::vector<int> norm_steps, diag_steps;
+    for (const v1::LayerGradNorms& g : t.layer_grad_norms()) {
+      norm_steps.push_back(g.step());
+      EXPECT_EQ(g.norms_size(), 2 * layers) << "trial " << trial_id << " step " << g.step() << ": W1, W2 per block";
+    }
+    for (const v1::StepDiagnostics& d : t.diagnostics()) {
+      diag_steps.push_back(d.step());
+      ASSERT_EQ(d.layers_size(), layers) << "trial " << trial_id << " step " << d.step();
+      for (int l = 0; l < layers; ++l) {
+        EXPECT_EQ(d.layers(l).layer(), l);
+        EXPECT_TRUE(d.layers(l).has_max_attn_logit());
+        EXPECT_EQ(d.layers(l).has_update_ratio_fc1(), d.step() > 0) << "trial " << trial_id << " step " << d.step();
+      }
+    }
+    EXPECT_EQ(norm_steps, evals) << "trial " << trial_id;
+    EXPECT_EQ(diag_steps, evals) << "trial " << trial_id;
+    ASSERT_FALSE(t.metrics().empty());
+    EXPECT_DOUBLE_EQ(t.trial().result().init_val_loss(), t.metrics(0).val_loss()) << "trial " << trial_id;
   }
 
-  std::string bin_, dir_;
+  std::string bin_, dir_, conninfo_;
   int files_ = 0;
   std::optional<testing::SchedulerProcess> scheduler_;
   std::unique_ptr<client::SweepClient> client_;
 };
 
 TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
-  testing::Subprocess w1 = StartWorker("w1", 1), w2 = StartWorker("w2", 1);
+  const int metrics_port = testing::FreePort();
+  testing::Subprocess w1 = StartWorker("w1", 1, metrics_port), w2 = StartWorker("w2", 1);
   // Both workers must be registered before the sweep exists, and a trial
   // must take longer than an idle worker's poll interval (at most 2 s)
   // divided by the trials one worker can run meanwhile: with 0.1 s trials
@@ -201,6 +240,17 @@ TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
   ASSERT_TRUE(WaitForLiveWorkers({"w1", "w2"}, 60));
   const int64_t id = SubmitFile(SweepYaml("e2e", 30, "0, 10", "1e-3, 3e-3", "post, pre",
                                           "layers: 1, d_model: 64, heads: 2, seq_len: 64, batch_size: 8"));
+  // While w1 runs a trial, its /metrics has the trial's diagnostics gauges
+  // (from the evaluation at step 0 on).
+  std::string live_metrics;
+  const absl::Time live_deadline = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < live_deadline && !absl::StrContains(live_metrics, "normsweep_worker_trial_max_attn_logit{")) {
+    if (GetSweep(id).state() == v1::SWEEP_COMPLETED) break;
+    live_metrics = testing::HttpGet(metrics_port, "/metrics").value_or("");
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_THAT(live_metrics, HasSubstr("normsweep_worker_trial_max_attn_logit{layer=\"0\","));
+  EXPECT_THAT(live_metrics, HasSubstr("normsweep_worker_trial_output_log_z{"));
   CommandResult watch = Cli({"watch", std::to_string(id)}, 300);
   ASSERT_EQ(watch.exit_code, 0) << watch.output;
   EXPECT_THAT(watch.output, HasSubstr("8/8 done"));
@@ -216,10 +266,37 @@ TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
     EXPECT_EQ(t.attempts(), 1);
     points.insert({t.config().placement(), t.config().warmup_steps(), t.config().lr()});
     workers.insert(t.worker_id());
-    ExpectOneMetricRowPerStep(t.id(), 30);
+    ExpectOneMetricRowPerStep(t.id(), 30, 1);
   }
   EXPECT_EQ(points.size(), 8u);   // one trial (one result) per grid point
   EXPECT_EQ(workers.size(), 2u);  // both workers ran trials
+
+  // The same in plain SQL: l0 on each trial and as its step-0 metric row,
+  // typed diagnostics per evaluation step and block.
+  std::unique_ptr<db::PgConnection> sql = Sql();
+  ASSERT_NE(sql, nullptr);
+  auto l0 = sql->Exec(
+      "SELECT count(*), count(*) FILTER (WHERE t.init_val_loss = m.val_loss AND m.train_loss IS NULL"
+      " AND m.output_log_z IS NOT NULL) FROM trials t JOIN trial_metrics m ON m.trial_id = t.id AND m.step = 0"
+      " WHERE t.sweep_id = $1", db::PgParams().Add(id));
+  ASSERT_TRUE(l0.ok()) << l0.status();
+  EXPECT_EQ(l0->GetInt64(0, 0), 8);
+  EXPECT_EQ(l0->GetInt64(0, 1), 8);
+  auto diag = sql->Exec(
+      "SELECT count(*), count(DISTINCT (d.trial_id, d.step, d.layer)), count(d.max_attn_logit),"
+      " count(d.update_ratio_qkv), count(d.update_ratio_fc2), count(DISTINCT d.step)"
+      " FROM layer_diagnostics d JOIN trials t ON t.id = d.trial_id WHERE t.sweep_id = $1", db::PgParams().Add(id));
+  ASSERT_TRUE(diag.ok()) << diag.status();
+  EXPECT_EQ(diag->GetInt64(0, 0), 8 * 4);  // 8 trials x steps 0, 10, 20, 30 x 1 block
+  EXPECT_EQ(diag->GetInt64(0, 1), 8 * 4);
+  EXPECT_EQ(diag->GetInt64(0, 2), 8 * 4);
+  EXPECT_EQ(diag->GetInt64(0, 3), 8 * 3);  // no update ratios at step 0
+  EXPECT_EQ(diag->GetInt64(0, 4), 8 * 3);
+  EXPECT_EQ(diag->GetInt64(0, 5), 4);
+  CommandResult trial = Cli({"trial", std::to_string(trials[0].id())});
+  ASSERT_EQ(trial.exit_code, 0) << trial.output;
+  EXPECT_THAT(trial.output, HasSubstr("l0 (validation loss at initialisation) "));
+  EXPECT_THAT(trial.output, HasSubstr("per-block diagnostics at step 0 and at step 30, the last evaluation:"));
 
   CommandResult csv = Cli({"results", std::to_string(id), "--format", "csv"});
   ASSERT_EQ(csv.exit_code, 0) << csv.output;
@@ -257,7 +334,7 @@ TEST_F(EndToEndTest, KilledWorkersTrialIsReleasedAndFinishesElsewhere) {
   EXPECT_EQ(trials[0].state(), v1::TRIAL_SUCCEEDED);
   EXPECT_EQ(trials[0].attempts(), 2);
   // The second attempt re-sent steps the first had stored: still one row each.
-  ExpectOneMetricRowPerStep(trials[0].id(), kSteps);
+  ExpectOneMetricRowPerStep(trials[0].id(), kSteps, 2);
   EXPECT_EQ(CountTrainers(dir_ + "/doomed"), 0) << "the killed worker's trainer must not outlive it";
 }
 

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -33,6 +34,7 @@ namespace normsweep {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using testing::FreePort;
 
@@ -191,10 +193,25 @@ TEST_F(WorkerIntegrationTest, TinySweepRunsToCompletionWithEveryMetricStored) {
     EXPECT_EQ(train_steps.size(), 20u);
     EXPECT_EQ(*train_steps.begin(), 1);
     EXPECT_EQ(*train_steps.rbegin(), 20);
-    EXPECT_EQ(val_steps, (std::set<int>{10, 20}));
-    ASSERT_EQ(full.layer_grad_norms_size(), 1);
-    EXPECT_EQ(full.layer_grad_norms(0).step(), 0);
-    EXPECT_EQ(full.layer_grad_norms(0).norms_size(), 2);  // 1 layer x (W1, W2)
+    // Evaluations: before the first update (l0), every 10 steps and the last.
+    EXPECT_EQ(val_steps, (std::set<int>{0, 10, 20}));
+    ASSERT_FALSE(full.metrics().empty());
+    EXPECT_EQ(full.metrics(0).step(), 0);
+    EXPECT_TRUE(full.metrics(0).has_output_log_z());
+    EXPECT_DOUBLE_EQ(t.result().init_val_loss(), full.metrics(0).val_loss());
+    std::vector<int> norm_steps, diag_steps;
+    for (const v1::LayerGradNorms& g : full.layer_grad_norms()) {
+      norm_steps.push_back(g.step());
+      EXPECT_EQ(g.norms_size(), 2);  // 1 layer x (W1, W2)
+    }
+    for (const v1::StepDiagnostics& d : full.diagnostics()) {
+      diag_steps.push_back(d.step());
+      ASSERT_EQ(d.layers_size(), 1);
+      EXPECT_TRUE(d.layers(0).has_max_attn_logit());
+      EXPECT_EQ(d.layers(0).has_update_ratio_qkv(), d.step() > 0);
+    }
+    EXPECT_EQ(norm_steps, (std::vector<int>{0, 10, 20}));
+    EXPECT_EQ(diag_steps, (std::vector<int>{0, 10, 20}));
   }
 
   auto metrics = testing::HttpGet(metrics_port, "/metrics");
@@ -202,6 +219,9 @@ TEST_F(WorkerIntegrationTest, TinySweepRunsToCompletionWithEveryMetricStored) {
   EXPECT_THAT(*metrics, HasSubstr("normsweep_worker_trials_finished_total{outcome=\"SUCCEEDED\"} 4"));
   EXPECT_THAT(*metrics, HasSubstr("normsweep_worker_busy_slots{device=\"cpu\"} 0"));
   EXPECT_THAT(*metrics, HasSubstr("normsweep_worker_slot_idle_seconds_count"));
+  // Per-trial series, the diagnostics' among them, end with their trials.
+  EXPECT_THAT(*metrics, Not(HasSubstr("normsweep_worker_trial_max_attn_logit{")));
+  EXPECT_THAT(*metrics, Not(HasSubstr("normsweep_trial_step{")));
   // The figure the issue asks to keep small: a slot's gap between trials.
   for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
     if (absl::StartsWith(line, "normsweep_worker_slot_idle_seconds_sum") ||
