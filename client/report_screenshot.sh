@@ -4,6 +4,9 @@
 #
 #   client/report_screenshot.sh REPORT_DIR|REPORT.html OUT.png [WIDTHxHEIGHT]
 #
+# The PNG is the window (default 1400x4400), not the whole page: a sweep with
+# two placements and one variant fits; give a taller size for more variants.
+#
 # Chromium is Debian's `chromium` (deploy/install-deps.sh installs it); set
 # CHROMIUM to use another binary. The page needs no network and no script.
 set -euo pipefail
@@ -13,7 +16,7 @@ if (($# < 2 || $# > 3)); then
 fi
 page=$1
 out=$2
-size=${3:-1400x2000}
+size=${3:-1400x4400}
 [[ -d $page ]] && page=$page/index.html
 if [[ ! -f $page ]]; then
   echo "$0: no report at $page (write one with: normsweep report ID --out DIR)" >&2
