@@ -139,7 +139,7 @@ echo "sweep $sweep_id: $sweep_file"
 
 cat <<EOM
 
-PostgreSQL:  psql $db_url   (tables sweeps, trials, trial_metrics, layer_grad_norms, workers)
+PostgreSQL:  psql $db_url   (tables sweeps, trials, trial_metrics, layer_grad_norms, layer_diagnostics, workers; views lr_sensitivity, grid_importance, lr_boundary)
 Scheduler:   $NORMSWEEP_SCHEDULER (gRPC), http://localhost:$metrics_port/metrics
 Worker:      http://localhost:$worker_metrics_port/metrics
 Logs:        $logs
