@@ -78,6 +78,10 @@ absl::StatusOr<absl::Duration> Worker::Register() {
       if (interval <= absl::ZeroDuration()) interval = absl::Seconds(10);
       // Keep well inside the lease, whatever the scheduler says.
       if (r->lease_seconds() > 0) interval = std::min(interval, absl::Seconds(r->lease_seconds()) / 3);
+      {
+        absl::MutexLock lock(&mu_);
+        lease_hold_ = r->lease_seconds() > 0 ? absl::Seconds(r->lease_seconds()) * 3 / 4 : absl::InfiniteDuration();
+      }
       Log(absl::StrCat("registered as worker ", r->worker_id(), " with ", options_.slots.size(),
                        " slot(s); heartbeat every ", absl::FormatDuration(interval)));
       return interval;
@@ -143,6 +147,7 @@ Worker::LeasePtr Worker::LeaseOne() {
   if (draining()) return nullptr;
   v1::LeaseTrialRequest request;
   request.set_worker_id(worker_id_);
+  const absl::Time sent = clock_.Now();
   absl::StatusOr<v1::LeaseTrialResponse> r = client_.LeaseTrial(request);
   NoteRpc(r.status(), "LeaseTrial");
   if (absl::IsNotFound(r.status())) {
@@ -159,6 +164,7 @@ Worker::LeasePtr Worker::LeaseOne() {
   auto lease = std::make_shared<Lease>();
   lease->trial = r->trial();
   absl::MutexLock lock(&mu_);
+  lease->held_until = sent + lease_hold_;
   leases_[lease->trial.id()] = lease;
   return lease;
 }
@@ -240,7 +246,7 @@ absl::StatusOr<std::unique_ptr<TrialProcess>> Worker::StartTrainer(const TrialLa
 
 LeaseFlags Worker::FlagsOf(const Lease& lease, absl::Time now) const {
   absl::MutexLock lock(&mu_);
-  return LeaseFlags{lease.lost, lease.cancel_requested, draining_ && now >= drain_deadline_};
+  return LeaseFlags{lease.lost || now >= lease.held_until, lease.cancel_requested, draining_ && now >= drain_deadline_};
 }
 
 Worker::Supervised Worker::Supervise(TrialProcess& proc, const LeasePtr& lease, int steps) {
@@ -495,6 +501,7 @@ void Worker::HeartbeatLoop(absl::Duration interval) {
         t->set_attempt(l->trial.attempts());
       }
     }
+    const absl::Time sent = clock_.Now();
     absl::StatusOr<v1::HeartbeatResponse> r = client_.Heartbeat(request);
     NoteRpc(r.status(), "Heartbeat");
     if (!r.ok()) {
@@ -504,6 +511,10 @@ void Worker::HeartbeatLoop(absl::Duration interval) {
     }
     failing = false;
     absl::MutexLock lock(&mu_);
+    for (const v1::TrialLease& t : request.leases()) {  // renewed, unless lost below
+      auto it = leases_.find(t.trial_id());
+      if (it != leases_.end()) it->second->held_until = sent + lease_hold_;
+    }
     for (int64_t id : r->cancelled_trial_ids()) {
       auto it = leases_.find(id);
       if (it == leases_.end() || it->second->cancel_requested) continue;

@@ -93,6 +93,12 @@ class Worker {
     LeaseState state = LeaseState::kPrefetched;
     bool cancel_requested = false;
     bool lost = false;
+    // Local clock: when the last successful LeaseTrial or Heartbeat that
+    // covered this lease was sent, plus 3/4 of the lease. Past it the
+    // scheduler may have given the trial to another worker (the heartbeats
+    // failed, e.g. during a database outage), so its trainer is stopped as
+    // for a lost lease: never two trainers for one trial.
+    absl::Time held_until = absl::InfiniteFuture();
     ProgressBuffer progress;
     v1::FinishTrialRequest finish;  // set when state becomes kFinishing
     absl::Time retry_at = absl::InfinitePast();
@@ -159,6 +165,7 @@ class Worker {
   std::map<int64_t, LeasePtr> leases_ ABSL_GUARDED_BY(mu_);  // by trial id: every lease held
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time drain_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Duration lease_hold_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();  // 3/4 of the lease
 
   absl::Notification stop_background_;  // reporter and heartbeat threads
   std::atomic<bool> scheduler_unreachable_{false};  // for logging state changes only

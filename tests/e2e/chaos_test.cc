@@ -14,8 +14,8 @@
 // current attempt is past kFaultStep with its trainer visible in /proc.
 //
 // Then: every trial SUCCEEDED (the spec's max_attempts covers the injected
-// faults), one metric row per step and one set of step-0 gradient norms
-// each, the sweep COMPLETED, and no trial was ever run by two trainers at
+// faults), one metric row per step (step 0: l0) and one set of gradient
+// norms per evaluation each, the sweep COMPLETED, and no trial was ever run by two trainers at
 // once, nor did a trainer outlive its worker (a thread samples /proc every
 // 25 ms). It prints each fault and how long recovery took.
 #include <signal.h>
@@ -49,6 +49,7 @@ namespace {
 
 // 12 trials of ~3 s of one core each (a 2-layer model, 800 steps).
 constexpr int kTrialSteps = 800;
+constexpr int kEvalEvery = 50;  // divides kTrialSteps
 // A fault targets a trial whose current attempt has stored at least this
 // many steps and at most kFaultStepMax (so it lands mid-trial, not after the
 // final event).
@@ -500,7 +501,7 @@ v1::SweepSpec ChaosSpec() {
   base->set_seq_len(32);
   base->set_batch_size(8);
   base->set_steps(kTrialSteps);
-  base->set_eval_every(50);
+  base->set_eval_every(kEvalEvery);
   base->set_eval_batches(2);
   spec.add_placements("post");
   spec.add_placements("pre");
@@ -669,17 +670,29 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
     auto full = client_->GetTrial(t.id());
     ASSERT_TRUE(full.ok()) << full.status();
     if (t.state() != v1::TRIAL_SUCCEEDED) continue;
+    // One metric row per step: step 0 is the evaluation before the first
+    // update (l0), steps 1..kTrialSteps carry a training loss.
     std::vector<int> steps;
     for (const v1::MetricPoint& m : full->metrics()) {
       steps.push_back(m.step());
-      EXPECT_TRUE(m.has_train_loss()) << "trial " << t.id() << " step " << m.step();
+      if (m.step() == 0) {
+        EXPECT_TRUE(m.has_val_loss()) << "trial " << t.id() << ": step 0 without l0";
+      } else {
+        EXPECT_TRUE(m.has_train_loss()) << "trial " << t.id() << " step " << m.step();
+      }
     }
-    std::vector<int> want(kTrialSteps);
-    for (int i = 0; i < kTrialSteps; ++i) want[i] = i + 1;
+    std::vector<int> want(kTrialSteps + 1);
+    for (int i = 0; i <= kTrialSteps; ++i) want[i] = i;
     EXPECT_EQ(steps, want) << "trial " << t.id() << ": not one metric row per step";
-    ASSERT_EQ(full->layer_grad_norms_size(), 1) << "trial " << t.id() << ": not one set of gradient norms";
-    EXPECT_EQ(full->layer_grad_norms(0).step(), 0);
-    EXPECT_EQ(full->layer_grad_norms(0).norms_size(), 4) << "trial " << t.id() << ": W1 and W2 of 2 layers";
+    // One set of FFN gradient norms at step 0 and at every evaluation step.
+    std::vector<int> norm_steps, want_norm_steps;
+    for (int s = 0; s <= kTrialSteps; s += kEvalEvery) want_norm_steps.push_back(s);
+    for (const v1::LayerGradNorms& g : full->layer_grad_norms()) {
+      norm_steps.push_back(g.step());
+      EXPECT_EQ(g.norms_size(), 4) << "trial " << t.id() << " step " << g.step() << ": W1 and W2 of 2 layers";
+    }
+    EXPECT_EQ(norm_steps, want_norm_steps) << "trial " << t.id() << ": not one set of gradient norms per evaluation";
+    EXPECT_TRUE(t.result().has_init_val_loss()) << "trial " << t.id() << ": no l0";
   }
   // Every kill hit a live attempt: its trial needed another.
   for (const Fault& f : faults) {
