@@ -6,27 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "db/boundary_analysis.h"
+#include "db/pg_rows.h"
 
 namespace normsweep::db {
 namespace {
-
-// The named columns of one result, looked up once.
-class Columns {
- public:
-  explicit Columns(const PgResult& r) : r_(r) {}
-  int32_t Int(int row, const char* name) const { return static_cast<int32_t>(r_.GetInt64(row, r_.column(name))); }
-  double Double(int row, const char* name) const { return r_.GetDouble(row, r_.column(name)); }
-  std::optional<double> Optional(int row, const char* name) const { return r_.GetOptionalDouble(row, r_.column(name)); }
-  std::string String(int row, const char* name) const { return r_.GetString(row, r_.column(name)); }
-  std::optional<int32_t> OptionalInt(int row, const char* name) const {
-    const int col = r_.column(name);
-    if (r_.IsNull(row, col)) return std::nullopt;
-    return static_cast<int32_t>(r_.GetInt64(row, col));
-  }
-
- private:
-  const PgResult& r_;
-};
 
 // lr_sensitivity (migration 0012): response field 3, by variant, placement, warm-up.
 absl::Status ReadLrSensitivity(PgConnection& conn, int64_t sweep_id, v1::GetSweepAnalysisResponse& out) {
@@ -35,7 +18,7 @@ absl::Status ReadLrSensitivity(PgConnection& conn, int64_t sweep_id, v1::GetSwee
       " lr_sensitivity, lrs_pending FROM lr_sensitivity WHERE sweep_id = $1"
       " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\", warmup_steps",
       PgParams().Add(sweep_id)));
-  const Columns c(r);
+  const NamedColumns c(r);
   for (int i = 0; i < r.rows(); ++i) {
     v1::LrSensitivity& s = *out.add_lr_sensitivity();
     s.set_variant(c.String(i, "variant"));
@@ -59,7 +42,7 @@ absl::Status ReadLrSensitivitySummary(PgConnection& conn, int64_t sweep_id, v1::
       " warmup_of_min, best_val_loss FROM lr_sensitivity_summary WHERE sweep_id = $1"
       " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\"",
       PgParams().Add(sweep_id)));
-  const Columns c(r);
+  const NamedColumns c(r);
   for (int i = 0; i < r.rows(); ++i) {
     v1::PlacementLrSensitivity& s = *out.add_lr_sensitivity_summary();
     s.set_variant(c.String(i, "variant"));
@@ -81,7 +64,7 @@ absl::Status ReadImportance(PgConnection& conn, int64_t sweep_id, v1::GetSweepAn
       " share_interaction, share_seed, note FROM grid_importance WHERE sweep_id = $1"
       " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\"",
       PgParams().Add(sweep_id)));
-  const Columns c(r);
+  const NamedColumns c(r);
   for (int i = 0; i < r.rows(); ++i) {
     v1::VarianceShares& s = *out.add_importance();
     s.set_variant(c.String(i, "variant"));
@@ -112,7 +95,7 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> QuerySweepAnalysis(PgConnection& co
       " FROM warmup_lr_grid_stats WHERE sweep_id = $1"
       " ORDER BY placement COLLATE \"C\", variant COLLATE \"C\", warmup_steps, peak_lr",
       PgParams().Add(sweep_id)));
-  const Columns gc(g);
+  const NamedColumns gc(g);
   for (int i = 0; i < g.rows(); ++i) {
     v1::GridCell& c = *out.add_cells();
     c.set_variant(gc.String(i, "variant"));
@@ -138,7 +121,7 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> QuerySweepAnalysis(PgConnection& co
       " tolerance_used FROM placement_sensitivity_at($2) WHERE sweep_id = $1"
       " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\"",
       PgParams().Add(sweep_id).Add(tolerance)));
-  const Columns pc(p);
+  const NamedColumns pc(p);
   for (int i = 0; i < p.rows(); ++i) {
     v1::PlacementSensitivity& s = *out.add_placements();
     s.set_variant(pc.String(i, "variant"));
