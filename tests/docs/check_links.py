@@ -27,10 +27,10 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 HTML_ANCHOR = re.compile(r"""<a\s[^>]*(?:name|id)\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
-CODE_SPAN = re.compile(r"(`+)(?:.|\n)*?(?<!`)\1(?!`)")
+CODE_SPAN = re.compile(r"(`+)(?:.|\n(?![ \t]*\n))*?(?<!`)\1(?!`)")  # within a paragraph
 # [text](target) and ![alt](target); the text may hold one level of brackets.
 INLINE_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*(<[^>]*>|[^)\s]*)(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")
-REFERENCE_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
+REFERENCE_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]*(<[^>]*>|\S+)", re.MULTILINE)
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -51,15 +51,12 @@ def slug(heading):
     return "".join(out)
 
 
-def blank_code_spans(line):
-    return CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
-
-
 def scan(path):
     """Returns (anchors, links): the file's anchors, and (line, target) per link."""
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
-    anchors, links, seen = set(), [], {}
+    anchors, seen = set(), {}
+    prose = []  # the file's lines, code blocks blanked
     fence = None
     previous = ""
 
@@ -69,7 +66,8 @@ def scan(path):
         seen[base] = n + 1
         anchors.add(base if n == 0 else f"{base}-{n}")
 
-    for number, line in enumerate(lines, 1):
+    for line in lines:
+        prose.append("")
         m = FENCE.match(line)
         if fence:
             closing = m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence)
@@ -89,14 +87,13 @@ def scan(path):
         elif SETEXT_UNDERLINE.match(line) and previous.strip() and not previous.lstrip().startswith(("|", "-", "*", ">")):
             add_heading(previous.strip())
         anchors.update(HTML_ANCHOR.findall(line))
-        text = blank_code_spans(line)
-        for target in INLINE_LINK.findall(text):
-            links.append((number, target))
-        ref = REFERENCE_DEF.match(text)
-        if ref:
-            links.append((number, ref.group(1)))
+        prose[-1] = line
         previous = line
-    return anchors, links
+    # Links may wrap across lines; code spans may too.
+    text = CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), "\n".join(prose))
+    links = [(text.count("\n", 0, m.start()) + 1, m.group(1))
+             for pattern in (INLINE_LINK, REFERENCE_DEF) for m in pattern.finditer(text)]
+    return anchors, sorted(links)
 
 
 def markdown_files(root):
@@ -125,7 +122,7 @@ def check(root):
             cache[path] = scan(path)[0]
         return cache[path]
 
-    broken = []
+    broken, checked = [], 0
     for path in files:
         anchors, links = scan(path)
         cache[path] = anchors
@@ -134,6 +131,7 @@ def check(root):
             target = target.strip("<>")
             if not target or SCHEME.match(target):
                 continue  # a URL (http:, mailto:, ...)
+            checked += 1
             file_part, _, anchor = target.partition("#")
             file_part = urllib.parse.unquote(file_part.split("?")[0])
             if file_part:
@@ -148,7 +146,7 @@ def check(root):
                 if urllib.parse.unquote(anchor).lower() not in {a.lower() for a in anchors_of(resolved)}:
                     broken.append(f"{where}:{number}: {target}: no heading #{anchor} in "
                                   f"{os.path.relpath(resolved, root)}")
-    return files, broken
+    return files, checked, broken
 
 
 def self_check():
@@ -172,12 +170,12 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: check_links.py SOURCE_DIR")
     self_check()
-    files, broken = check(sys.argv[1])
+    files, checked, broken = check(sys.argv[1])
     if not files:
         sys.exit(f"check_links.py: no Markdown files under {sys.argv[1]}")
     for line in broken:
         print(line)
-    print(f"{len(files)} Markdown files, {len(broken)} broken links")
+    print(f"{len(files)} Markdown files, {checked} relative links, {len(broken)} broken")
     return 1 if broken else 0
 
 
