@@ -85,12 +85,12 @@ void CpuBackend::EnsureCapacity(int B) {
     plan.push_back({&part.probs, N * kVocabSize});
     plan.push_back({&part.row_loss, N});
     plan.push_back({&part.row_log_z, N});
-    plan.push_back({&part.d_a, N * C});
-    plan.push_back({&part.d_b, N * C});
-    plan.push_back({&part.d_c, N * C});
-    plan.push_back({&part.d_d, N * C});
-    plan.push_back({&part.d_qkv, N * 3 * C});
-    plan.push_back({&part.d_act, N * F});
+    plan.push_back({&part.grad_res_a, N * C});
+    plan.push_back({&part.grad_res_b, N * C});
+    plan.push_back({&part.grad_masked, N * C});
+    plan.push_back({&part.grad_atty, N * C});
+    plan.push_back({&part.grad_qkv, N * 3 * C});
+    plan.push_back({&part.grad_fc1_act, N * F});
     part.arena.assign(ArenaFloats(plan, 16) + 16, 0.0f);  // 64-byte aligned chunks
     float* base = part.arena.data();
     while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
@@ -228,8 +228,8 @@ void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count
   CrossEntropyBackward(dlogits, part.probs, targets, N, kVocabSize, scale);
   const float* last = model_.layers > 0 ? part.blocks.back().out() : part.emb_out;
   const float* h = layout_.has_final_ln() ? part.lnf_out : last;
-  float* dx = part.d_a;
-  float* dtmp = part.d_b;
+  float* dx = part.grad_res_a;
+  float* dtmp = part.grad_res_b;
   MatmulBackward(dx, G + layout_.head_w(), G + layout_.head_b(), dlogits, h, P + layout_.head_w(), N, C,
                  kVocabSize, false);
   if (layout_.has_final_ln()) {
@@ -250,21 +250,21 @@ void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count
     // with accumulate) into dinput. dout is read before dinput is written.
     auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) {
       if (dropout_active_) {
-        Multiply(part.d_c, dout, a.ffn_mask, NC);
-        dout = part.d_c;
+        Multiply(part.grad_masked, dout, a.ffn_mask, NC);
+        dout = part.grad_masked;
       }
-      MatmulBackward(part.d_act, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false);
-      ReluBackward(part.d_act, part.d_act, a.fc1_act, static_cast<size_t>(N) * F);
-      MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, part.d_act, ffn_in, P + w.fc1_w, N, C, F, accumulate);
+      MatmulBackward(part.grad_fc1_act, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false);
+      ReluBackward(part.grad_fc1_act, part.grad_fc1_act, a.fc1_act, static_cast<size_t>(N) * F);
+      MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, part.grad_fc1_act, ffn_in, P + w.fc1_w, N, C, F, accumulate);
     };
     auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) {
       if (dropout_active_) {
-        Multiply(part.d_c, dout, a.attn_mask, NC);
-        dout = part.d_c;
+        Multiply(part.grad_masked, dout, a.attn_mask, NC);
+        dout = part.grad_masked;
       }
-      MatmulBackward(part.d_d, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false);
-      AttentionBackward(part.d_qkv, part.d_d, a.qkv, a.att, B, T, C, H);
-      MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, part.d_qkv, attn_in, P + w.qkv_w, N, C, 3 * C,
+      MatmulBackward(part.grad_atty, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false);
+      AttentionBackward(part.grad_qkv, part.grad_atty, a.qkv, a.att, B, T, C, H);
+      MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, part.grad_qkv, attn_in, P + w.qkv_w, N, C, 3 * C,
                      accumulate);
     };
     if (a.pre_ln) {

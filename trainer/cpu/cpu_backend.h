@@ -58,7 +58,12 @@ class CpuBackend final : public Backend {
     std::vector<BlockActivations> blocks;
     float *lnf_out = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr;
     float *logits = nullptr, *probs = nullptr, *row_loss = nullptr, *row_log_z = nullptr;
-    float *d_a = nullptr, *d_b = nullptr, *d_c = nullptr, *d_d = nullptr, *d_qkv = nullptr, *d_act = nullptr;
+    // Backward scratch, gradients of activations (as in the CUDA backend):
+    // the residual stream's (N,C) in two buffers that swap as the pass goes
+    // down; a sublayer output's times its dropout mask (N,C); attention's
+    // merged output atty (N,C); qkv (N,3C); the ReLU output fc1_act (N,F).
+    float *grad_res_a = nullptr, *grad_res_b = nullptr, *grad_masked = nullptr, *grad_atty = nullptr;
+    float *grad_qkv = nullptr, *grad_fc1_act = nullptr;
     std::vector<float> grads;
     // Attention-logit maxima when record_attn_max_: per (sequence, head) of
     // one block, and per block over the part's forward passes.

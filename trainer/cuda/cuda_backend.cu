@@ -207,37 +207,43 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   // Gradient-norm segments.
   std::vector<size_t> segment_tensor_;
-  size_t *d_segment_begin_ = nullptr, *d_segment_len_ = nullptr;
-  double *d_segment_norms_ = nullptr, *h_segment_norms_ = nullptr;
+  size_t *segment_begin_ = nullptr, *segment_len_ = nullptr;
+  double *segment_norms_ = nullptr, *host_segment_norms_ = nullptr;
   // A measured optimizer step: the weights before it, the update's and the
   // old weights' squared norms per segment (2 x segments), per tensor.
   float* weights_before_ = nullptr;
-  double *d_update_norms_ = nullptr, *h_update_norms_ = nullptr;
+  double *update_norms_ = nullptr, *host_update_norms_ = nullptr;
   UpdateSquaredNorms update_sq_;
   bool update_measured_ = false;
   // Attention-logit maxima of evaluations (options_.diagnostics): per block,
   // over the Evaluate calls since the last TakeMaxAttentionLogits.
   std::vector<double> max_attn_logit_;
-  float *d_block_max_ = nullptr, *h_block_max_ = nullptr;  // (layers), one evaluation's
+  float *block_max_ = nullptr, *host_block_max_ = nullptr;  // (layers), one evaluation's
 
-  // Staged batch: pinned host copies and their device twins.
+  // Staged batch: device buffers and their pinned host twins (host_), N = B*T.
   int capacity_b_ = 0;
-  int32_t *h_inputs_ = nullptr, *h_targets_ = nullptr, *d_inputs_ = nullptr, *d_targets_ = nullptr;
-  float *h_row_loss_ = nullptr, *d_row_loss_ = nullptr;
-  float *h_row_log_z_ = nullptr, *d_row_log_z_ = nullptr;
-  float* d_attn_row_max_ = nullptr;  // (layers, B*H*T): each query row's largest logit, in evaluation
-  int32_t *h_row_correct_ = nullptr, *d_row_correct_ = nullptr;
-  uint64_t *h_seed_ = nullptr, *d_seed_ = nullptr;
-  float *h_loss_scale_ = nullptr, *d_loss_scale_ = nullptr;
+  int32_t *inputs_ = nullptr, *targets_ = nullptr, *host_inputs_ = nullptr, *host_targets_ = nullptr;  // (N)
+  float *row_loss_ = nullptr, *host_row_loss_ = nullptr;                                             // (N)
+  float *row_log_z_ = nullptr, *host_row_log_z_ = nullptr;                                           // (N)
+  float* attn_row_max_ = nullptr;  // (layers, B*H*T): each query row's largest logit, in evaluation
+  int32_t *row_correct_ = nullptr, *host_row_correct_ = nullptr;  // (N)
+  uint64_t *seed_ = nullptr, *host_seed_ = nullptr;
+  float *loss_scale_ = nullptr, *host_loss_scale_ = nullptr;
 
   // Activations and scratch (sized for capacity_b_).
   float *emb_out_ = nullptr, *emb_mask_ = nullptr;
   std::vector<BlockActivations> blocks_;
   float *lnf_out_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
   float *logits_ = nullptr, *probs_ = nullptr;
-  float *d_a_ = nullptr, *d_b_ = nullptr, *d_c_ = nullptr, *d_d_ = nullptr, *d_qkv_ = nullptr, *d_act_ = nullptr;
-  float *q_ = nullptr, *k_ = nullptr, *v_heads_ = nullptr, *y_ = nullptr, *datt_ = nullptr;
-  float *dq_ = nullptr, *dk_ = nullptr, *dv_ = nullptr, *partial_ = nullptr;
+  // Backward scratch, gradients of activations (grad_): the residual
+  // stream's (N,C), in two buffers that swap as the pass goes down; a
+  // sublayer output's times its dropout mask (N,C); attention's merged
+  // output atty (N,C); qkv (N,3C); the ReLU output fc1_act (N,F).
+  float *grad_res_a_ = nullptr, *grad_res_b_ = nullptr, *grad_masked_ = nullptr, *grad_atty_ = nullptr;
+  float *grad_qkv_ = nullptr, *grad_fc1_act_ = nullptr;
+  // Attention heads, each (B,H,T,hd), y_ also dy in backward; grad_att_ (B,H,T,T).
+  float *q_ = nullptr, *k_ = nullptr, *v_heads_ = nullptr, *y_ = nullptr, *grad_att_ = nullptr;
+  float *grad_q_ = nullptr, *grad_k_ = nullptr, *grad_v_ = nullptr, *partial_ = nullptr;
   bool dropout_active_ = false;
 
   // The captured training step, for one (B, T).
@@ -282,20 +288,20 @@ Status CudaBackend::Init() {
       segment_tensor_.push_back(t);
     }
   }
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_segment_begin_, begin.size()));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_segment_len_, len.size()));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_segment_norms_, begin.size()));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_segment_norms_, begin.size()));
-  CUDA_RETURN_IF_ERROR(CopySync(d_segment_begin_, begin.data(), begin.size() * sizeof(size_t), cudaMemcpyHostToDevice));
-  CUDA_RETURN_IF_ERROR(CopySync(d_segment_len_, len.data(), len.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&segment_begin_, begin.size()));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&segment_len_, len.size()));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&segment_norms_, begin.size()));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_segment_norms_, begin.size()));
+  CUDA_RETURN_IF_ERROR(CopySync(segment_begin_, begin.data(), begin.size() * sizeof(size_t), cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(CopySync(segment_len_, len.data(), len.size() * sizeof(size_t), cudaMemcpyHostToDevice));
 
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_seed_, 1));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_seed_, 1));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_loss_scale_, 1));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_loss_scale_, 1));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_seed_, 1));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&seed_, 1));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_loss_scale_, 1));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&loss_scale_, 1));
   max_attn_logit_.assign(static_cast<size_t>(model_.layers), -INFINITY);
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_block_max_, static_cast<size_t>(model_.layers)));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_block_max_, static_cast<size_t>(model_.layers)));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&block_max_, static_cast<size_t>(model_.layers)));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_block_max_, static_cast<size_t>(model_.layers)));
   TRAINER_RETURN_IF_ERROR(EnsureCapacity(std::max(1, options_.max_batch_size)));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return OkStatus();
@@ -340,29 +346,29 @@ Status CudaBackend::EnsureCapacity(int B) {
   plan.push_back({&lnf_rstd_, N});
   plan.push_back({&logits_, N * V});
   plan.push_back({&probs_, N * V});
-  for (float** p : {&d_a_, &d_b_, &d_c_, &d_d_, &y_}) plan.push_back({p, N * C});
-  plan.push_back({&d_qkv_, N * 3 * C});
-  plan.push_back({&d_act_, N * F});
-  for (float** p : {&q_, &k_, &v_heads_, &dq_, &dk_, &dv_}) plan.push_back({p, N * C});
-  plan.push_back({&datt_, static_cast<size_t>(B) * H * T * T});
+  for (float** p : {&grad_res_a_, &grad_res_b_, &grad_masked_, &grad_atty_, &y_}) plan.push_back({p, N * C});
+  plan.push_back({&grad_qkv_, N * 3 * C});
+  plan.push_back({&grad_fc1_act_, N * F});
+  for (float** p : {&q_, &k_, &v_heads_, &grad_q_, &grad_k_, &grad_v_}) plan.push_back({p, N * C});
+  plan.push_back({&grad_att_, static_cast<size_t>(B) * H * T * T});
   plan.push_back({&partial_, cuda::ColumnReducePartialFloats(static_cast<int>(N),
                                                              static_cast<int>(std::max({3 * C, F, V})))});
   float* arena = nullptr;
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&arena, ArenaFloats(plan, 64), true));  // 256-byte aligned buffers
   AssignArena(plan, arena, 64);
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_inputs_, N, true));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_targets_, N, true));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_loss_, N, true));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_correct_, N, true));
-  TRAINER_RETURN_IF_ERROR(HostAlloc(&h_row_log_z_, N, true));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_log_z_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_inputs_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_targets_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_row_loss_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_row_correct_, N, true));
+  TRAINER_RETURN_IF_ERROR(HostAlloc(&host_row_log_z_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&row_log_z_, N, true));
   if (options_.diagnostics) {
-    TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_attn_row_max_, static_cast<size_t>(model_.layers) * H * N, true));
+    TRAINER_RETURN_IF_ERROR(DeviceAlloc(&attn_row_max_, static_cast<size_t>(model_.layers) * H * N, true));
   }
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_inputs_, N, true));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_targets_, N, true));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_loss_, N, true));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_row_correct_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&inputs_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&targets_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&row_loss_, N, true));
+  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&row_correct_, N, true));
   capacity_b_ = B;
   return OkStatus();
 }
@@ -417,12 +423,12 @@ Status CudaBackend::AttentionBackward(float* dqkv, const float* datty, const Blo
   const long long th = static_cast<long long>(T) * hd, tt = static_cast<long long>(T) * T;
   LaunchSplitHeads(q_, k_, v_heads_, a.qkv, B, T, H, hd, stream_);
   LaunchSplitOutputHeads(y_, datty, B, T, H, hd, stream_);  // y_ = dy
-  TRAINER_RETURN_IF_ERROR(Gemm(false, true, T, T, hd, y_, hd, v_heads_, hd, datt_, T, 0.0f, BH, th, th, tt));
-  TRAINER_RETURN_IF_ERROR(Gemm(true, false, T, hd, T, a.att, T, y_, hd, dv_, hd, 0.0f, BH, tt, th, th));
-  LaunchCausalSoftmaxBackward(datt_, a.att, BH, T, 1.0f / std::sqrt(static_cast<float>(hd)), stream_);
-  TRAINER_RETURN_IF_ERROR(Gemm(false, false, T, hd, T, datt_, T, k_, hd, dq_, hd, 0.0f, BH, tt, th, th));
-  TRAINER_RETURN_IF_ERROR(Gemm(true, false, T, hd, T, datt_, T, q_, hd, dk_, hd, 0.0f, BH, tt, th, th));
-  LaunchMergeQkvHeads(dqkv, dq_, dk_, dv_, B, T, H, hd, stream_);
+  TRAINER_RETURN_IF_ERROR(Gemm(false, true, T, T, hd, y_, hd, v_heads_, hd, grad_att_, T, 0.0f, BH, th, th, tt));
+  TRAINER_RETURN_IF_ERROR(Gemm(true, false, T, hd, T, a.att, T, y_, hd, grad_v_, hd, 0.0f, BH, tt, th, th));
+  LaunchCausalSoftmaxBackward(grad_att_, a.att, BH, T, 1.0f / std::sqrt(static_cast<float>(hd)), stream_);
+  TRAINER_RETURN_IF_ERROR(Gemm(false, false, T, hd, T, grad_att_, T, k_, hd, grad_q_, hd, 0.0f, BH, tt, th, th));
+  TRAINER_RETURN_IF_ERROR(Gemm(true, false, T, hd, T, grad_att_, T, q_, hd, grad_k_, hd, 0.0f, BH, tt, th, th));
+  LaunchMergeQkvHeads(dqkv, grad_q_, grad_k_, grad_v_, B, T, H, hd, stream_);
   return OkStatus();
 }
 
@@ -441,10 +447,10 @@ Status CudaBackend::EnqueueForward(int B, int T, bool training) {
   const float p_drop = model_.dropout;
 
   const float* pos = layout_.has_pos_emb() ? P + layout_.pos_emb() : sin_pos_;
-  LaunchEncoderForward(emb_out_, d_inputs_, P + layout_.tok_emb(), pos, N, T, C, std::sqrt(static_cast<float>(C)),
+  LaunchEncoderForward(emb_out_, inputs_, P + layout_.tok_emb(), pos, N, T, C, std::sqrt(static_cast<float>(C)),
                        stream_);
   if (dropout_active_) {
-    LaunchDropoutMask(emb_mask_, NC, p_drop, d_seed_, 0, stream_);
+    LaunchDropoutMask(emb_mask_, NC, p_drop, seed_, 0, stream_);
     LaunchMultiply(emb_out_, emb_out_, emb_mask_, NC, stream_);
   }
   const float* x = emb_out_;
@@ -462,12 +468,12 @@ Status CudaBackend::EnqueueForward(int B, int T, bool training) {
     TRAINER_RETURN_IF_ERROR(MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C));
     // Evaluation keeps the attention logits' row maxima (not in the captured training step).
     float* row_max = !training && options_.diagnostics
-                         ? d_attn_row_max_ + static_cast<size_t>(l) * model_.heads * N
+                         ? attn_row_max_ + static_cast<size_t>(l) * model_.heads * N
                          : nullptr;
     TRAINER_RETURN_IF_ERROR(AttentionForward(a, B, T, row_max));
     TRAINER_RETURN_IF_ERROR(MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C));
     if (dropout_active_) {
-      LaunchDropoutMask(a.attn_mask, NC, p_drop, d_seed_, static_cast<uint64_t>(2 * l + 1), stream_);
+      LaunchDropoutMask(a.attn_mask, NC, p_drop, seed_, static_cast<uint64_t>(2 * l + 1), stream_);
       LaunchMultiply(a.attn_out, a.attn_out, a.attn_mask, NC, stream_);
     }
     LaunchAdd(a.res1, x, a.attn_out, NC, stream_);
@@ -485,7 +491,7 @@ Status CudaBackend::EnqueueForward(int B, int T, bool training) {
     LaunchRelu(a.fc1_act, static_cast<size_t>(N) * F, stream_);
     TRAINER_RETURN_IF_ERROR(MatmulForward(a.ffn_out, a.fc1_act, P + w.fc2_w, P + w.fc2_b, N, F, C));
     if (dropout_active_) {
-      LaunchDropoutMask(a.ffn_mask, NC, p_drop, d_seed_, static_cast<uint64_t>(2 * l + 2), stream_);
+      LaunchDropoutMask(a.ffn_mask, NC, p_drop, seed_, static_cast<uint64_t>(2 * l + 2), stream_);
       LaunchMultiply(a.ffn_out, a.ffn_out, a.ffn_mask, NC, stream_);
     }
     LaunchAdd(a.res2, pre ? a.res1 : a.ln1_out, a.ffn_out, NC, stream_);
@@ -502,10 +508,10 @@ Status CudaBackend::EnqueueForward(int B, int T, bool training) {
     h = lnf_out_;
   }
   TRAINER_RETURN_IF_ERROR(MatmulForward(logits_, h, P + layout_.head_w(), P + layout_.head_b(), N, C, kVocabSize));
-  LaunchCrossEntropyForward(probs_, d_row_loss_, d_row_log_z_, d_row_correct_, logits_, d_targets_, N, kVocabSize,
+  LaunchCrossEntropyForward(probs_, row_loss_, row_log_z_, row_correct_, logits_, targets_, N, kVocabSize,
                             stream_);
   if (!training && options_.diagnostics && model_.layers > 0) {
-    LaunchSegmentMax(d_block_max_, d_attn_row_max_, model_.layers, model_.heads * N, stream_);
+    LaunchSegmentMax(block_max_, attn_row_max_, model_.layers, model_.heads * N, stream_);
   }
   CUDA_RETURN_IF_LAUNCH_FAILED("forward kernels");
   return OkStatus();
@@ -518,11 +524,11 @@ Status CudaBackend::EnqueueBackward(int B, int T) {
   float* G = grads_;
 
   float* dlogits = probs_;
-  LaunchCrossEntropyBackward(dlogits, probs_, d_targets_, N, kVocabSize, d_loss_scale_, stream_);
+  LaunchCrossEntropyBackward(dlogits, probs_, targets_, N, kVocabSize, loss_scale_, stream_);
   const float* last = model_.layers > 0 ? blocks_.back().out() : emb_out_;
   const float* h = layout_.has_final_ln() ? lnf_out_ : last;
-  float* dx = d_a_;
-  float* dtmp = d_b_;
+  float* dx = grad_res_a_;
+  float* dtmp = grad_res_b_;
   TRAINER_RETURN_IF_ERROR(MatmulBackward(dx, G + layout_.head_w(), G + layout_.head_b(), dlogits, h,
                                          P + layout_.head_w(), N, C, kVocabSize, false));
   if (layout_.has_final_ln()) {
@@ -539,23 +545,23 @@ Status CudaBackend::EnqueueBackward(int B, int T) {
     const float* ffn_in = a.pre_ln ? a.ln2_out : a.ln1_out;
     auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) -> Status {
       if (dropout_active_) {
-        LaunchMultiply(d_c_, dout, a.ffn_mask, NC, stream_);
-        dout = d_c_;
+        LaunchMultiply(grad_masked_, dout, a.ffn_mask, NC, stream_);
+        dout = grad_masked_;
       }
       TRAINER_RETURN_IF_ERROR(
-          MatmulBackward(d_act_, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false));
-      LaunchReluBackward(d_act_, a.fc1_act, static_cast<size_t>(N) * F, stream_);
-      return MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, d_act_, ffn_in, P + w.fc1_w, N, C, F, accumulate);
+          MatmulBackward(grad_fc1_act_, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false));
+      LaunchReluBackward(grad_fc1_act_, a.fc1_act, static_cast<size_t>(N) * F, stream_);
+      return MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, grad_fc1_act_, ffn_in, P + w.fc1_w, N, C, F, accumulate);
     };
     auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) -> Status {
       if (dropout_active_) {
-        LaunchMultiply(d_c_, dout, a.attn_mask, NC, stream_);
-        dout = d_c_;
+        LaunchMultiply(grad_masked_, dout, a.attn_mask, NC, stream_);
+        dout = grad_masked_;
       }
       TRAINER_RETURN_IF_ERROR(
-          MatmulBackward(d_d_, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false));
-      TRAINER_RETURN_IF_ERROR(AttentionBackward(d_qkv_, d_d_, a, B, T));
-      return MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, d_qkv_, attn_in, P + w.qkv_w, N, C, 3 * C,
+          MatmulBackward(grad_atty_, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false));
+      TRAINER_RETURN_IF_ERROR(AttentionBackward(grad_qkv_, grad_atty_, a, B, T));
+      return MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, grad_qkv_, attn_in, P + w.qkv_w, N, C, 3 * C,
                             accumulate);
     };
     if (a.pre_ln) {
@@ -585,7 +591,7 @@ Status CudaBackend::EnqueueBackward(int B, int T) {
   // logits buffer; in fp32 whatever the precision option, since rounding
   // sqrt(C) and dx to tf32/bf16 would bias this gradient.
   float* onehot = logits_;
-  LaunchOneHot(onehot, d_inputs_, N, kVocabSize, std::sqrt(static_cast<float>(C)), stream_);
+  LaunchOneHot(onehot, inputs_, N, kVocabSize, std::sqrt(static_cast<float>(C)), stream_);
   TRAINER_RETURN_IF_ERROR(Gemm(true, false, kVocabSize, C, N, onehot, kVocabSize, dx, C, G + layout_.tok_emb(), C,
                                0.0f, 1, 0, 0, 0, /*exact_fp32=*/true));
   CUDA_RETURN_IF_LAUNCH_FAILED("backward kernels");
@@ -594,29 +600,29 @@ Status CudaBackend::EnqueueBackward(int B, int T) {
 
 Status CudaBackend::Stage(const Batch& batch, uint64_t dropout_seed, int64_t count) {
   const size_t n = batch.inputs.size();
-  std::memcpy(h_inputs_, batch.inputs.data(), n * sizeof(int32_t));
-  std::memcpy(h_targets_, batch.targets.data(), n * sizeof(int32_t));
-  *h_seed_ = dropout_seed;
-  *h_loss_scale_ = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+  std::memcpy(host_inputs_, batch.inputs.data(), n * sizeof(int32_t));
+  std::memcpy(host_targets_, batch.targets.data(), n * sizeof(int32_t));
+  *host_seed_ = dropout_seed;
+  *host_loss_scale_ = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
   return OkStatus();
 }
 
 // Copies the staged batch in, runs the pass, copies the per-row loss out.
 Status CudaBackend::EnqueueStep(int B, int T, bool training) {
   const size_t n = static_cast<size_t>(B) * T;
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_inputs_, h_inputs_, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_targets_, h_targets_, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_seed_, h_seed_, sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_loss_scale_, h_loss_scale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(inputs_, host_inputs_, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(targets_, host_targets_, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(seed_, host_seed_, sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(loss_scale_, host_loss_scale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
   TRAINER_RETURN_IF_ERROR(EnqueueForward(B, T, training));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_row_loss_, d_row_loss_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_row_loss_, row_loss_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(h_row_correct_, d_row_correct_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+      cudaMemcpyAsync(host_row_correct_, row_correct_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   if (!training) {
     CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(h_row_log_z_, d_row_log_z_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        cudaMemcpyAsync(host_row_log_z_, row_log_z_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     if (options_.diagnostics && model_.layers > 0) {
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_block_max_, d_block_max_, model_.layers * sizeof(float),
+      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_block_max_, block_max_, model_.layers * sizeof(float),
                                            cudaMemcpyDeviceToHost, stream_));
     }
   }
@@ -682,10 +688,10 @@ LossStats CudaBackend::CollectStats(const Batch& batch, bool with_log_z) const {
   const size_t n = batch.targets.size();
   for (size_t i = 0; i < n; ++i) {
     if (batch.targets[i] < 0) continue;
-    stats.loss_sum += h_row_loss_[i];
-    if (with_log_z) stats.log_z_sum += h_row_log_z_[i];
+    stats.loss_sum += host_row_loss_[i];
+    if (with_log_z) stats.log_z_sum += host_row_log_z_[i];
     stats.count += 1;
-    stats.correct += h_row_correct_[i];
+    stats.correct += host_row_correct_[i];
   }
   return stats;
 }
@@ -710,7 +716,7 @@ StatusOr<LossStats> CudaBackend::Evaluate(const Batch& batch) {
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (options_.diagnostics) {
     for (int l = 0; l < model_.layers; ++l) {
-      max_attn_logit_[l] = std::max(max_attn_logit_[l], static_cast<double>(h_block_max_[l]));
+      max_attn_logit_[l] = std::max(max_attn_logit_[l], static_cast<double>(host_block_max_[l]));
     }
   }
   return CollectStats(batch, /*with_log_z=*/true);
@@ -733,26 +739,26 @@ Status CudaBackend::MeasuredOptimizerStep(const OptimizerStepArgs& args) {
   const int segments = static_cast<int>(segment_tensor_.size());
   if (weights_before_ == nullptr) {
     TRAINER_RETURN_IF_ERROR(DeviceAlloc(&weights_before_, P));
-    TRAINER_RETURN_IF_ERROR(DeviceAlloc(&d_update_norms_, 2 * static_cast<size_t>(segments)));
-    TRAINER_RETURN_IF_ERROR(HostAlloc(&h_update_norms_, 2 * static_cast<size_t>(segments)));
+    TRAINER_RETURN_IF_ERROR(DeviceAlloc(&update_norms_, 2 * static_cast<size_t>(segments)));
+    TRAINER_RETURN_IF_ERROR(HostAlloc(&host_update_norms_, 2 * static_cast<size_t>(segments)));
   }
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(weights_before_, params_, P * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
   OptimizerStepArgs plain = args;
   plain.measure_update = false;
   TRAINER_RETURN_IF_ERROR(OptimizerStep(plain));
-  LaunchSegmentUpdateSquaredNorms(d_update_norms_, d_update_norms_ + segments, params_, weights_before_,
-                                  d_segment_begin_, d_segment_len_, segments, stream_);
+  LaunchSegmentUpdateSquaredNorms(update_norms_, update_norms_ + segments, params_, weights_before_,
+                                  segment_begin_, segment_len_, segments, stream_);
   CUDA_RETURN_IF_LAUNCH_FAILED("update norm kernel");
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_update_norms_, d_update_norms_, 2 * segments * sizeof(double),
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_update_norms_, update_norms_, 2 * segments * sizeof(double),
                                        cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   update_sq_.update.assign(layout_.tensors().size(), 0.0);
   update_sq_.weight.assign(layout_.tensors().size(), 0.0);
   for (int i = 0; i < segments; ++i) {
     const size_t t = segment_tensor_[static_cast<size_t>(i)];
-    update_sq_.update[t] += h_update_norms_[i];
-    update_sq_.weight[t] += h_update_norms_[segments + i];
+    update_sq_.update[t] += host_update_norms_[i];
+    update_sq_.weight[t] += host_update_norms_[segments + i];
   }
   update_measured_ = true;
   return OkStatus();
@@ -761,13 +767,13 @@ Status CudaBackend::MeasuredOptimizerStep(const OptimizerStepArgs& args) {
 StatusOr<std::vector<double>> CudaBackend::GradientSquaredNorms() {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   const int segments = static_cast<int>(segment_tensor_.size());
-  LaunchSegmentSquaredNorms(d_segment_norms_, grads_, d_segment_begin_, d_segment_len_, segments, stream_);
+  LaunchSegmentSquaredNorms(segment_norms_, grads_, segment_begin_, segment_len_, segments, stream_);
   CUDA_RETURN_IF_LAUNCH_FAILED("gradient norm kernel");
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_segment_norms_, d_segment_norms_, segments * sizeof(double),
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_segment_norms_, segment_norms_, segments * sizeof(double),
                                        cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   std::vector<double> norms(layout_.tensors().size(), 0.0);
-  for (int i = 0; i < segments; ++i) norms[segment_tensor_[static_cast<size_t>(i)]] += h_segment_norms_[i];
+  for (int i = 0; i < segments; ++i) norms[segment_tensor_[static_cast<size_t>(i)]] += host_segment_norms_[i];
   return norms;
 }
 
