@@ -1,6 +1,6 @@
 // PostgresStore's part of boundary_search sweeps (issue 17): the lines of a
 // new sweep, and the finish of a line's trial together with its follow-up,
-// in one transaction. The search's rule is db/boundary_search.h; these run
+// in one transaction. The search's rule is proto/schema/boundary_search.h; these run
 // it inside the transaction, and so follow-ups are exactly once:
 // - the line's row (boundary_lines, migration 0013) is locked FOR UPDATE
 //   first, so that two finishes of one line (two scheduler replicas, two

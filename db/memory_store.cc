@@ -1,16 +1,22 @@
 #include "db/memory_store.h"
 
-#include "db/boundary_search.h"
-
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
+#include "proto/schema/boundary_search.h"
 
 namespace normsweep::db {
 namespace {
 
 using google::protobuf::util::TimeUtil;
+// The boundary search's rule (proto/schema/boundary_search.h).
+using schema::BoundarySettings;
+using schema::BoundarySettingsOf;
+using schema::ClassifyProbe;
+using schema::DecideLine;
+using schema::LineDecision;
+using schema::Probe;
 
 google::protobuf::Timestamp ToProto(absl::Time t) {
   return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));  // as PostgreSQL keeps it

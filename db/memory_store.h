@@ -63,7 +63,7 @@ class MemoryStore : public Store {
   void Touch(StoredTrial& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { t.seq = ++seq_; }
   void MaybeComplete(int64_t sweep_id, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // boundary_search: decides the line of a trial just finished and queues
-  // the follow-up it asks for (db/boundary_search.h), as PostgresStore does
+  // the follow-up it asks for (proto/schema/boundary_search.h), as PostgresStore does
   // in the finish's transaction.
   void AdvanceBoundaryLine(const v1::Trial& finished, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends t's current attempt for `reason` (lease expiry, a retried

@@ -1,58 +1,21 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
-#include <cmath>
 #include <deque>
 #include <map>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/quote.h"
 #include "common/status_macros.h"
 #include "common/wait_for.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "scheduler/sweep_expander.h"
+#include "scheduler/validation.h"
 
 namespace normsweep::scheduler {
 namespace {
 
 using google::protobuf::util::TimeUtil;
-
-absl::Status Invalid(const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-absl::Status CheckId(const std::string& field, int64_t id) {
-  return id > 0 ? absl::OkStatus() : Invalid(field, "required (a positive id)");
-}
-
-// Also refuses NUL characters, which PostgreSQL's text cannot hold (the
-// statement that stores a group of calls would fail for all of them).
-absl::Status CheckLength(const std::string& field, const std::string& value, size_t max) {
-  if (value.size() > max) return Invalid(field, absl::StrCat("at most ", max, " characters"));
-  if (value.find('\0') != std::string::npos) return Invalid(field, "must not contain NUL characters");
-  return absl::OkStatus();
-}
-
-// Tokens are what a previous page's next_page_token said: plain decimal
-// digits, nothing else (SimpleAtoi would also take " 12" and "+5").
-absl::StatusOr<int64_t> ParsePageToken(const std::string& token) {
-  if (token.empty()) return 0;
-  int64_t v = 0;
-  if (token.size() > 18 || !std::all_of(token.begin(), token.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(token, &v)) {
-    return Invalid("page_token", absl::StrCat("malformed: ", QuoteForError(token, 32),
-                                              " (pass the next_page_token of the previous page)"));
-  }
-  return v;
-}
-
-absl::StatusOr<int> PageSize(int requested, int default_size, int max) {
-  if (requested < 0 || requested > max) return Invalid("page_size", absl::StrCat("must be in [0, ", max, "]"));
-  return requested == 0 ? default_size : requested;
-}
 
 google::protobuf::Timestamp ToProto(absl::Time t) {
   return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));
@@ -73,7 +36,7 @@ void Scheduler::NotifyChange() {
 }
 
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitSweepRequest& request) {
-  RETURN_IF_ERROR(CheckLength("request_id", request.request_id(), schema::kMaxRequestIdLength));
+  RETURN_IF_ERROR(ValidateSubmitSweep(request));
   ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials, ExpandSweep(request.spec()));
   const v1::SweepSpec spec = NormalizedSpec(request.spec());
   v1::SubmitSweepResponse response;
@@ -101,12 +64,10 @@ absl::StatusOr<v1::GetSweepResponse> Scheduler::GetSweep(const v1::GetSweepReque
 }
 
 absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(const v1::ListSweepsRequest& request) {
-  if (!v1::SweepState_IsValid(request.state())) return Invalid("state", "unknown sweep state");
-  ASSIGN_OR_RETURN(int size, PageSize(request.page_size(), 100, schema::kMaxPageSizeSweeps));
-  ASSIGN_OR_RETURN(int64_t before, ParsePageToken(request.page_token()));
-  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, store_.ListSweeps(request.state(), before, size));
+  ASSIGN_OR_RETURN(const Page page, ValidateListSweeps(request));
+  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, store_.ListSweeps(request.state(), page.token, page.size));
   v1::ListSweepsResponse response;
-  if (static_cast<int>(sweeps.size()) == size) response.set_next_page_token(absl::StrCat(sweeps.back().id()));
+  if (static_cast<int>(sweeps.size()) == page.size) response.set_next_page_token(absl::StrCat(sweeps.back().id()));
   for (v1::Sweep& s : sweeps) *response.add_sweeps() = std::move(s);
   return response;
 }
@@ -120,16 +81,12 @@ absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(const v1::CancelS
 }
 
 absl::StatusOr<v1::ListTrialsResponse> Scheduler::ListTrials(const v1::ListTrialsRequest& request) {
-  RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
-  if (!v1::TrialState_IsValid(request.state())) return Invalid("state", "unknown trial state");
-  ASSIGN_OR_RETURN(int size, PageSize(request.page_size(), 1000, schema::kMaxPageSizeTrials));
-  ASSIGN_OR_RETURN(int64_t after, ParsePageToken(request.page_token()));
-  if (after > INT32_MAX) return Invalid("page_token", "malformed");
+  ASSIGN_OR_RETURN(const Page page, ValidateListTrials(request));
   // Tokens are "last index + 1" so that 0 means "from the start".
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials,
-                   store_.ListTrials(request.sweep_id(), request.state(), static_cast<int32_t>(after) - 1, size));
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, store_.ListTrials(request.sweep_id(), request.state(),
+                                                                    static_cast<int32_t>(page.token) - 1, page.size));
   v1::ListTrialsResponse response;
-  if (static_cast<int>(trials.size()) == size) response.set_next_page_token(absl::StrCat(trials.back().index() + 1));
+  if (static_cast<int>(trials.size()) == page.size) response.set_next_page_token(absl::StrCat(trials.back().index() + 1));
   for (v1::Trial& t : trials) *response.add_trials() = std::move(t);
   return response;
 }
@@ -229,27 +186,12 @@ absl::StatusOr<v1::ListWorkersResponse> Scheduler::ListWorkers(const v1::ListWor
 }
 
 absl::StatusOr<v1::GetSweepAnalysisResponse> Scheduler::GetSweepAnalysis(const v1::GetSweepAnalysisRequest& request) {
-  RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
-  double tolerance = request.near_best_tolerance();
-  if (!(std::isfinite(tolerance) && tolerance >= 0 && tolerance <= 10)) {
-    return Invalid("near_best_tolerance", "must be a finite number in [0, 10] (0: the default 0.05)");
-  }
-  if (tolerance == 0) tolerance = kDefaultNearBestTolerance;
+  ASSIGN_OR_RETURN(const double tolerance, ValidateGetSweepAnalysis(request));
   return store_.GetSweepAnalysis(request.sweep_id(), tolerance);
 }
 
 absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(const v1::RegisterWorkerRequest& request) {
-  if (request.name().empty()) return Invalid("name", "required");
-  RETURN_IF_ERROR(CheckLength("name", request.name(), schema::kMaxNameLength));
-  RETURN_IF_ERROR(CheckLength("hostname", request.hostname(), schema::kMaxHostnameLength));
-  if (request.devices_size() > schema::kMaxDevicesPerWorker) {
-    return Invalid("devices", absl::StrCat("at most ", schema::kMaxDevicesPerWorker));
-  }
-  for (int i = 0; i < request.devices_size(); ++i) {
-    const std::string field = absl::StrCat("devices[", i, "]");
-    if (request.devices(i).empty()) return Invalid(field, "must not be empty");
-    RETURN_IF_ERROR(CheckLength(field, request.devices(i), schema::kMaxDeviceLength));
-  }
+  RETURN_IF_ERROR(ValidateRegisterWorker(request));
   const absl::Time now = clock_.Now();
   ASSIGN_OR_RETURN(int64_t id, store_.RegisterWorker(request, now));
   // A restarted worker's earlier registrations lost their leases in that
@@ -287,14 +229,7 @@ void Scheduler::LeaseTrialAsync(const v1::LeaseTrialRequest& request, Done<v1::L
 }
 
 absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
-  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
-  if (request.leases_size() > schema::kMaxLeasesPerHeartbeat) {
-    return Invalid("leases", absl::StrCat("at most ", schema::kMaxLeasesPerHeartbeat));
-  }
-  for (int i = 0; i < request.leases_size(); ++i) {
-    RETURN_IF_ERROR(CheckId(absl::StrCat("leases[", i, "].trial_id"), request.leases(i).trial_id()));
-    if (request.leases(i).attempt() <= 0) return Invalid(absl::StrCat("leases[", i, "].attempt"), "must be positive");
-  }
+  RETURN_IF_ERROR(ValidateHeartbeat(request));
   const absl::Time now = clock_.Now();
   std::vector<v1::TrialLease> leases(request.leases().begin(), request.leases().end());
   ASSIGN_OR_RETURN(db::HeartbeatResult result,
@@ -309,101 +244,6 @@ absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(const v1::HeartbeatRe
 absl::StatusOr<v1::ReportProgressResponse> Scheduler::ReportProgress(const v1::ReportProgressRequest& request) {
   return WaitFor<v1::ReportProgressResponse>([&](auto done) { ReportProgressAsync(request, std::move(done)); });
 }
-
-namespace {
-
-// A value the API takes finite or absent (the diagnostics, l0).
-absl::Status CheckFinite(const std::string& field, bool has, double value) {
-  if (!has || std::isfinite(value)) return absl::OkStatus();
-  return Invalid(field, absl::StrCat("must be finite or absent, not ", value));
-}
-
-// A block index of progress: in [0, kMaxLayers) (the trial's own layer
-// count would cost a read of its row per batch).
-absl::Status CheckLayer(const std::string& field, int32_t layer) {
-  if (layer >= 0 && layer < schema::kMaxLayers) return absl::OkStatus();
-  return Invalid(field, absl::StrCat("must be in [0, ", schema::kMaxLayers, "), not ", layer));
-}
-
-absl::Status ValidateDiagnostics(const v1::ReportProgressRequest& request) {
-  if (request.diagnostics_size() > schema::kMaxDiagnosticStepsPerReport) {
-    return Invalid("diagnostics", absl::StrCat("at most ", schema::kMaxDiagnosticStepsPerReport, " steps"));
-  }
-  int layers = 0;
-  for (int i = 0; i < request.diagnostics_size(); ++i) {
-    const v1::StepDiagnostics& d = request.diagnostics(i);
-    if (d.step() < 0) return Invalid(absl::StrCat("diagnostics[", i, "].step"), "must be >= 0");
-    for (int j = 0; j < d.layers_size(); ++j) {
-      const v1::LayerDiagnostics& l = d.layers(j);
-      const std::string where = absl::StrCat("diagnostics[", i, "].layers[", j, "]");
-      if (!l.has_layer()) return Invalid(where + ".layer", "required");
-      RETURN_IF_ERROR(CheckLayer(where + ".layer", l.layer()));
-      RETURN_IF_ERROR(CheckFinite(where + ".max_attn_logit", l.has_max_attn_logit(), l.max_attn_logit()));
-      RETURN_IF_ERROR(CheckFinite(where + ".update_ratio_qkv", l.has_update_ratio_qkv(), l.update_ratio_qkv()));
-      RETURN_IF_ERROR(CheckFinite(where + ".update_ratio_proj", l.has_update_ratio_proj(), l.update_ratio_proj()));
-      RETURN_IF_ERROR(CheckFinite(where + ".update_ratio_fc1", l.has_update_ratio_fc1(), l.update_ratio_fc1()));
-      RETURN_IF_ERROR(CheckFinite(where + ".update_ratio_fc2", l.has_update_ratio_fc2(), l.update_ratio_fc2()));
-      if (++layers > schema::kMaxDiagnosticLayersPerReport) {
-        return Invalid("diagnostics",
-                       absl::StrCat("at most ", schema::kMaxDiagnosticLayersPerReport, " layers in all"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The number of layer gradient norms, or the first invalid field.
-absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
-  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
-  RETURN_IF_ERROR(CheckId("trial_id", request.trial_id()));
-  if (request.attempt() <= 0) return Invalid("attempt", "must be positive (the lease's attempt)");
-  if (request.points_size() > schema::kMaxPointsPerReport) {
-    return Invalid("points", absl::StrCat("at most ", schema::kMaxPointsPerReport));
-  }
-  for (int i = 0; i < request.points_size(); ++i) {
-    const v1::MetricPoint& p = request.points(i);
-    if (p.step() < 0) return Invalid(absl::StrCat("points[", i, "].step"), "must be >= 0");
-    RETURN_IF_ERROR(CheckFinite(absl::StrCat("points[", i, "].output_log_z"), p.has_output_log_z(), p.output_log_z()));
-  }
-  int norms = 0;
-  for (int i = 0; i < request.layer_grad_norms_size(); ++i) {
-    const v1::LayerGradNorms& g = request.layer_grad_norms(i);
-    if (g.step() < 0) return Invalid(absl::StrCat("layer_grad_norms[", i, "].step"), "must be >= 0");
-    for (int j = 0; j < g.norms_size(); ++j) {
-      const std::string where = absl::StrCat("layer_grad_norms[", i, "].norms[", j, "]");
-      RETURN_IF_ERROR(CheckLayer(where + ".layer", g.norms(j).layer()));
-      if (g.norms(j).matrix().empty()) return Invalid(where + ".matrix", "required");
-      RETURN_IF_ERROR(CheckLength(where + ".matrix", g.norms(j).matrix(), schema::kMaxMatrixNameLength));
-      if (++norms > schema::kMaxPointsPerReport) {
-        return Invalid("layer_grad_norms", absl::StrCat("at most ", schema::kMaxPointsPerReport, " norms"));
-      }
-    }
-  }
-  RETURN_IF_ERROR(ValidateDiagnostics(request));
-  return norms;
-}
-
-absl::Status ValidateFinish(const v1::FinishTrialRequest& request) {
-  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
-  RETURN_IF_ERROR(CheckId("trial_id", request.trial_id()));
-  if (request.attempt() <= 0) return Invalid("attempt", "must be positive (the lease's attempt)");
-  if (!db::IsFinal(request.outcome())) {
-    return Invalid("outcome", "must be TRIAL_SUCCEEDED, TRIAL_DIVERGED, TRIAL_FAILED or TRIAL_CANCELLED");
-  }
-  if (request.retry()) {
-    if (request.outcome() != v1::TRIAL_FAILED) return Invalid("retry", "only with outcome TRIAL_FAILED");
-    if (request.result().error().empty()) return Invalid("result.error", "required with retry: say what happened");
-  }
-  RETURN_IF_ERROR(CheckLength("result.error", request.result().error(), schema::kMaxErrorLength));
-  if (request.result().has_diverged_step() && request.result().diverged_step() < 0) {
-    return Invalid("result.diverged_step", "must be >= 0");
-  }
-  RETURN_IF_ERROR(
-      CheckFinite("result.init_val_loss", request.result().has_init_val_loss(), request.result().init_val_loss()));
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 void Scheduler::ReportProgressAsync(const v1::ReportProgressRequest& request,
                                     Done<v1::ReportProgressResponse> done) {

@@ -22,13 +22,9 @@
 #include "db/store.h"
 #include "normsweep/v1/sweep_service.pb.h"
 #include "normsweep/v1/worker_service.pb.h"
-#include "proto/schema/api_limits.h"
 #include "scheduler/scheduler_metrics.h"
 
 namespace normsweep::scheduler {
-
-// "Near the best" of the placement_sensitivity view (its tolerance, 5%).
-inline constexpr double kDefaultNearBestTolerance = 0.05;
 
 struct SchedulerOptions {
   absl::Duration lease_duration = absl::Seconds(60);
@@ -38,12 +34,6 @@ struct SchedulerOptions {
   // WatchSweep polls the store at least this often (other replicas' changes).
   absl::Duration watch_poll_interval = absl::Milliseconds(500);
 };
-
-// The API's limits are proto/schema/api_limits.h; these three are also
-// named here, where tests of the scheduler have long found them.
-using schema::kMaxAxisValues;
-using schema::kMaxErrorLength;
-using schema::kMaxPointsPerReport;
 
 // WatchSweep's re-read floor. Change numbers are taken inside transactions,
 // so a smaller one can commit after a larger one was seen: each poll

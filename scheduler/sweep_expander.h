@@ -1,8 +1,8 @@
-// Turns a SweepSpec into trials: validation (INVALID_ARGUMENT naming the
-// field), defaults, and the expansion of the grid or the random search into
-// one resolved TrainConfig per trial. Pure functions; no I/O. The limits are
-// the API's (proto/schema/api_limits.h); the pieces ExpandSweep runs are in
-// sweep_expander_internal.h.
+// Turns a SweepSpec into trials: defaults, and the expansion of the grid,
+// the random search or a boundary search's coarse start into one resolved
+// TrainConfig per trial. Pure functions; no I/O. The spec's checks are
+// scheduler/validation.h's (ValidateSweepSpec, which ExpandSweep runs first);
+// the pieces of the expansion are in sweep_expander_internal.h.
 #ifndef NORMSWEEP_SCHEDULER_SWEEP_EXPANDER_H_
 #define NORMSWEEP_SCHEDULER_SWEEP_EXPANDER_H_
 

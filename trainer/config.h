@@ -23,12 +23,18 @@ enum class Precision { kFp32, kTf32, kBf16 };
 
 inline constexpr int kVocabSize = 256;  // byte-level
 
+// d_ff when not given: kFfnPerDModel * d_model, as in the paper's model.
+inline constexpr int kFfnPerDModel = 4;
+// The default divergence threshold, 1.5 * ln(256): a loss this far above a
+// uniform guess over the bytes is not training.
+inline constexpr double kDefaultDivergenceLoss = 8.317766166719343;
+
 struct ModelConfig {
   Placement placement = Placement::kPostLN;
   int layers = 6;
   int d_model = 128;
   int heads = 4;
-  int d_ff = 512;
+  int d_ff = kFfnPerDModel * d_model;  // from d_model as initialised: set d_ff too when assigning d_model later
   int seq_len = 64;
   float dropout = 0.0f;
   Positions positions = Positions::kSinusoidal;
@@ -68,7 +74,7 @@ struct TrainSettings {
   int eval_every = 100;
   int eval_batches = 8;
   uint64_t seed = 0;
-  double divergence_loss = 8.317766166719343;  // 1.5 * ln(256)
+  double divergence_loss = kDefaultDivergenceLoss;
   int divergence_patience = 50;
   int threads = 1;
   std::string device = "cpu";
@@ -76,7 +82,8 @@ struct TrainSettings {
   int checkpoint_every = 0;
 };
 
-// Limits that keep a single run sane on one machine.
+// Limits that keep a single run sane on one machine. kMaxLayers is also the
+// API's bound on layer indexes in progress (proto/schema/api_limits.h).
 inline constexpr int kMaxLayers = 256;
 inline constexpr int kMaxDModel = 16384;
 inline constexpr int kMaxSeqLen = 1 << 16;

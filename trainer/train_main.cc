@@ -78,7 +78,7 @@ printing a table:
       residual stream (theory between 1 + l/2 and 1 + 3l/2)
   probe ln-jacobian   [--d 256] [--seed 0]
       spectral norm of LayerNorm's Jacobian at x = k z, k = 1, 2, 4, 8, beside sqrt(d)/||x||
-  probe grad-norms    [--layers 6] [--d-model 128] [--heads 4] [--d-ff 512] [--seq-len 64]
+  probe grad-norms    [--layers 6] [--d-model 128] [--heads 4] [--d-ff 4*d-model] [--seq-len 64]
                       [--batch-size 32] [--seeds 10] [--depths 6,8,10,12,14]
                       [--data FILE] [--threads N]
       FFN W1/W2 gradient norms per layer at initialization, both placements,
@@ -357,7 +357,7 @@ int Probe(const Args& args) {
     o.model.layers = take("layers", 6);
     o.model.d_model = take("d-model", 128);
     o.model.heads = take("heads", 4);
-    o.model.d_ff = take("d-ff", 4 * o.model.d_model);
+    o.model.d_ff = take("d-ff", tr::kFfnPerDModel * o.model.d_model);
     o.model.seq_len = take("seq-len", 64);
     o.batch_size = take("batch-size", 32);
     o.seeds = take("seeds", 10);

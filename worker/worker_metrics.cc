@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "proto/schema/api_limits.h"
 #include "proto/schema/state_names.h"
+#include "trainer/config.h"
 
 namespace normsweep::worker {
 
@@ -79,7 +79,7 @@ void WorkerMetrics::TrialStarted(const v1::Trial& trial, int slot, const std::st
   live.val_loss->Set(std::numeric_limits<double>::quiet_NaN());  // no evaluation yet
   live.output_log_z->Set(std::numeric_limits<double>::quiet_NaN());
   live.labels = labels;
-  live.layers = c.layers() > 0 ? std::min(c.layers(), schema::kMaxLayers) : schema::kMaxLayers;
+  live.layers = c.layers() > 0 ? std::min(c.layers(), trainer::kMaxLayers) : trainer::kMaxLayers;
   live_[trial.id()] = live;
   busy_slots_.Add({{"device", device}}).Increment();
 }

@@ -1,6 +1,7 @@
-// The API's limits, as the protos document them: the scheduler enforces them
-// (INVALID_ARGUMENT naming the field), the store relies on them, and the
-// worker keeps what it sends inside them. One definition each.
+// The API's limits and defaults, as the protos document them: the scheduler
+// enforces them (INVALID_ARGUMENT naming the field), the store relies on
+// them, and the worker and the CLI keep what they send inside them. One
+// definition each.
 #ifndef NORMSWEEP_PROTO_SCHEMA_API_LIMITS_H_
 #define NORMSWEEP_PROTO_SCHEMA_API_LIMITS_H_
 
@@ -30,12 +31,20 @@ inline constexpr int kMaxPointsPerReport = 10000;  // ReportProgressRequest poin
 inline constexpr int kMaxDiagnosticStepsPerReport = 10000;   // ReportProgressRequest.diagnostics
 inline constexpr int kMaxDiagnosticLayersPerReport = 10000;  // LayerDiagnostics over all of them
 // Layer indexes in progress (LayerGradNorm.layer, LayerDiagnostics.layer) are
-// below this: the bound of TrainConfig.layers (the trainer's kMaxLayers,
-// trainer/config.h). The trial's own layer count is not at hand where
+// below trainer::kMaxLayers (trainer/config.h), the bound of
+// TrainConfig.layers: the trial's own layer count is not at hand where
 // progress is checked.
-inline constexpr int kMaxLayers = 256;
 inline constexpr int kMaxLeasesPerHeartbeat = 1024;
 inline constexpr int kMaxDevicesPerWorker = 64;
+
+// ---- analysis ----
+// "Near the best" (GetSweepAnalysisRequest.near_best_tolerance 0): a grid
+// cell whose mean final validation loss is at most (1 + this) times the best
+// cell of its variant. The scheduler applies it as the request's default, the
+// report asks for it and says it. Its SQL twin, which C++ cannot reach, is
+// the placement_sensitivity view's `placement_sensitivity_at(0.05)`
+// (db/views/, over migration 0004's function): change both together.
+inline constexpr double kDefaultNearBestTolerance = 0.05;
 
 }  // namespace normsweep::schema
 

@@ -1,9 +1,9 @@
-#include "db/boundary_search.h"
+#include "proto/schema/boundary_search.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace normsweep::db {
+namespace normsweep::schema {
 
 int DefaultInitialPoints(double lr_min, double lr_max) {
   if (!(lr_min > 0) || !(lr_max > lr_min)) return 2;
@@ -126,4 +126,4 @@ LineDecision DecideLine(const BoundarySettings& s, const std::vector<Probe>& pro
   return d;
 }
 
-}  // namespace normsweep::db
+}  // namespace normsweep::schema

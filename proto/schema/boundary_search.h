@@ -1,11 +1,13 @@
 // The bracketing rule of a boundary_search sweep (issue 17): which lrs a line
 // probes first, what counts as trainable, and, from the line's probes so far,
 // its state, its bracket [largest trainable lr, smallest untrainable lr above
-// it] and the next lr to run. Pure functions, no I/O: both stores call them,
-// PostgresStore inside the transaction that records a finish
-// (db/boundary_store.h), MemoryStore under its mutex.
-#ifndef NORMSWEEP_DB_BOUNDARY_SEARCH_H_
-#define NORMSWEEP_DB_BOUNDARY_SEARCH_H_
+// it] and the next lr to run. Pure functions, no I/O: a scheduling policy
+// on the API's BoundarySearch, kept beside the schema so that both its users
+// reach it: the sweep expander (the coarse start, the stored defaults) and
+// both stores, which run it where a finish is recorded (PostgresStore inside
+// that transaction, db/boundary_store.h; MemoryStore under its mutex).
+#ifndef NORMSWEEP_PROTO_SCHEMA_BOUNDARY_SEARCH_H_
+#define NORMSWEEP_PROTO_SCHEMA_BOUNDARY_SEARCH_H_
 
 #include <optional>
 #include <string>
@@ -13,7 +15,7 @@
 
 #include "normsweep/v1/sweep.pb.h"
 
-namespace normsweep::db {
+namespace normsweep::schema {
 
 inline constexpr double kDefaultBoundaryResolution = 1.25;
 inline constexpr double kDefaultMinImprovement = 0.5;  // nats below l0
@@ -30,7 +32,7 @@ struct BoundarySettings {
 };
 // Defaults: resolution 1.25, initial_points ceil(log10(lr_max / lr_min)) + 1
 // (at least 2), min_improvement 0.5. The spec is assumed valid
-// (scheduler/sweep_expander.cc checks it).
+// (scheduler/validation.cc checks it).
 BoundarySettings BoundarySettingsOf(const v1::BoundarySearch& search);
 int DefaultInitialPoints(double lr_min, double lr_max);
 
@@ -83,6 +85,6 @@ struct LineDecision {
 // lr is sqrt(L * U), one trial at a time.
 LineDecision DecideLine(const BoundarySettings& settings, const std::vector<Probe>& probes);
 
-}  // namespace normsweep::db
+}  // namespace normsweep::schema
 
-#endif  // NORMSWEEP_DB_BOUNDARY_SEARCH_H_
+#endif  // NORMSWEEP_PROTO_SCHEMA_BOUNDARY_SEARCH_H_

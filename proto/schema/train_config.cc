@@ -64,7 +64,7 @@ absl::StatusOr<TrainSettings> SettingsFromProto(const v1::TrainConfig& c) {
   if (c.layers() != 0) m.layers = c.layers();
   if (c.d_model() != 0) m.d_model = c.d_model();
   if (c.heads() != 0) m.heads = c.heads();
-  m.d_ff = c.d_ff() != 0 ? c.d_ff() : 4 * m.d_model;
+  m.d_ff = c.d_ff() != 0 ? c.d_ff() : trainer::kFfnPerDModel * m.d_model;
   if (c.seq_len() != 0) m.seq_len = c.seq_len();
   m.dropout = static_cast<float>(c.dropout());
   if (!c.positions().empty()) {

@@ -4,7 +4,7 @@
 // Links only the trainer core, so it builds on a bare GPU machine
 // (NORMSWEEP_TRAINER_ONLY).
 //   normsweep-gpu-bench [--device cuda:0] [--precision fp32|tf32|bf16]
-//     [--placement pre] [--layers 6] [--d-model 128] [--heads 4] [--d-ff 512]
+//     [--placement pre] [--layers 6] [--d-model 128] [--heads 4] [--d-ff 4*d-model]
 //     [--seq-len 64] [--batch-size 32] [--steps 60] [--warmup 10]
 #include <algorithm>
 #include <cstdio>
@@ -39,7 +39,7 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> flags = {
       {"device", "cuda:0"}, {"precision", "fp32"}, {"placement", "pre"}, {"layers", "6"},
-      {"d-model", "128"},   {"heads", "4"},        {"d-ff", "512"},      {"seq-len", "64"},
+      {"d-model", "128"},   {"heads", "4"},        {"d-ff", ""},         {"seq-len", "64"},
       {"batch-size", "32"}, {"steps", "60"},       {"warmup", "10"},     {"threads", "1"}};
   for (int i = 1; i < argc; i += 2) {
     const std::string name = argv[i];
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   s.model.layers = integer("layers");
   s.model.d_model = integer("d-model");
   s.model.heads = integer("heads");
-  s.model.d_ff = integer("d-ff");
+  s.model.d_ff = flags["d-ff"].empty() ? tr::kFfnPerDModel * s.model.d_model : integer("d-ff");
   s.model.seq_len = integer("seq-len");
   s.batch_size = integer("batch-size");
   s.steps = integer("steps");

@@ -17,7 +17,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "db/boundary_search.h"
 #include "db/boundary_store.h"
 #include "db/memory_store.h"
 #include "db/pg_connection.h"
@@ -26,11 +25,22 @@
 #include "gtest/gtest.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "proto/schema/boundary_search.h"
 #include "scheduler/sweep_expander.h"
 #include "tests/common/postgres_instance.h"
 
 namespace normsweep::db {
 namespace {
+
+using schema::BoundarySettings;
+using schema::BoundarySettingsOf;
+using schema::ClassifyProbe;
+using schema::DecideLine;
+using schema::InitialLrs;
+using schema::LineDecision;
+using schema::LineState;
+using schema::Probe;
+using schema::ProbeOutcome;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
 const absl::Duration kLease = absl::Seconds(30);

@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/sweep_client.h"
-#include "db/boundary_search.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/schema/boundary_search.h"
 #include "tests/common/postgres_instance.h"
 #include "tests/common/scheduler_process.h"
 #include "tests/common/subprocess.h"
@@ -116,8 +116,8 @@ TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
 
   // Each line's trials, judged by the search's own rule, say that the line
   // is done, in the state the view reports, and no lr was run twice.
-  const db::BoundarySettings settings = db::BoundarySettingsOf(sweep->spec().boundary_search());
-  std::map<int, std::vector<db::Probe>> probes;
+  const schema::BoundarySettings settings = schema::BoundarySettingsOf(sweep->spec().boundary_search());
+  std::map<int, std::vector<schema::Probe>> probes;
   std::map<int, std::set<double>> lrs;
   for (const v1::Trial& t : *trials) {
     ASSERT_TRUE(t.has_boundary_line()) << t.id();
@@ -125,14 +125,14 @@ TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
     EXPECT_TRUE(lrs[t.boundary_line()].insert(t.config().lr()).second) << "lr run twice in line " << t.boundary_line();
     const v1::TrialResult& r = t.result();
     probes[t.boundary_line()].push_back(
-        {t.config().lr(), db::ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
-                                            r.has_init_val_loss() ? std::optional(r.init_val_loss()) : std::nullopt,
-                                            settings)});
+        {t.config().lr(), schema::ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
+                                                r.has_init_val_loss() ? std::optional(r.init_val_loss()) : std::nullopt,
+                                                settings)});
   }
   for (const v1::BoundaryLine& line : analysis->boundary()) {
-    const db::LineDecision d = db::DecideLine(settings, probes[line.line()]);
+    const schema::LineDecision d = schema::DecideLine(settings, probes[line.line()]);
     EXPECT_FALSE(d.next_lr.has_value()) << "line " << line.line() << " stalled";
-    EXPECT_EQ(db::LineStateName(d.state), line.state()) << "line " << line.line();
+    EXPECT_EQ(schema::LineStateName(d.state), line.state()) << "line " << line.line();
     EXPECT_TRUE(line.state() == "FOUND" || line.state() == "TRAINABLE_EVERYWHERE" ||
                 line.state() == "NOWHERE_TRAINABLE")
         << "line " << line.line() << ": " << line.state();

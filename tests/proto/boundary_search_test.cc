@@ -1,6 +1,6 @@
 // The bracketing rule on synthetic outcomes: a line is simulated by a
 // function lr -> outcome, run through DecideLine until it stops.
-#include "db/boundary_search.h"
+#include "proto/schema/boundary_search.h"
 
 #include <cmath>
 #include <functional>
@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace normsweep::db {
+namespace normsweep::schema {
 namespace {
 
 using ::testing::DoubleNear;
@@ -235,4 +235,4 @@ TEST(DecideLineTest, StateNames) {
 }
 
 }  // namespace
-}  // namespace normsweep::db
+}  // namespace normsweep::schema

@@ -6,12 +6,12 @@
 #include <map>
 #include <set>
 
-#include "db/boundary_search.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/schema/api_limits.h"
+#include "proto/schema/boundary_search.h"
 #include "scheduler/sweep_expander.h"
-#include "scheduler/sweep_expander_internal.h"
+#include "scheduler/validation.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -73,7 +73,7 @@ TEST(BoundaryExpanderTest, CoarseStartOfEveryLine) {
   std::set<std::tuple<std::string, int, int, std::string>> distinct;
   for (const auto& [line, key] : line_key) distinct.insert(key);
   EXPECT_EQ(distinct.size(), 24u);  // one line per (placement, warm-up, seed, variant)
-  const std::vector<double> expected = db::InitialLrs(db::BoundarySettingsOf(spec.boundary_search()));
+  const std::vector<double> expected = schema::InitialLrs(schema::BoundarySettingsOf(spec.boundary_search()));
   for (const auto& [line, lrs] : lrs_of_line) EXPECT_EQ(lrs, expected) << "line " << line;
   // Placement innermost, as for a grid: lines 0 and 1 are post and pre.
   EXPECT_EQ(std::get<0>(line_key[0]), "post");
@@ -159,14 +159,14 @@ TEST(BoundaryExpanderTest, TrialLimitCountsTheBisections) {
   v1::BoundarySearch b = Boundary().boundary_search();
   // Three decades in 4 points: each coarse interval is a decade, and 10 ->
   // 3.16 -> 1.78 -> 1.33 -> 1.15 takes 4 bisections to get to 1.25.
-  EXPECT_EQ(internal::MaxBoundaryTrialsPerLine(b), 8);
+  EXPECT_EQ(MaxBoundaryTrialsPerLine(b), 8);
   b.set_resolution(2);
-  EXPECT_EQ(internal::MaxBoundaryTrialsPerLine(b), 4 + 2);  // 10 -> 3.16 -> 1.78
+  EXPECT_EQ(MaxBoundaryTrialsPerLine(b), 4 + 2);  // 10 -> 3.16 -> 1.78
   b.set_resolution(10);
-  EXPECT_EQ(internal::MaxBoundaryTrialsPerLine(b), 4);      // exactly reached by the coarse start
+  EXPECT_EQ(MaxBoundaryTrialsPerLine(b), 4);      // exactly reached by the coarse start
   b.set_resolution(0);
   b.set_initial_points(2);
-  EXPECT_EQ(internal::MaxBoundaryTrialsPerLine(b), 2 + 5);  // 1000 -> 31.6 -> 5.6 -> 2.37 -> 1.54 -> 1.24
+  EXPECT_EQ(MaxBoundaryTrialsPerLine(b), 2 + 5);  // 1000 -> 31.6 -> 5.6 -> 2.37 -> 1.54 -> 1.24
 
   v1::SweepSpec big = Boundary();  // 12 lines x 8 = 96
   ASSERT_TRUE(ExpandSweep(big).ok());

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
+#include "proto/schema/api_limits.h"
 #include "scheduler/scheduler_server.h"
 #include "scheduler/sweep_expander.h"
 #include "worker/scheduler_client.h"
@@ -23,6 +24,7 @@
 #include "tests/common/grpc_health.h"
 #include "tests/common/grpc_reflection.h"
 #include "tests/common/postgres_instance.h"
+#include "trainer/config.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -195,7 +197,7 @@ TEST_F(GrpcApiTest, RejectsBadSweepSpecsNamingTheField) {
   ExpectBadSpec("empty peak_lrs", [](auto* r) { r->mutable_spec()->clear_peak_lrs(); }, "spec.peak_lrs");
   ExpectBadSpec("empty seeds", [](auto* r) { r->mutable_spec()->clear_seeds(); }, "spec.seeds");
   ExpectBadSpec("oversize axis", [](auto* r) {
-    for (int i = 1; i <= kMaxAxisValues; ++i) r->mutable_spec()->add_seeds(i);
+    for (int i = 1; i <= schema::kMaxAxisValues; ++i) r->mutable_spec()->add_seeds(i);
   }, "spec.seeds: at most 1000");
   ExpectBadSpec("grid over the limit", [](auto* r) {  // 2 x 3 x 2 x 1000 = 12,000
     r->mutable_spec()->add_warmup_steps(1000);
@@ -567,7 +569,7 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
   ExpectRejected("negative step", progress([](auto* r) { r->mutable_points(0)->set_step(-1); }), C::INVALID_ARGUMENT,
                  "points[0].step");
   ExpectRejected("too many points", progress([](auto* r) {
-    for (int i = 0; i < kMaxPointsPerReport; ++i) r->add_points()->set_step(i + 2);
+    for (int i = 0; i < schema::kMaxPointsPerReport; ++i) r->add_points()->set_step(i + 2);
   }), C::INVALID_ARGUMENT, "points: at most");
   ExpectRejected("matrix name too long", progress([](auto* r) {
     v1::LayerGradNorm* n = r->add_layer_grad_norms()->add_norms();
@@ -591,7 +593,7 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
   ExpectRejected("outcome unset", finish([](auto* r) { r->clear_outcome(); }), C::INVALID_ARGUMENT, "outcome");
   ExpectRejected("error too long", finish([](auto* r) {
     r->set_outcome(v1::TRIAL_FAILED);
-    r->mutable_result()->set_error(std::string(kMaxErrorLength + 1, 'e'));
+    r->mutable_result()->set_error(std::string(schema::kMaxErrorLength + 1, 'e'));
   }), C::INVALID_ARGUMENT, "result.error");
   ExpectRejected("error with a NUL character", finish([](auto* r) {
     r->set_outcome(v1::TRIAL_FAILED);
@@ -665,7 +667,7 @@ TEST_F(GrpcApiTest, RejectsBadDiagnosticsAndInitialLossNamingTheField) {
   ExpectRejected("negative layer", progress([](auto* r) { r->mutable_diagnostics(0)->mutable_layers(1)->set_layer(-1); }),
                  C::INVALID_ARGUMENT, "diagnostics[0].layers[1].layer: must be in [0, 256), not -1");
   ExpectRejected("layer past any model", progress([](auto* r) {
-    r->mutable_diagnostics(0)->mutable_layers(0)->set_layer(schema::kMaxLayers);
+    r->mutable_diagnostics(0)->mutable_layers(0)->set_layer(trainer::kMaxLayers);
   }), C::INVALID_ARGUMENT, "diagnostics[0].layers[0].layer: must be in [0, 256), not 256");
   ExpectRejected("infinite attention logit", progress([&](auto* r) {
     r->mutable_diagnostics(1)->mutable_layers(1)->set_max_attn_logit(inf);

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "proto/schema/api_limits.h"
 #include "scheduler/sweep_expander_internal.h"
+#include "scheduler/validation.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -290,9 +291,8 @@ TEST(SweepExpanderTest, NormalizedSpecFillsMaxAttempts) {
   EXPECT_EQ(NormalizedSpec(s).max_attempts(), 7);
 }
 
-// ---- the pieces (sweep_expander_internal.h) ----
+// ---- the pieces: the spec's checks (validation.h), the expansion's (sweep_expander_internal.h) ----
 
-using internal::AxisValue;
 
 std::string Message(const absl::Status& status) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -318,110 +318,110 @@ const google::protobuf::FieldDescriptor* Field(const std::string& name) {
 }
 
 TEST(SweepExpanderPartsTest, ScalarFieldsInOrder) {
-  EXPECT_TRUE(internal::CheckScalarFields(Grid()).ok());
+  EXPECT_TRUE(CheckScalarFields(Grid()).ok());
   v1::SweepSpec s = Grid();
   s.clear_name();
   s.set_priority(5000);
-  EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.name: required");  // the first error wins
+  EXPECT_EQ(Message(CheckScalarFields(s)), "spec.name: required");  // the first error wins
   s = Grid();
   s.set_name(std::string(schema::kMaxNameLength, 'x'));
-  EXPECT_TRUE(internal::CheckScalarFields(s).ok());
+  EXPECT_TRUE(CheckScalarFields(s).ok());
   s.set_name(std::string(schema::kMaxNameLength + 1, 'x'));
-  EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.name: at most 200 characters");
+  EXPECT_EQ(Message(CheckScalarFields(s)), "spec.name: at most 200 characters");
   s = Grid();
   s.set_max_attempts(schema::kMaxMaxAttempts + 1);
-  EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.max_attempts: must be in [1, 100] (0: default 3)");
+  EXPECT_EQ(Message(CheckScalarFields(s)), "spec.max_attempts: must be in [1, 100] (0: default 3)");
   s.set_max_attempts(schema::kMaxMaxAttempts);
-  EXPECT_TRUE(internal::CheckScalarFields(s).ok());
+  EXPECT_TRUE(CheckScalarFields(s).ok());
   s.set_priority(-schema::kMaxPriority - 1);
-  EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.priority: must be in [-1000, 1000]");
+  EXPECT_EQ(Message(CheckScalarFields(s)), "spec.priority: must be in [-1000, 1000]");
   s.set_priority(-schema::kMaxPriority);
-  EXPECT_TRUE(internal::CheckScalarFields(s).ok());
+  EXPECT_TRUE(CheckScalarFields(s).ok());
   s.set_max_concurrent_trials(-1);
-  EXPECT_EQ(Message(internal::CheckScalarFields(s)), "spec.max_concurrent_trials: must be >= 0 (0: unlimited)");
+  EXPECT_EQ(Message(CheckScalarFields(s)), "spec.max_concurrent_trials: must be >= 0 (0: unlimited)");
 }
 
 TEST(SweepExpanderPartsTest, BaseIsCheckedWithKnownGoodMainAxes) {
   v1::TrainConfig base = Grid().base();
   base.set_lr(-1);  // a main axis: the probe replaces it
   base.set_placement("middle");
-  EXPECT_TRUE(internal::CheckBase(base).ok());
-  const v1::TrainConfig probe = internal::Probe(base);
+  EXPECT_TRUE(CheckBase(base).ok());
+  const v1::TrainConfig probe = Probe(base);
   EXPECT_EQ(probe.placement(), "post");
   EXPECT_DOUBLE_EQ(probe.lr(), 1e-3);
   EXPECT_EQ(probe.d_model(), 64);  // the rest is the base's
   base.set_heads(5);
-  EXPECT_THAT(Message(internal::CheckBase(base)), ::testing::StartsWith("spec.base: "));
+  EXPECT_THAT(Message(CheckBase(base)), ::testing::StartsWith("spec.base: "));
   base.set_heads(4);
   base.set_optimizer(std::string("ad\0am", 5));
-  EXPECT_EQ(Message(internal::CheckBase(base)), "spec.base.optimizer: must not contain NUL characters");
+  EXPECT_EQ(Message(CheckBase(base)), "spec.base.optimizer: must not contain NUL characters");
 }
 
 TEST(SweepExpanderPartsTest, AxisSizesAndRandomSearchFields) {
-  EXPECT_TRUE(internal::CheckAxisSizes(Grid()).ok());
-  EXPECT_TRUE(internal::CheckAxisSizes(Random()).ok());
+  EXPECT_TRUE(CheckAxisSizes(Grid()).ok());
+  EXPECT_TRUE(CheckAxisSizes(Random()).ok());
   v1::SweepSpec s = Random();
   s.add_warmup_steps(0);
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.warmup_steps: must be empty when random_search is set");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.warmup_steps: must be empty when random_search is set");
   s = Random();
   s.add_peak_lrs(1e-3);
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.peak_lrs: must be empty when random_search is set");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.peak_lrs: must be empty when random_search is set");
   s = Random();
   s.mutable_random_search()->set_samples(0);
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.random_search.samples: must be in [1, 10000]");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.random_search.samples: must be in [1, 10000]");
   s.mutable_random_search()->set_samples(schema::kMaxTrialsPerSweep + 1);
-  EXPECT_THAT(Message(internal::CheckAxisSizes(s)), HasSubstr("spec.random_search.samples"));
+  EXPECT_THAT(Message(CheckAxisSizes(s)), HasSubstr("spec.random_search.samples"));
   s = Random();
   s.mutable_random_search()->set_lr_min(0);
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.random_search.lr_min: must be finite and > 0");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.random_search.lr_min: must be finite and > 0");
   s = Random();
   s.mutable_random_search()->set_lr_max(1e-5);
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.random_search.lr_max: must be finite and >= lr_min");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.random_search.lr_max: must be finite and >= lr_min");
   s = Random();
   s.mutable_random_search()->set_warmup_min(-1);
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.random_search.warmup_min: must be >= 0");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.random_search.warmup_min: must be >= 0");
   s = Random();
   s.mutable_random_search()->set_warmup_max(-1);
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.random_search.warmup_max: must be >= warmup_min");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.random_search.warmup_max: must be >= warmup_min");
   s = Random();
   s.clear_seeds();
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.seeds: must not be empty");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.seeds: must not be empty");
   s = Grid();
   for (int i = 0; i < schema::kMaxAxisValues; ++i) s.add_peak_lrs(1);
-  EXPECT_EQ(Message(internal::CheckAxisSizes(s)), "spec.peak_lrs: at most 1000 values");
+  EXPECT_EQ(Message(CheckAxisSizes(s)), "spec.peak_lrs: at most 1000 values");
 }
 
 TEST(SweepExpanderPartsTest, MainAxisDuplicatesAreFoundOnResolvedValues) {
-  const v1::TrainConfig probe = internal::Probe(Grid().base());
-  EXPECT_TRUE(internal::CheckMainAxisValues(Grid(), probe).ok());
+  const v1::TrainConfig probe = Probe(Grid().base());
+  EXPECT_TRUE(CheckMainAxisValues(Grid(), probe).ok());
   v1::SweepSpec s = Grid();
   s.add_placements("post-ln");
-  EXPECT_EQ(Message(internal::CheckMainAxisValues(s, probe)),
+  EXPECT_EQ(Message(CheckMainAxisValues(s, probe)),
             "spec.placements[2]: duplicate value: 'post-ln' is the same setting as spec.placements[0]");
   s = Grid();
   s.add_placements("");
-  EXPECT_EQ(Message(internal::CheckMainAxisValues(s, probe)), "spec.placements[2]: must not be empty (post or pre)");
+  EXPECT_EQ(Message(CheckMainAxisValues(s, probe)), "spec.placements[2]: must not be empty (post or pre)");
   s = Grid();
   s.add_placements(std::string(schema::kMaxPlacementLength + 1, 'p'));
-  EXPECT_EQ(Message(internal::CheckMainAxisValues(s, probe)), "spec.placements[2]: at most 64 characters");
+  EXPECT_EQ(Message(CheckMainAxisValues(s, probe)), "spec.placements[2]: at most 64 characters");
   s = Grid();
   s.add_peak_lrs(0.0005);
-  EXPECT_EQ(Message(internal::CheckMainAxisValues(s, probe)),
+  EXPECT_EQ(Message(CheckMainAxisValues(s, probe)),
             "spec.peak_lrs[3]: duplicate value: '0.0005' is the same setting as spec.peak_lrs[1]");
   s = Grid();
   s.add_warmup_steps(4000);
-  EXPECT_EQ(Message(internal::CheckMainAxisValues(s, probe)),
+  EXPECT_EQ(Message(CheckMainAxisValues(s, probe)),
             "spec.warmup_steps[2]: duplicate value: '4000' is the same setting as spec.warmup_steps[1]");
   s = Grid();
   s.add_warmup_steps(-1);
-  EXPECT_EQ(Message(internal::CheckMainAxisValues(s, probe)), "spec.warmup_steps[2]: warmup_steps: must be >= 0");
+  EXPECT_EQ(Message(CheckMainAxisValues(s, probe)), "spec.warmup_steps[2]: warmup_steps: must be >= 0");
   // A random search has no warm-up or lr values to check.
-  EXPECT_TRUE(internal::CheckMainAxisValues(Random(), probe).ok());
+  EXPECT_TRUE(CheckMainAxisValues(Random(), probe).ok());
 }
 
 TEST(SweepExpanderPartsTest, AxisValuesKeysOnTheResolvedConfig) {
-  const v1::TrainConfig probe = internal::Probe(Grid().base());
-  internal::AxisValues seen("axis");
+  const v1::TrainConfig probe = Probe(Grid().base());
+  AxisValues seen("axis");
   v1::TrainConfig pre = probe;
   pre.set_placement("pre");
   EXPECT_TRUE(seen.Add(0, "pre", pre).ok());
@@ -434,79 +434,79 @@ TEST(SweepExpanderPartsTest, AxisValuesKeysOnTheResolvedConfig) {
 }
 
 TEST(SweepExpanderPartsTest, AxisFieldsAndValues) {
-  EXPECT_TRUE(internal::IsAxisField(Field("layers")));
-  EXPECT_TRUE(internal::IsAxisField(Field("beta2")));
-  EXPECT_TRUE(internal::IsAxisField(Field("optimizer")));
+  EXPECT_TRUE(IsAxisField(Field("layers")));
+  EXPECT_TRUE(IsAxisField(Field("beta2")));
+  EXPECT_TRUE(IsAxisField(Field("optimizer")));
   for (const char* name : {"placement", "warmup_steps", "lr", "seed", "threads", "device", "checkpoint_every"}) {
-    EXPECT_FALSE(internal::IsAxisField(Field(name))) << name;
+    EXPECT_FALSE(IsAxisField(Field(name))) << name;
   }
-  EXPECT_FALSE(internal::IsAxisField(nullptr));
+  EXPECT_FALSE(IsAxisField(nullptr));
 
-  absl::StatusOr<AxisValue> v = internal::ParseAxisValue(Field("layers"), " 02", "w");
+  absl::StatusOr<AxisValue> v = ParseAxisValue(Field("layers"), " 02", "w");
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->i, 2);
   EXPECT_EQ(v->text, "2");
-  v = internal::ParseAxisValue(Field("beta2"), "0.950", "w");
+  v = ParseAxisValue(Field("beta2"), "0.950", "w");
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_DOUBLE_EQ(v->d, 0.95);
   EXPECT_EQ(v->text, "0.95");
   v1::TrainConfig c;
-  internal::Apply(*v, &c);
+  Apply(*v, &c);
   EXPECT_TRUE(c.has_beta2());
   EXPECT_DOUBLE_EQ(c.beta2(), 0.95);
-  v = internal::ParseAxisValue(Field("optimizer"), "sgd", "w");
+  v = ParseAxisValue(Field("optimizer"), "sgd", "w");
   ASSERT_TRUE(v.ok());
-  internal::Apply(*v, &c);
+  Apply(*v, &c);
   EXPECT_EQ(c.optimizer(), "sgd");
-  EXPECT_EQ(Message(internal::ParseAxisValue(Field("layers"), "1.5", "w").status()), "w: '1.5' is not an integer (layers)");
-  EXPECT_EQ(Message(internal::ParseAxisValue(Field("beta2"), "nan", "w").status()),
+  EXPECT_EQ(Message(ParseAxisValue(Field("layers"), "1.5", "w").status()), "w: '1.5' is not an integer (layers)");
+  EXPECT_EQ(Message(ParseAxisValue(Field("beta2"), "nan", "w").status()),
             "w: 'nan' is not a finite number (beta2)");
-  EXPECT_EQ(Message(internal::ParseAxisValue(Field("optimizer"), "", "w").status()), "w: must not be empty");
-  EXPECT_EQ(Message(internal::ParseAxisValue(Field("task"), std::string(schema::kMaxStringFieldLength + 1, 't'), "w")
+  EXPECT_EQ(Message(ParseAxisValue(Field("optimizer"), "", "w").status()), "w: must not be empty");
+  EXPECT_EQ(Message(ParseAxisValue(Field("task"), std::string(schema::kMaxStringFieldLength + 1, 't'), "w")
                         .status()),
             "w: at most 1024 characters");
 }
 
 TEST(SweepExpanderPartsTest, ExtraAxes) {
-  const v1::TrainConfig probe = internal::Probe(Grid().base());
+  const v1::TrainConfig probe = Probe(Grid().base());
   v1::SweepSpec s = Grid();
   v1::ExtraAxis* layers = s.add_extra_axes();
   layers->set_field("layers");
   layers->add_values("2");
   layers->add_values("3");
-  auto extra = internal::ParseExtraAxes(s, probe);
+  auto extra = ParseExtraAxes(s, probe);
   ASSERT_TRUE(extra.ok()) << extra.status();
   ASSERT_EQ(extra->size(), 1u);
   EXPECT_EQ((*extra)[0].size(), 2u);
   layers->add_values("02");
-  EXPECT_EQ(Message(internal::ParseExtraAxes(s, probe).status()),
+  EXPECT_EQ(Message(ParseExtraAxes(s, probe).status()),
             "spec.extra_axes[0].values[2]: duplicate value: '02' is the same setting as spec.extra_axes[0].values[0]");
   layers->mutable_values()->RemoveLast();
   v1::ExtraAxis* again = s.add_extra_axes();
   again->set_field("layers");
   again->add_values("4");
-  EXPECT_EQ(Message(internal::ParseExtraAxes(s, probe).status()), "spec.extra_axes[1].field: duplicate axis layers");
+  EXPECT_EQ(Message(ParseExtraAxes(s, probe).status()), "spec.extra_axes[1].field: duplicate axis layers");
   again->set_field("seed");
-  EXPECT_THAT(Message(internal::ParseExtraAxes(s, probe).status()),
+  EXPECT_THAT(Message(ParseExtraAxes(s, probe).status()),
               ::testing::StartsWith("spec.extra_axes[1].field: 'seed' cannot be an axis; allowed: layers, d_model, "));
 }
 
 TEST(SweepExpanderPartsTest, GridSize) {
   std::vector<std::vector<AxisValue>> extra;
-  auto n = internal::CheckGridSize(Grid(), extra);
+  auto n = CheckGridSize(Grid(), extra);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 24);
   extra.push_back(std::vector<AxisValue>(3, AxisValue{Field("layers"), "1"}));
-  EXPECT_EQ(*internal::CheckGridSize(Grid(), extra), 72);
-  EXPECT_EQ(*internal::CheckGridSize(Random(), extra), 20 * 2 * 2 * 3);
+  EXPECT_EQ(*CheckGridSize(Grid(), extra), 72);
+  EXPECT_EQ(*CheckGridSize(Random(), extra), 20 * 2 * 2 * 3);
   // 24 x 417 = 10,008 > 10,000.
   extra[0].resize(417, AxisValue{Field("layers"), "1"});
-  EXPECT_EQ(Message(internal::CheckGridSize(Grid(), extra).status()),
+  EXPECT_EQ(Message(CheckGridSize(Grid(), extra).status()),
             "spec: the grid (placements x warmup_steps x peak_lrs x seeds x extra_axes) has 10008+ trials; the limit "
             "is 10000");
   // Many large axes: counted without overflow, reported as at least the limit.
   extra.assign(8, std::vector<AxisValue>(1000, AxisValue{Field("layers"), "1"}));
-  EXPECT_EQ(Message(internal::CheckGridSize(Random(), extra).status()),
+  EXPECT_EQ(Message(CheckGridSize(Random(), extra).status()),
             "spec: the grid (placements x random_search.samples x seeds x extra_axes) has 800080+ trials; the limit "
             "is 10000");
 }
@@ -559,10 +559,10 @@ TEST(SweepExpanderPartsTest, ExpansionRefusesTwoTrialsOfOneConfig) {
 }
 
 TEST(SweepExpanderPartsTest, ShortestDouble) {
-  EXPECT_EQ(internal::ShortestDouble(0.5), "0.5");
-  EXPECT_EQ(internal::ShortestDouble(1e-3), "0.001");
-  EXPECT_EQ(internal::ShortestDouble(3e-4), "0.0003");
-  EXPECT_EQ(internal::ShortestDouble(0.1 + 0.2), "0.30000000000000004");
+  EXPECT_EQ(ShortestDouble(0.5), "0.5");
+  EXPECT_EQ(ShortestDouble(1e-3), "0.001");
+  EXPECT_EQ(ShortestDouble(3e-4), "0.0003");
+  EXPECT_EQ(ShortestDouble(0.1 + 0.2), "0.30000000000000004");
 }
 
 }  // namespace

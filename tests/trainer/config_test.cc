@@ -27,6 +27,18 @@ TEST(TrainConfigTest, DefaultsAreApplied) {
   EXPECT_EQ(s->schedule.kind, ScheduleKind::kConstant);
 }
 
+// d_ff's default is 4 * d_model in the schema and in the trainer's own
+// settings alike (a model built without the schema gets the same one).
+TEST(TrainConfigTest, DffDefaultsToFourTimesDModelEverywhere) {
+  v1::TrainConfig c = Valid();
+  c.set_d_model(64);
+  auto s = SettingsFromProto(c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->model.d_ff, 256);
+  EXPECT_EQ(trainer::ModelConfig{.d_model = 64}.d_ff, 256);
+  EXPECT_EQ(trainer::ModelConfig{}.d_ff, 4 * trainer::ModelConfig{}.d_model);
+}
+
 TEST(TrainConfigTest, ExplicitZeroBetaIsKept) {
   v1::TrainConfig c = Valid();
   c.set_beta1(0.0);
