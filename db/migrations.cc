@@ -1,9 +1,12 @@
+// Migrations, then views: the rules are in migrations.h's header comment.
 #include "db/migrations.h"
 
+#include <cstdint>
 #include <set>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "db/pg_connection.h"
 
@@ -20,41 +23,120 @@ bool IsBlank(std::string_view s) {
   return true;
 }
 
-absl::StatusOr<int> ApplyLocked(PgConnection& conn, const std::vector<Migration>& migrations) {
+// "name", for a name read back from schema_views.
+std::string QuoteIdentifier(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Runs sql's statements; an error names `what`.
+absl::Status ExecScript(PgConnection& conn, std::string_view sql, const std::string& what) {
+  for (const std::string& statement : SplitSqlStatements(sql)) {
+    absl::Status status = conn.Exec(statement).status();
+    if (!status.ok()) return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+// Drops the views of the set last created (reverse creation order), then
+// those of `views` that are left (views that a migration made: 0002 to 0013
+// created views before db/views existed).
+absl::Status DropViews(PgConnection& conn, const std::vector<std::string>& last_created,
+                       const std::vector<View>& views) {
+  std::vector<std::string> names(last_created.rbegin(), last_created.rend());
+  for (auto it = views.rbegin(); it != views.rend(); ++it) names.push_back(it->name);
+  std::set<std::string> dropped;
+  for (const std::string& name : names) {
+    if (!dropped.insert(name).second) continue;
+    absl::Status status = conn.Exec(absl::StrCat("DROP VIEW IF EXISTS ", QuoteIdentifier(name))).status();
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("dropping view ", name, " to re-create the views of db/views (",
+                                                      "a view outside db/views that reads it must go first): ",
+                                                      status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CreateViews(PgConnection& conn, const std::vector<View>& views) {
+  for (const View& v : views) {
+    RETURN_IF_ERROR(ExecScript(conn, v.sql, absl::StrCat("view ", v.name)));
+    ASSIGN_OR_RETURN(PgResult made, conn.Exec("SELECT count(*) FROM pg_views"
+                                              " WHERE schemaname = current_schema() AND viewname = $1",
+                                              PgParams().Add(v.name)));
+    if (made.GetInt64(0, 0) != 1) {
+      return absl::InternalError(absl::StrCat("db/views: the file of view ", v.name, " creates no view of that name"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The migrations and views in one transaction; the caller holds the lock.
+absl::Status ApplyInTransaction(PgConnection& conn, const std::vector<const Migration*>& pending,
+                                const std::vector<std::string>& last_created, const std::vector<View>& views,
+                                const std::string& hash) {
+  RETURN_IF_ERROR(DropViews(conn, last_created, views));
+  for (const Migration* m : pending) {
+    RETURN_IF_ERROR(ExecScript(conn, m->sql, absl::StrCat("migration ", m->name)));
+    RETURN_IF_ERROR(conn.Exec("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                              PgParams().Add(static_cast<int64_t>(m->version)).Add(m->name))
+                        .status());
+  }
+  if (!pending.empty()) RETURN_IF_ERROR(DropViews(conn, {}, views));
+  RETURN_IF_ERROR(CreateViews(conn, views));
+  PgArrayOf<std::string> names;
+  for (const View& v : views) names.Add(v.name);
+  return conn.Exec("INSERT INTO schema_views (hash, views) VALUES ($1, $2)", PgParams().Add(hash).Add(names))
+      .status();
+}
+
+absl::StatusOr<int> ApplyLocked(PgConnection& conn, const std::vector<Migration>& migrations,
+                                const std::vector<View>& views) {
   RETURN_IF_ERROR(conn.Exec("CREATE TABLE IF NOT EXISTS schema_migrations ("
                             " version integer PRIMARY KEY,"
                             " name text NOT NULL,"
+                            " applied_at timestamptz NOT NULL DEFAULT now())")
+                      .status());
+  // One row per (re-)creation of the views; the last one says what is there.
+  RETURN_IF_ERROR(conn.Exec("CREATE TABLE IF NOT EXISTS schema_views ("
+                            " id bigserial PRIMARY KEY,"
+                            " hash text NOT NULL,"
+                            " views text[] NOT NULL,"
                             " applied_at timestamptz NOT NULL DEFAULT now())")
                       .status());
   ASSIGN_OR_RETURN(PgResult applied, conn.Exec("SELECT version FROM schema_migrations"));
   std::set<int64_t> done;
   for (int i = 0; i < applied.rows(); ++i) done.insert(applied.GetInt64(i, 0));
   std::set<int> seen;
-  int count = 0;
+  std::vector<const Migration*> pending;
   for (const Migration& m : migrations) {
     if (!seen.insert(m.version).second) {
       return absl::InternalError(absl::StrCat("migration version ", m.version, " appears twice"));
     }
-    if (done.contains(m.version)) continue;
-    RETURN_IF_ERROR(conn.Exec("BEGIN").status());
-    absl::Status status = absl::OkStatus();
-    for (const std::string& statement : SplitSqlStatements(m.sql)) {
-      status = conn.Exec(statement).status();
-      if (!status.ok()) break;
-    }
-    if (status.ok()) {
-      status = conn.Exec("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                         PgParams().Add(static_cast<int64_t>(m.version)).Add(m.name))
-                   .status();
-    }
-    if (!status.ok()) {
-      (void)conn.Exec("ROLLBACK");
-      return absl::Status(status.code(), absl::StrCat("migration ", m.name, ": ", status.message()));
-    }
-    RETURN_IF_ERROR(conn.Exec("COMMIT").status());
-    ++count;
+    if (!done.contains(m.version)) pending.push_back(&m);
   }
-  return count;
+  ASSIGN_OR_RETURN(PgResult last, conn.Exec("SELECT s.hash, u.name FROM"
+                                            " (SELECT hash, views FROM schema_views ORDER BY id DESC LIMIT 1) s"
+                                            " LEFT JOIN LATERAL unnest(s.views) WITH ORDINALITY AS u (name, i) ON true"
+                                            " ORDER BY u.i"));
+  const std::string hash = ViewSetHash(views);
+  if (pending.empty() && last.rows() > 0 && last.GetString(0, 0) == hash) return 0;
+  std::vector<std::string> last_created;
+  for (int i = 0; i < last.rows(); ++i) {
+    if (!last.IsNull(i, 1)) last_created.push_back(last.GetString(i, 1));
+  }
+  RETURN_IF_ERROR(conn.Exec("BEGIN").status());
+  absl::Status status = ApplyInTransaction(conn, pending, last_created, views, hash);
+  if (!status.ok()) {
+    (void)conn.Exec("ROLLBACK");
+    return status;
+  }
+  RETURN_IF_ERROR(conn.Exec("COMMIT").status());
+  return static_cast<int>(pending.size());
 }
 
 }  // namespace
@@ -125,7 +207,21 @@ std::vector<std::string> SplitSqlStatements(std::string_view sql) {
   return out;
 }
 
-absl::StatusOr<int> ApplyMigrations(PgConnection& conn, const std::vector<Migration>& migrations) {
+std::string ViewSetHash(const std::vector<View>& views) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a offset basis
+  auto add = [&h](std::string_view s) {
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+    h = (h ^ 0) * 0x100000001b3ULL;  // a terminator: ("ab", "c") and ("a", "bc") differ
+  };
+  for (const View& v : views) {
+    add(v.name);
+    add(v.sql);
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+absl::StatusOr<int> ApplyMigrations(PgConnection& conn, const std::vector<Migration>& migrations,
+                                    const std::vector<View>& views) {
   // A migration (an index on a large table) or waiting for another
   // scheduler's migrations may take longer than the statement timeout.
   ASSIGN_OR_RETURN(PgResult timeout, conn.Exec("SELECT current_setting('statement_timeout')"));
@@ -136,7 +232,7 @@ absl::StatusOr<int> ApplyMigrations(PgConnection& conn, const std::vector<Migrat
   conn.set_client_timeout(absl::InfiniteDuration());
   absl::Cleanup restore_client_timeout = [&conn, client_timeout] { conn.set_client_timeout(client_timeout); };
   RETURN_IF_ERROR(conn.Exec("SELECT pg_advisory_lock($1)", PgParams().Add(kMigrationLockKey)).status());
-  absl::StatusOr<int> result = ApplyLocked(conn, migrations);
+  absl::StatusOr<int> result = ApplyLocked(conn, migrations, views);
   absl::Status unlock =
       conn.Exec("SELECT pg_advisory_unlock($1)", PgParams().Add(kMigrationLockKey)).status();
   absl::Status restore =

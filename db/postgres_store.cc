@@ -448,7 +448,7 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> PostgresStore::GetSweepAnalysis(int
 
 absl::StatusOr<OpenedPostgresStore> OpenPostgresStore(const PostgresStoreOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> conn, PgConnection::Connect(options.connect));
-  ASSIGN_OR_RETURN(int applied, ApplyMigrations(*conn, EmbeddedMigrations()));
+  ASSIGN_OR_RETURN(int applied, ApplyMigrations(*conn, EmbeddedMigrations(), EmbeddedViews()));
   (void)applied;
   auto store = std::make_unique<PostgresStore>(options);
   store->WarmUp();

@@ -83,15 +83,15 @@ TEST(MigrationsTest, AppliedOnceInOrderAndRecorded) {
   std::unique_ptr<PgConnection> conn = *std::move(connected);
   // A slow migration is not cut off by the statement timeout...
   std::vector<Migration> slow = {{1, "0001_slow", "SELECT pg_sleep(2); CREATE TABLE slow_done (x int);"}};
-  ASSERT_TRUE(ApplyMigrations(*conn, slow).ok());
+  ASSERT_TRUE(ApplyMigrations(*conn, slow, {}).ok());
   // ...which applies again afterwards.
   EXPECT_EQ(conn->Exec("SELECT pg_sleep(2)").status().code(), absl::StatusCode::kDeadlineExceeded);
   ASSERT_TRUE(conn->Exec("DROP TABLE slow_done").ok());
   ASSERT_TRUE(conn->Exec("DELETE FROM schema_migrations").ok());
-  auto first = ApplyMigrations(*conn, EmbeddedMigrations());
+  auto first = ApplyMigrations(*conn, EmbeddedMigrations(), EmbeddedViews());
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(*first, static_cast<int>(EmbeddedMigrations().size()));
-  auto second = ApplyMigrations(*conn, EmbeddedMigrations());
+  auto second = ApplyMigrations(*conn, EmbeddedMigrations(), EmbeddedViews());
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(*second, 0);
   auto rows = conn->Exec("SELECT version, name FROM schema_migrations ORDER BY version");
@@ -104,9 +104,9 @@ TEST(MigrationsTest, AppliedOnceInOrderAndRecorded) {
   // A new migration is applied on top; a failing one rolls back entirely.
   std::vector<Migration> more = EmbeddedMigrations();
   more.push_back({90, "0090_test", "CREATE TABLE extra (x int); INSERT INTO extra VALUES (1);"});
-  ASSERT_EQ(*ApplyMigrations(*conn, more), 1);
+  ASSERT_EQ(*ApplyMigrations(*conn, more, EmbeddedViews()), 1);
   more.push_back({91, "0091_broken", "CREATE TABLE extra2 (x int); SELECT no_such_column FROM extra;"});
-  auto broken = ApplyMigrations(*conn, more);
+  auto broken = ApplyMigrations(*conn, more, EmbeddedViews());
   EXPECT_FALSE(broken.ok());
   EXPECT_THAT(std::string(broken.status().message()), HasSubstr("0091_broken"));
   auto extra2 = conn->Exec("SELECT to_regclass('extra2') IS NULL");
@@ -335,8 +335,8 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
   }
   auto conn = Connect(conninfo);
   auto summary = conn->Exec(
-      "SELECT placement, trials, converged, diverged, best_final_val_loss, median_final_val_loss"
-      " FROM placement_summary WHERE sweep_id = $1 ORDER BY placement",
+      "SELECT placement, trials, succeeded, diverged, best_val_loss, median_val_loss"
+      " FROM placement_sensitivity WHERE sweep_id = $1 ORDER BY placement",
       PgParams().Add(sweep->sweep.id()));
   ASSERT_TRUE(summary.ok()) << summary.status();
   ASSERT_EQ(summary->rows(), 2);
@@ -352,8 +352,8 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
   EXPECT_DOUBLE_EQ(summary->GetDouble(1, 4), 2.0);
 
   auto grid = conn->Exec(
-      "SELECT placement, peak_lr, trials, converged, diverged, mean_final_val_loss, std_final_val_loss"
-      " FROM warmup_lr_grid WHERE sweep_id = $1 ORDER BY placement, peak_lr",
+      "SELECT placement, peak_lr, trials, succeeded, diverged, mean_val_loss, std_val_loss"
+      " FROM warmup_lr_grid_stats WHERE sweep_id = $1 ORDER BY placement, peak_lr",
       PgParams().Add(sweep->sweep.id()));
   ASSERT_TRUE(grid.ok()) << grid.status();
   ASSERT_EQ(grid->rows(), 4);

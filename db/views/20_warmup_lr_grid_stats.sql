@@ -1,0 +1,37 @@
+-- One row per grid cell: (sweep, variant, placement, warm-up, peak lr).
+-- A trial's loss counts only when it SUCCEEDED with a finite final
+-- validation loss (normsweep_usable_loss); a DIVERGED seed counts in
+-- `diverged`, never in a mean.
+--   trials           every trial of the cell, whatever its state
+--   n_seeds          the seeds the mean is over (succeeded, finite loss)
+--   mean_val_loss    mean final validation loss over those seeds (NULL: none)
+--   std_val_loss     their sample standard deviation (NULL with one seed)
+--   divergence_rate  diverged / (succeeded + diverged): the share of the
+--                    trials that trained to the end or blew up which blew up;
+--                    FAILED (an error, not the model), CANCELLED and
+--                    unfinished trials are left out (NULL when none is left)
+--   cancelled        CANCELLED trials
+--   unfinished       PENDING or RUNNING trials
+-- `normsweep results` and the report read every figure of a cell from here
+-- (GetSweepAnalysis); placement_sensitivity_at reads it by column name.
+CREATE VIEW warmup_lr_grid_stats AS
+SELECT sweep_id,
+       variant,
+       placement,
+       warmup_steps,
+       peak_lr,
+       count(*) AS trials,
+       count(*) FILTER (WHERE state = 'SUCCEEDED') AS succeeded,
+       count(*) FILTER (WHERE state = 'DIVERGED') AS diverged,
+       count(*) FILTER (WHERE state = 'FAILED') AS failed,
+       avg(final_val_loss) FILTER (WHERE usable) AS mean_val_loss,
+       stddev_samp(final_val_loss) FILTER (WHERE usable) AS std_val_loss,
+       count(*) FILTER (WHERE usable) AS n_seeds,
+       count(*) FILTER (WHERE state = 'DIVERGED')::double precision
+         / NULLIF(count(*) FILTER (WHERE state IN ('SUCCEEDED', 'DIVERGED')), 0) AS divergence_rate,
+       min(final_val_loss) FILTER (WHERE usable) AS min_val_loss,
+       max(final_val_loss) FILTER (WHERE usable) AS max_val_loss,
+       count(*) FILTER (WHERE state = 'CANCELLED') AS cancelled,
+       count(*) FILTER (WHERE state IN ('PENDING', 'RUNNING')) AS unfinished
+FROM (SELECT t.*, normsweep_usable_loss(t.state, t.final_val_loss) AS usable FROM trials t) AS t
+GROUP BY sweep_id, variant, placement, warmup_steps, peak_lr;

@@ -1,0 +1,23 @@
+-- Per sweep, variant and placement: trial outcomes, best and median final
+-- validation loss over succeeded trials, and how much of the grid is "near
+-- the best".
+--
+-- A grid cell's value is its mean_val_loss (warmup_lr_grid_stats). A cell is
+-- near the best when
+--     mean_val_loss <= best_cell_val_loss * (1 + tolerance)
+-- where best_cell_val_loss is the lowest cell mean of the same sweep and
+-- variant over BOTH placements: the placements are measured against one
+-- yardstick, so "Post-LN reaches the best in 1 of 9 cells, Pre-LN in 6" says
+-- how far each is from the best anyone reached, not from its own best (a
+-- placement that never trains would otherwise be "near its best" everywhere).
+-- The tolerance is relative (a fraction of the best loss) so that it means
+-- the same on tasks with different loss scales; the view uses 5% (0.05),
+-- placement_sensitivity_at(t) any other. Cells without a mean (every seed
+-- diverged, failed or unfinished) count in grid_cells but are never near the
+-- best; a cell whose surviving seeds are near the best counts even when
+-- another seed diverged (divergence_rate says how often that happened).
+--
+-- This view is the default tolerance, within 5% of the best cell; the
+-- function is db/migrations/0004_sensitivity_views.sql's.
+CREATE VIEW placement_sensitivity AS
+SELECT * FROM placement_sensitivity_at(0.05);
