@@ -1,5 +1,5 @@
 // CUDA kernels of the Transformer: the non-GEMM half of each op (the matrix
-// products are cuBLAS calls in cuda_backend.cu). Same conventions as
+// products are cuBLAS calls in cuda_forward_backward.cu). Same conventions as
 // trainer/cpu/ops.h: N = B*T rows, C = d_model, H heads, hd = C/H,
 // V = vocabulary, row-major arrays. No kernel uses atomics: every reduction
 // has a fixed order, so a run is bit-identical from one launch to the next.
