@@ -5,8 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
-#include "db/postgres_store.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/fresh_database.h"
 
 namespace normsweep::testing {
 
@@ -19,13 +18,9 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector
 
 absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector<v1::Trial>& trials,
                                                                const ViewsFixtureOptions& fixture) {
-  ASSIGN_OR_RETURN(PostgresInstance * pg, SharedPostgres());
-  static int counter = 0;
-  ASSIGN_OR_RETURN(std::string conninfo, pg->CreateDatabase(absl::StrCat("views_fixture_", ++counter)));
-  db::PostgresStoreOptions options;
-  options.connect.conninfo = conninfo;
-  ASSIGN_OR_RETURN(db::OpenedPostgresStore opened, db::OpenPostgresStore(options));
-  db::Store& store = *opened.store;
+  ASSIGN_OR_RETURN(std::string conninfo, FreshDatabase("views_fixture"));
+  ASSIGN_OR_RETURN(std::unique_ptr<db::Store> opened, OpenStore(conninfo));
+  db::Store& store = *opened;
 
   const absl::Time now = absl::FromUnixSeconds(1767225600);
   v1::SweepSpec spec = fixture.spec;

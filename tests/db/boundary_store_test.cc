@@ -27,7 +27,8 @@
 #include "google/protobuf/util/json_util.h"
 #include "proto/schema/boundary_search.h"
 #include "scheduler/sweep_expander.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/fresh_database.h"
+#include "tests/common/store_kinds.h"
 
 namespace normsweep::db {
 namespace {
@@ -84,38 +85,15 @@ v1::FinishTrialRequest Outcome(const v1::Trial& t, int64_t worker) {
   return f;
 }
 
-enum class Kind { kMemory, kPostgres };
-
-class BoundaryStoreTest : public ::testing::TestWithParam<Kind> {
+class BoundaryStoreTest : public testing::BothStoresTest {
  protected:
-  void SetUp() override {
-    if (GetParam() == Kind::kMemory) {
-      store_ = std::make_unique<MemoryStore>();
-      return;
-    }
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    static int counter = 0;
-    auto conninfo = (*pg)->CreateDatabase(absl::StrCat("boundary_store_test_", ++counter));
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    conninfo_ = *conninfo;
-    store_ = Open();
-  }
-
-  std::unique_ptr<Store> Open() {
-    PostgresStoreOptions options;
-    options.connect.conninfo = conninfo_;
-    auto opened = OpenPostgresStore(options);
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    return opened.ok() ? std::move(opened->store) : nullptr;
-  }
-
   v1::Sweep Create(const v1::SweepSpec& raw, Store* store = nullptr) {
     auto trials = scheduler::ExpandSweep(raw);
     EXPECT_TRUE(trials.ok()) << trials.status();
+    if (!trials.ok()) return v1::Sweep();
     auto r = (store ? store : store_.get())->CreateSweep("", scheduler::NormalizedSpec(raw), *trials, kT0);
     EXPECT_TRUE(r.ok()) << r.status();
-    return r->sweep;
+    return r.ok() ? r->sweep : v1::Sweep();
   }
 
   int64_t Worker(const std::string& name, Store* store = nullptr) {
@@ -124,13 +102,34 @@ class BoundaryStoreTest : public ::testing::TestWithParam<Kind> {
     req.set_hostname("h");
     auto id = (store ? store : store_.get())->RegisterWorker(req, kT0);
     EXPECT_TRUE(id.ok()) << id.status();
-    return *id;
+    return id.ok() ? *id : 0;
+  }
+
+  // A Pre-LN line of two initial probes, both leased by one worker and the
+  // first finished.
+  struct TwoProbes {
+    v1::Sweep sweep;
+    int64_t worker = 0;
+    v1::Trial second;
+  };
+  void LeaseTwoProbesFinishTheFirst(const std::string& name, TwoProbes* p) {
+    v1::SweepSpec spec = BoundarySpec(name);
+    spec.clear_placements();
+    spec.add_placements("pre");
+    spec.mutable_boundary_search()->set_initial_points(2);
+    p->sweep = Create(spec);
+    p->worker = Worker("w");
+    auto a = store_->LeaseTrial(p->worker, kT0, kLease);
+    auto b = store_->LeaseTrial(p->worker, kT0, kLease);
+    ASSERT_TRUE(a.ok() && a->has_value() && b.ok() && b->has_value());
+    ASSERT_TRUE(store_->FinishTrial(Outcome(**a, p->worker), kT0, nullptr).ok());
+    p->second = **b;
   }
 
   std::vector<v1::Trial> Trials(int64_t sweep_id) {
     auto t = store_->ListTrials(sweep_id, v1::TRIAL_STATE_UNSPECIFIED, -1, 100000);
     EXPECT_TRUE(t.ok()) << t.status();
-    return *t;
+    return t.ok() ? *t : std::vector<v1::Trial>();
   }
 
   // Leases and finishes every trial until none is pending; returns the
@@ -149,8 +148,6 @@ class BoundaryStoreTest : public ::testing::TestWithParam<Kind> {
     }
   }
 
-  std::string conninfo_;
-  std::unique_ptr<Store> store_;
 };
 
 TEST_P(BoundaryStoreTest, LinesAreSearchedToTheirBoundary) {
@@ -236,22 +233,16 @@ TEST_P(BoundaryStoreTest, ResentFinishCreatesNothing) {
 }
 
 TEST_P(BoundaryStoreTest, CancelledSweepGetsNoFollowUp) {
-  v1::SweepSpec spec = BoundarySpec("cancel");
-  spec.clear_placements();
-  spec.add_placements("pre");
-  spec.mutable_boundary_search()->set_initial_points(2);
-  const v1::Sweep sweep = Create(spec);
-  const int64_t w = Worker("w");
-  auto a = store_->LeaseTrial(w, kT0, kLease);
-  auto b = store_->LeaseTrial(w, kT0, kLease);
-  ASSERT_TRUE(a.ok() && a->has_value() && b.ok() && b->has_value());
-  ASSERT_TRUE(store_->FinishTrial(Outcome(**a, w), kT0, nullptr).ok());
+  TwoProbes p;
+  ASSERT_NO_FATAL_FAILURE(LeaseTwoProbesFinishTheFirst("cancel", &p));
+  const v1::Sweep& sweep = p.sweep;
   ASSERT_TRUE(store_->CancelSweep(sweep.id(), kT0).ok());
   bool now = false;
-  ASSERT_TRUE(store_->FinishTrial(Outcome(**b, w), kT0, &now).ok());
+  ASSERT_TRUE(store_->FinishTrial(Outcome(p.second, p.worker), kT0, &now).ok());
   EXPECT_TRUE(now);
   EXPECT_EQ(Trials(sweep.id()).size(), 2u);
   auto s = store_->GetSweep(sweep.id());
+  ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->state(), v1::SWEEP_CANCELLED);
   EXPECT_EQ(s->trial_count(), 2);
 }
@@ -297,14 +288,13 @@ TEST_P(BoundaryStoreTest, FailedProbeStopsItsLine) {
   EXPECT_EQ(store_->GetSweep(sweep.id())->state(), v1::SWEEP_COMPLETED);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, BoundaryStoreTest, ::testing::Values(Kind::kMemory, Kind::kPostgres),
-                         [](const auto& info) { return info.param == Kind::kMemory ? "Memory" : "Postgres"; });
+INSTANTIATE_TEST_SUITE_P(Stores, BoundaryStoreTest, testing::BothStores(), testing::StoreKindName);
 
 // PostgreSQL only: replicas, a transaction cut short, the view.
 class BoundaryPostgresTest : public BoundaryStoreTest {};
 
 TEST_P(BoundaryPostgresTest, TwoReplicasFinishingOneLineMakeOneFollowUpPerBracket) {
-  std::unique_ptr<Store> replica = Open();
+  std::unique_ptr<Store> replica = OpenAnother();
   ASSERT_NE(replica, nullptr);
   Store* stores[2] = {store_.get(), replica.get()};
   constexpr int kRounds = 12;
@@ -366,22 +356,13 @@ TEST_P(BoundaryPostgresTest, TwoReplicasFinishingOneLineMakeOneFollowUpPerBracke
 }
 
 TEST_P(BoundaryPostgresTest, TransactionCutShortCreatesNothingAndTheResentFinishDoesIt) {
-  v1::SweepSpec spec = BoundarySpec("cut");
-  spec.clear_placements();
-  spec.add_placements("pre");
-  spec.mutable_boundary_search()->set_initial_points(2);
-  const v1::Sweep sweep = Create(spec);
-  const int64_t w = Worker("w");
-  auto a = store_->LeaseTrial(w, kT0, kLease);
-  auto b = store_->LeaseTrial(w, kT0, kLease);
-  ASSERT_TRUE(a.ok() && a->has_value() && b.ok() && b->has_value());
-  ASSERT_TRUE(store_->FinishTrial(Outcome(**a, w), kT0, nullptr).ok());
-  const v1::FinishTrialRequest last = Outcome(**b, w);
+  TwoProbes p;
+  ASSERT_NO_FATAL_FAILURE(LeaseTwoProbesFinishTheFirst("cut", &p));
+  const v1::Sweep& sweep = p.sweep;
+  const v1::FinishTrialRequest last = Outcome(p.second, p.worker);
   {
     // A scheduler that dies before COMMIT: everything it did is rolled back.
-    PgConnectOptions options;
-    options.conninfo = conninfo_;
-    auto conn = PgConnection::Connect(options);
+    auto conn = testing::Connect(conninfo_);
     ASSERT_TRUE(conn.ok()) << conn.status();
     ASSERT_TRUE((*conn)->Exec("BEGIN").ok());
     auto written = FinishBoundaryTrialIn(**conn, last, kT0);
@@ -406,16 +387,14 @@ TEST_P(BoundaryPostgresTest, TransactionCutShortCreatesNothingAndTheResentFinish
 TEST_P(BoundaryPostgresTest, LrBoundaryView) {
   v1::SweepSpec spec = BoundarySpec("view", 1);
   const v1::Sweep sweep = Create(spec);
-  PgConnectOptions options;
-  options.conninfo = conninfo_;
-  auto conn = PgConnection::Connect(options);
+  auto conn = testing::Connect(conninfo_);
   ASSERT_TRUE(conn.ok()) << conn.status();
   auto rows = [&] {
     auto r = (*conn)->Exec("SELECT line, placement, warmup_steps, seed, state, max_trainable_lr, min_untrainable_lr,"
                            " trials, finished FROM lr_boundary WHERE sweep_id = $1 ORDER BY line",
                            PgParams().Add(sweep.id()));
     EXPECT_TRUE(r.ok()) << r.status();
-    return std::move(*r);
+    return r.ok() ? std::move(*r) : PgResult(nullptr);
   };
   {
     PgResult r = rows();
@@ -486,7 +465,7 @@ TEST_P(BoundaryPostgresTest, LrBoundaryView) {
   EXPECT_EQ(other->GetString(1, 1), "CANCELLED");
 }
 
-INSTANTIATE_TEST_SUITE_P(Postgres, BoundaryPostgresTest, ::testing::Values(Kind::kPostgres));
+INSTANTIATE_TEST_SUITE_P(Postgres, BoundaryPostgresTest, ::testing::Values(testing::StoreKind::kPostgres));
 
 }  // namespace
 }  // namespace normsweep::db

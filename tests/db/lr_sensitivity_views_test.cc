@@ -16,7 +16,7 @@
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/views_test.h"
 
 namespace normsweep::db {
 namespace {
@@ -29,49 +29,19 @@ constexpr double kTight = 1e-12;
 // Where a trial's l0 comes from.
 enum class L0From { kNone, kColumn, kStep0Late, kStep0Batch };
 
-class LrSensitivityViewsTest : public ::testing::Test {
+class LrSensitivityViewsTest : public testing::ViewsTest {
  protected:
-  void SetUp() override {
-    static int counter = 0;
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    auto conninfo = (*pg)->CreateDatabase(absl::StrCat("lr_sensitivity_", ++counter));
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    PostgresStoreOptions options;
-    options.connect.conninfo = *conninfo;
-    auto opened = OpenPostgresStore(options);  // applies the migrations
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    opened_ = std::make_unique<OpenedPostgresStore>(*std::move(opened));
-    PgConnectOptions connect;
-    connect.conninfo = *conninfo;
-    auto conn = PgConnection::Connect(connect);
-    ASSERT_TRUE(conn.ok()) << conn.status();
-    conn_ = *std::move(conn);
-  }
-
-  int64_t AddSweep(const std::string& spec = "{}") {
-    auto r = conn_->Exec(
-        "INSERT INTO sweeps (name, spec, state, max_attempts, trial_count, created_at)"
-        " VALUES ('s', $1::jsonb, 'COMPLETED', 1, 0, now()) RETURNING id",
-        PgParams().Add(spec));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetInt64(0, 0) : 0;
-  }
+  int64_t AddSweep(const std::string& spec = "{}") { return ViewsTest::AddSweep("s", spec); }
 
   // A trial with its state, final loss and l0 (stored where `from` says).
   void AddTrial(int64_t sweep, const std::string& variant, const std::string& placement, int warmup, double lr,
                 int seed, const std::string& state, std::optional<double> final_val_loss, std::optional<double> l0,
                 L0From from = L0From::kColumn) {
-    auto r = conn_->Exec(
-        "INSERT INTO trials (sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, variant, config,"
-        " priority, state, final_val_loss, init_val_loss, created_at)"
-        " VALUES ($1, (SELECT count(*) FROM trials WHERE sweep_id = $1), $2, $3, $4, $5, $6, '{}', 0, $7, $8, $9,"
-        " now()) RETURNING id",
-        PgParams().Add(sweep).Add(placement).Add(static_cast<int32_t>(warmup)).Add(lr)
-            .Add(static_cast<int32_t>(seed)).Add(variant).Add(state).AddOptional(final_val_loss)
-            .AddOptional(from == L0From::kColumn ? l0 : std::nullopt));
-    ASSERT_TRUE(r.ok()) << r.status();
-    const int64_t id = r->GetInt64(0, 0);
+    const int64_t id = ViewsTest::AddTrial(
+        sweep, {.variant = variant, .placement = placement, .warmup_steps = warmup, .peak_lr = lr, .seed = seed,
+                .state = state, .final_val_loss = final_val_loss,
+                .init_val_loss = from == L0From::kColumn ? l0 : std::nullopt});
+    ASSERT_NE(id, 0);
     if (from == L0From::kStep0Late) {
       auto m = conn_->Exec("INSERT INTO trial_metric_late (trial_id, step, val_loss) VALUES ($1, 0, $2)",
                            PgParams().Add(id).AddOptional(l0));
@@ -85,12 +55,6 @@ class LrSensitivityViewsTest : public ::testing::Test {
           PgParams().Add(id).AddOptional(l0));
       ASSERT_TRUE(m.ok()) << m.status();
     }
-  }
-
-  v1::GetSweepAnalysisResponse Analysis(int64_t sweep) {
-    auto a = opened_->store->GetSweepAnalysis(sweep, 0.05);
-    EXPECT_TRUE(a.ok()) << a.status();
-    return a.ok() ? *a : v1::GetSweepAnalysisResponse();
   }
 
   static const v1::LrSensitivity* Line(const v1::GetSweepAnalysisResponse& a, const std::string& variant,
@@ -120,8 +84,6 @@ class LrSensitivityViewsTest : public ::testing::Test {
     AddTrial(sweep, variant, placement, 100, 1e-2, 1, "SUCCEEDED", 12.0, 7.0);
   }
 
-  std::unique_ptr<OpenedPostgresStore> opened_;
-  std::unique_ptr<PgConnection> conn_;
 };
 
 // One line, post, warm-up 0, lrs 1e-3, 1e-2, 1e-1, seeds 0 and 1; seed 0's

@@ -14,7 +14,9 @@
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/fresh_database.h"
 #include "tests/common/postgres_instance.h"
+#include "tests/common/requests.h"
 
 namespace normsweep::db {
 namespace {
@@ -25,29 +27,24 @@ using ::testing::Not;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
 
+// The helpers below fail the test and return an empty value ("" or null)
+// when they cannot do their part; every caller checks the pointer fatally.
 std::string NewDatabase(const std::string& prefix) {
-  static int counter = 0;
-  auto pg = testing::SharedPostgres();
-  EXPECT_TRUE(pg.ok()) << pg.status();
-  auto conninfo = (*pg)->CreateDatabase(absl::StrCat(prefix, "_", ++counter));
+  auto conninfo = testing::FreshDatabase(prefix);
   EXPECT_TRUE(conninfo.ok()) << conninfo.status();
-  return *conninfo;
+  return conninfo.ok() ? *conninfo : "";
 }
 
 std::unique_ptr<PgConnection> Connect(const std::string& conninfo) {
-  PgConnectOptions options;
-  options.conninfo = conninfo;
-  auto conn = PgConnection::Connect(options);
+  auto conn = testing::Connect(conninfo);
   EXPECT_TRUE(conn.ok()) << conn.status();
-  return *std::move(conn);
+  return conn.ok() ? *std::move(conn) : nullptr;
 }
 
 std::unique_ptr<Store> OpenStore(const std::string& conninfo) {
-  PostgresStoreOptions options;
-  options.connect.conninfo = conninfo;
-  auto opened = OpenPostgresStore(options);
-  EXPECT_TRUE(opened.ok()) << opened.status();
-  return opened.ok() ? std::move(opened->store) : nullptr;
+  auto store = testing::OpenStore(conninfo);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
 }
 
 // A sweep of n Pre-LN trials (lr 1e-3), created at kT0.
@@ -63,6 +60,27 @@ absl::StatusOr<CreateSweepResult> CreateSweepOf(Store& store, const std::string&
     trials[i].config.set_lr(1e-3);
   }
   return store.CreateSweep("", spec, trials, kT0);
+}
+
+// Registers worker "w"; 0 after failing the test.
+int64_t RegisterWorker(Store& store) {
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  auto w = store.RegisterWorker(reg, kT0);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return w.ok() ? *w : 0;
+}
+
+// n trials leased by worker w for `term`; fewer after failing the test.
+std::vector<v1::Trial> LeaseTrials(Store& store, int64_t w, int n, absl::Duration term) {
+  std::vector<v1::Trial> leased;
+  for (int i = 0; i < n; ++i) {
+    auto t = store.LeaseTrial(w, kT0, term);
+    EXPECT_TRUE(t.ok() && t->has_value()) << t.status();
+    if (!t.ok() || !t->has_value()) break;
+    leased.push_back(**t);
+  }
+  return leased;
 }
 
 TEST(SplitSqlStatementsTest, SplitsOutsideQuotesAndComments) {
@@ -128,6 +146,7 @@ TEST(MigrationsTest, ConcurrentStartupsApplyEachMigrationOnce) {
   for (auto& t : threads) t.join();
   for (const auto& r : results) EXPECT_TRUE(r.ok()) << r;
   auto conn = Connect(conninfo);
+  ASSERT_NE(conn, nullptr);
   auto rows = conn->Exec("SELECT count(*) FROM schema_migrations");
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(rows->GetInt64(0, 0), static_cast<int64_t>(EmbeddedMigrations().size()));
@@ -309,9 +328,7 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
   }
   auto sweep = store->CreateSweep("", spec, trials, kT0);
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w");
-  int64_t w = *store->RegisterWorker(reg, kT0);
+  int64_t w = RegisterWorker(*store);
   // Post-LN diverges at lr 1e-2; everything else converges to 2 + seed/10
   // (pre) or 2.5 + seed/10 (post).
   while (true) {
@@ -334,6 +351,7 @@ TEST(AnalysisViewsTest, PlacementSummaryAndWarmupLrGrid) {
     ASSERT_TRUE(store->FinishTrial(f, kT0, nullptr).ok());
   }
   auto conn = Connect(conninfo);
+  ASSERT_NE(conn, nullptr);
   auto summary = conn->Exec(
       "SELECT placement, trials, succeeded, diverged, best_val_loss, median_val_loss"
       " FROM placement_sensitivity WHERE sweep_id = $1 ORDER BY placement",
@@ -380,32 +398,19 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   std::unique_ptr<Store> b = OpenStore(conninfo);
   ASSERT_TRUE(a != nullptr && b != nullptr);
   ASSERT_TRUE(CreateSweepOf(*a, "race", 4, 1).ok());
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w");
-  const int64_t w = *a->RegisterWorker(reg, kT0);
-  std::vector<v1::Trial> leased;
-  for (int i = 0; i < 4; ++i) {
-    auto t = a->LeaseTrial(w, kT0, absl::Minutes(10));
-    ASSERT_TRUE(t.ok() && t->has_value());
-    leased.push_back(**t);
-  }
+  const int64_t w = RegisterWorker(*a);
+  const std::vector<v1::Trial> leased = LeaseTrials(*a, w, 4, absl::Minutes(10));
+  ASSERT_EQ(leased.size(), 4u);
   // Connected and prepared before the race, so that neither store is done
   // before the other has started.
   for (Store* store : {a.get(), b.get()}) {
-    v1::ReportProgressRequest warm;
-    warm.set_worker_id(w);
-    warm.set_trial_id(leased[0].id());
-    warm.set_attempt(leased[0].attempts());
-    ASSERT_TRUE(store->ReportProgress(warm, kT0).ok());
+    ASSERT_TRUE(store->ReportProgress(testing::ProgressOf(w, leased[0]), kT0).ok());
   }
   constexpr int kBatches = 100;
   auto report = [&](Store* store, double loss) {
     for (int batch = 0; batch < kBatches; ++batch) {
       for (const v1::Trial& t : leased) {
-        v1::ReportProgressRequest req;
-        req.set_worker_id(w);
-        req.set_trial_id(t.id());
-        req.set_attempt(t.attempts());
+        v1::ReportProgressRequest req = testing::ProgressOf(w, t);
         for (int s = 1; s <= 5; ++s) {
           v1::MetricPoint* p = req.add_points();
           p->set_step(batch * 5 + s);
@@ -421,6 +426,7 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
   ta.join();
   tb.join();
   auto conn = Connect(conninfo);
+  ASSERT_NE(conn, nullptr);
   auto rows = conn->Exec(
       "SELECT count(*), count(DISTINCT (trial_id, step)), count(val_loss),"
       " count(*) FILTER (WHERE train_loss NOT IN (1, -1)) FROM trial_metrics");
@@ -450,17 +456,12 @@ TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
   std::unique_ptr<Store> store = OpenStore(conninfo);
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(CreateSweepOf(*store, "storage", 1, 1).ok());
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w");
-  const int64_t w = *store->RegisterWorker(reg, kT0);
-  auto leased = store->LeaseTrial(w, kT0, absl::Minutes(1));
-  ASSERT_TRUE(leased.ok() && leased->has_value());
-  const v1::Trial t = **leased;
+  const int64_t w = RegisterWorker(*store);
+  const std::vector<v1::Trial> leased = LeaseTrials(*store, w, 1, absl::Minutes(1));
+  ASSERT_EQ(leased.size(), 1u);
+  const v1::Trial t = leased[0];
   auto send = [&](int first, int last, int eval_step) {
-    v1::ReportProgressRequest req;
-    req.set_worker_id(w);
-    req.set_trial_id(t.id());
-    req.set_attempt(t.attempts());
+    v1::ReportProgressRequest req = testing::ProgressOf(w, t);
     for (int step = first; step <= last; ++step) {
       v1::MetricPoint* p = req.add_points();
       p->set_step(step);
@@ -473,6 +474,7 @@ TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
   send(10, 20, 10);  // step 10's evaluation, then new steps
   send(1, 10, -1);   // re-sent: nothing to add
   auto conn = Connect(conninfo);
+  ASSERT_NE(conn, nullptr);
   auto batches = conn->Exec("SELECT first_step, last_step FROM trial_metric_batches ORDER BY first_step");
   ASSERT_TRUE(batches.ok()) << batches.status();
   ASSERT_EQ(batches->rows(), 2);
@@ -502,23 +504,14 @@ TEST(DiagnosticsStorageTest, TypedColumnsQueryableByTrialStepAndLayer) {
   std::unique_ptr<Store> store = OpenStore(conninfo);
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(CreateSweepOf(*store, "diagnostics", 2, 1).ok());
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w");
-  const int64_t w = *store->RegisterWorker(reg, kT0);
-  std::vector<v1::Trial> trials;
-  for (int i = 0; i < 2; ++i) {
-    auto leased = store->LeaseTrial(w, kT0, absl::Minutes(1));
-    ASSERT_TRUE(leased.ok() && leased->has_value());
-    trials.push_back(**leased);
-  }
+  const int64_t w = RegisterWorker(*store);
+  const std::vector<v1::Trial> trials = LeaseTrials(*store, w, 2, absl::Minutes(1));
+  ASSERT_EQ(trials.size(), 2u);
   // Trial 0: evaluations at steps 0, 10, 20 of 3 blocks; block l's logit at
   // step s is 10 * trial + l + s / 10, its fc2 ratio (s + l) / 1000.
   for (int k = 0; k < 2; ++k) {
     const v1::Trial& t = trials[k];
-    v1::ReportProgressRequest req;
-    req.set_worker_id(w);
-    req.set_trial_id(t.id());
-    req.set_attempt(t.attempts());
+    v1::ReportProgressRequest req = testing::ProgressOf(w, t);
     for (int step = 0; step <= 20; ++step) {
       v1::MetricPoint* p = req.add_points();
       p->set_step(step);
@@ -538,16 +531,13 @@ TEST(DiagnosticsStorageTest, TypedColumnsQueryableByTrialStepAndLayer) {
     }
     ASSERT_TRUE(store->ReportProgress(req, kT0).ok());
     ASSERT_TRUE(store->ReportProgress(req, kT0).ok());  // re-sent: stored once
-    v1::FinishTrialRequest f;
-    f.set_worker_id(w);
-    f.set_trial_id(t.id());
-    f.set_attempt(t.attempts());
-    f.set_outcome(v1::TRIAL_SUCCEEDED);
+    v1::FinishTrialRequest f = testing::FinishOf(w, t, v1::TRIAL_SUCCEEDED);
     f.mutable_result()->set_final_val_loss(3.0);
     if (k == 0) f.mutable_result()->set_init_val_loss(5.5);
     ASSERT_TRUE(store->FinishTrial(f, kT0).ok());
   }
   auto conn = Connect(conninfo);
+  ASSERT_NE(conn, nullptr);
   const std::string t0 = absl::StrCat(trials[0].id()), t1 = absl::StrCat(trials[1].id());
   auto types = conn->Exec(
       "SELECT pg_typeof(step)::text, pg_typeof(layer)::text, pg_typeof(max_attn_logit)::text,"
@@ -613,7 +603,9 @@ TEST(DiagnosticsStorageTest, TypedColumnsQueryableByTrialStepAndLayer) {
 TEST(ConfigStorageTest, BinaryCopyMatchesTheJsonAndOlderRowsReadTheJson) {
   const std::string conninfo = NewDatabase("config_pb");
   // Whatever the database's bytea output format.
-  ASSERT_TRUE(Connect(conninfo)
+  std::unique_ptr<PgConnection> setup = Connect(conninfo);
+  ASSERT_NE(setup, nullptr);
+  ASSERT_TRUE(setup
                   ->Exec("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET bytea_output = escape',"
                          " current_database()); END $$")
                   .ok());
@@ -634,6 +626,7 @@ TEST(ConfigStorageTest, BinaryCopyMatchesTheJsonAndOlderRowsReadTheJson) {
   auto created = store->CreateSweep("", spec, trials, kT0);
   ASSERT_TRUE(created.ok()) << created.status();
   auto conn = Connect(conninfo);
+  ASSERT_NE(conn, nullptr);
   auto stored = conn->Exec(
       "SELECT count(*), count(config_pb), bool_and(config ->> 'placement' IN ('post', 'pre')) FROM trials");
   ASSERT_TRUE(stored.ok()) << stored.status();
@@ -665,6 +658,7 @@ TEST(OpenTrialsTest, CountFollowsEveryTransitionAndCompletesTheSweep) {
   ASSERT_NE(opened, nullptr);
   Store& store = *opened;
   auto conn = Connect(conninfo);
+  ASSERT_NE(conn, nullptr);
   auto expect_consistent = [&](int64_t sweep_id, int64_t open, const std::string& state) {
     auto r = conn->Exec(
         "SELECT s.open_trials, (SELECT count(*) FROM trials t WHERE t.sweep_id = s.id"
@@ -678,22 +672,15 @@ TEST(OpenTrialsTest, CountFollowsEveryTransitionAndCompletesTheSweep) {
   auto create = [&](int n, int max_attempts) {
     auto created = CreateSweepOf(store, "open", n, max_attempts);
     EXPECT_TRUE(created.ok()) << created.status();
-    return created->sweep.id();
+    return created.ok() ? created->sweep.id() : 0;
   };
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w");
-  const int64_t w = *store.RegisterWorker(reg, kT0);
+  const int64_t w = RegisterWorker(store);
   auto lease = [&] {
-    auto t = store.LeaseTrial(w, kT0, absl::Minutes(1));
-    EXPECT_TRUE(t.ok() && t->has_value());
-    return **t;
+    const std::vector<v1::Trial> t = LeaseTrials(store, w, 1, absl::Minutes(1));
+    return t.empty() ? v1::Trial() : t[0];
   };
   auto finish = [&](const v1::Trial& t, absl::Time at) {
-    v1::FinishTrialRequest f;
-    f.set_worker_id(w);
-    f.set_trial_id(t.id());
-    f.set_attempt(t.attempts());
-    f.set_outcome(v1::TRIAL_SUCCEEDED);
+    v1::FinishTrialRequest f = testing::FinishOf(w, t, v1::TRIAL_SUCCEEDED);
     auto done = store.FinishTrial(f, at, nullptr);
     EXPECT_TRUE(done.ok()) << done.status();
   };
@@ -748,13 +735,7 @@ TEST(ConnectionLossTest, StoreRecoversWhenTheDatabaseComesBack) {
   auto opened = OpenPostgresStore(options);
   ASSERT_TRUE(opened.ok()) << opened.status();
   Store* store = opened->store.get();
-  v1::SweepSpec spec;
-  spec.set_name("r");
-  spec.set_max_attempts(3);
-  NewTrial t;
-  t.config.set_placement("pre");
-  t.config.set_lr(1e-3);
-  auto sweep = store->CreateSweep("", spec, {t}, kT0);
+  auto sweep = CreateSweepOf(*store, "r", 1, 3);
   ASSERT_TRUE(sweep.ok());
   ASSERT_TRUE(store->GetSweep(sweep->sweep.id()).ok());  // a pooled connection now exists
 
@@ -807,13 +788,7 @@ TEST(ConnectionLossTest, IdleConnectionsLostInACrashFailNoCall) {
   auto opened = OpenPostgresStore(options);
   ASSERT_TRUE(opened.ok()) << opened.status();
   Store* store = opened->store.get();
-  v1::SweepSpec spec;
-  spec.set_name("idle");
-  spec.set_max_attempts(3);
-  NewTrial t;
-  t.config.set_placement("post");
-  t.config.set_lr(1e-3);
-  auto sweep = store->CreateSweep("", spec, {t}, kT0);
+  auto sweep = CreateSweepOf(*store, "idle", 1, 3);
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   ASSERT_TRUE(store->GetSweep(sweep->sweep.id()).ok());
   ASSERT_TRUE((*pg)->CrashRestart().ok());

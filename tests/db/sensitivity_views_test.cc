@@ -15,7 +15,7 @@
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/views_test.h"
 
 namespace normsweep::db {
 namespace {
@@ -24,46 +24,14 @@ using ::testing::HasSubstr;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-class SensitivityViewsTest : public ::testing::Test {
+class SensitivityViewsTest : public testing::ViewsTest {
  protected:
-  void SetUp() override {
-    static int counter = 0;
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    auto conninfo = (*pg)->CreateDatabase(absl::StrCat("sensitivity_", ++counter));
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    PostgresStoreOptions options;
-    options.connect.conninfo = *conninfo;
-    auto store = OpenPostgresStore(options);  // applies the migrations
-    ASSERT_TRUE(store.ok()) << store.status();
-    PgConnectOptions connect;
-    connect.conninfo = *conninfo;
-    auto conn = PgConnection::Connect(connect);
-    ASSERT_TRUE(conn.ok()) << conn.status();
-    conn_ = *std::move(conn);
-  }
-
-  int64_t AddSweep(const std::string& name) {
-    auto r = conn_->Exec(
-        "INSERT INTO sweeps (name, spec, state, max_attempts, trial_count, created_at)"
-        " VALUES ($1, '{}', 'COMPLETED', 1, 0, now()) RETURNING id",
-        PgParams().Add(name));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r->GetInt64(0, 0);
-  }
-
   int64_t AddTrial(int64_t sweep, const std::string& variant, const std::string& placement, int warmup, double lr,
                    int seed, const std::string& state, std::optional<double> final_val_loss = std::nullopt,
                    const std::string& config = "{}") {
-    auto r = conn_->Exec(
-        "INSERT INTO trials (sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, variant, config,"
-        " priority, state, final_val_loss, created_at)"
-        " VALUES ($1, (SELECT count(*) FROM trials WHERE sweep_id = $1), $2, $3, $4, $5, $6, $7::jsonb, 0, $8, $9,"
-        " now()) RETURNING id",
-        PgParams().Add(sweep).Add(placement).Add(static_cast<int32_t>(warmup)).Add(lr)
-            .Add(static_cast<int32_t>(seed)).Add(variant).Add(config).Add(state).AddOptional(final_val_loss));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r->GetInt64(0, 0);
+    return ViewsTest::AddTrial(sweep, {.variant = variant, .placement = placement, .warmup_steps = warmup,
+                                       .peak_lr = lr, .seed = seed, .state = state,
+                                       .final_val_loss = final_val_loss, .config = config});
   }
 
   void AddNorm(int64_t trial, int step, int layer, const std::string& matrix, double norm) {
@@ -129,7 +97,6 @@ class SensitivityViewsTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<PgConnection> conn_;
   int64_t a_ = 0;
 };
 

@@ -11,11 +11,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "db/memory_store.h"
-#include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/store_kinds.h"
+#include "tests/common/requests.h"
 
 namespace normsweep::db {
 namespace {
@@ -27,26 +26,8 @@ using ::testing::IsEmpty;
 const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
 const absl::Duration kLease = absl::Seconds(30);
 
-enum class Kind { kMemory, kPostgres };
-
-class StoreTest : public ::testing::TestWithParam<Kind> {
+class StoreTest : public testing::BothStoresTest {
  protected:
-  void SetUp() override {
-    if (GetParam() == Kind::kMemory) {
-      store_ = std::make_unique<MemoryStore>();
-      return;
-    }
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    static int counter = 0;
-    auto conninfo = (*pg)->CreateDatabase(absl::StrCat("store_test_", ++counter));
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    PostgresStoreOptions options;
-    options.connect.conninfo = *conninfo;
-    auto opened = OpenPostgresStore(options);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    store_ = std::move(opened->store);
-  }
 
   static v1::SweepSpec Spec(const std::string& name, int trials, int priority = 0,
                             int max_attempts = 3, int max_concurrent = 0) {
@@ -80,7 +61,7 @@ class StoreTest : public ::testing::TestWithParam<Kind> {
     auto r = store_->CreateSweep("", Spec(name, trials, priority, max_attempts, max_concurrent),
                                  Trials(trials), kT0);
     EXPECT_TRUE(r.ok()) << r.status();
-    return r->sweep;
+    return r.ok() ? r->sweep : v1::Sweep();
   }
 
   // One trial leased, its progress stored, the lease expired and the trial
@@ -94,29 +75,24 @@ class StoreTest : public ::testing::TestWithParam<Kind> {
     req.add_devices("cpu");
     auto id = store_->RegisterWorker(req, kT0);
     EXPECT_TRUE(id.ok()) << id.status();
-    return *id;
+    return id.ok() ? *id : 0;
   }
 
   v1::Trial Lease(int64_t worker, absl::Time now = kT0) {
     auto t = store_->LeaseTrial(worker, now, kLease);
     EXPECT_TRUE(t.ok()) << t.status();
-    EXPECT_TRUE(t->has_value());
-    return t->value_or(v1::Trial());
+    EXPECT_TRUE(t.ok() && t->has_value());
+    return t.ok() ? t->value_or(v1::Trial()) : v1::Trial();
   }
 
   absl::StatusOr<v1::Trial> Finish(int64_t worker, const v1::Trial& t, v1::TrialState outcome,
                                    absl::Time now = kT0) {
-    v1::FinishTrialRequest req;
-    req.set_worker_id(worker);
-    req.set_trial_id(t.id());
-    req.set_attempt(t.attempts());
-    req.set_outcome(outcome);
+    v1::FinishTrialRequest req = testing::FinishOf(worker, t, outcome);
     req.mutable_result()->set_final_val_loss(2.5);
     req.mutable_result()->set_tokens_per_s(1000);
     return store_->FinishTrial(req, now);
   }
 
-  std::unique_ptr<Store> store_;
 };
 
 TEST_P(StoreTest, CreatesSweepWithPendingTrials) {
@@ -234,10 +210,7 @@ TEST_P(StoreTest, CancelStopsLeasingAndTellsRunningTrials) {
   EXPECT_THAT(hb->cancelled_trial_ids, ElementsAre(running.id()));
   EXPECT_THAT(hb->lost_trial_ids, IsEmpty());
 
-  v1::ReportProgressRequest progress;
-  progress.set_worker_id(w);
-  progress.set_trial_id(running.id());
-  progress.set_attempt(running.attempts());
+  v1::ReportProgressRequest progress = testing::ProgressOf(w, running);
   progress.add_points()->set_step(1);
   auto p = store_->ReportProgress(progress, kT0);
   ASSERT_TRUE(p.ok()) << p.status();
@@ -319,11 +292,7 @@ TEST_P(StoreTest, ExpiredLeasesAreInTheTrialsAttemptHistory) {
 // A trainer the machine killed: the worker finishes the attempt with retry.
 absl::StatusOr<v1::Trial> Retry(Store& store, int64_t worker, const v1::Trial& t, absl::Time now,
                                 bool* finished_now = nullptr) {
-  v1::FinishTrialRequest req;
-  req.set_worker_id(worker);
-  req.set_trial_id(t.id());
-  req.set_attempt(t.attempts());
-  req.set_outcome(v1::TRIAL_FAILED);
+  v1::FinishTrialRequest req = testing::FinishOf(worker, t, v1::TRIAL_FAILED);
   req.set_retry(true);
   req.mutable_result()->set_error("normsweep-train killed by signal 9 without a final event");
   return store.FinishTrial(req, now, finished_now);
@@ -498,10 +467,7 @@ TEST_P(StoreTest, ProgressIsIdempotentPerStepAndMergesEvalPoints) {
   Create("s", 1);
   int64_t w = Worker();
   v1::Trial t = Lease(w);
-  v1::ReportProgressRequest req;
-  req.set_worker_id(w);
-  req.set_trial_id(t.id());
-  req.set_attempt(t.attempts());
+  v1::ReportProgressRequest req = testing::ProgressOf(w, t);
   for (int step = 1; step <= 3; ++step) {
     v1::MetricPoint* p = req.add_points();
     p->set_step(step);
@@ -513,10 +479,7 @@ TEST_P(StoreTest, ProgressIsIdempotentPerStepAndMergesEvalPoints) {
   g->set_step(0);
   for (int layer = 0; layer < 2; ++layer) {
     for (const char* m : {"ffn.fc1", "ffn.fc2"}) {
-      v1::LayerGradNorm* n = g->add_norms();
-      n->set_layer(layer);
-      n->set_matrix(m);
-      n->set_norm(0.5 + layer);
+      testing::AddNorm(g, layer, m, 0.5 + layer);
     }
   }
   *g->add_norms() = g->norms(0);  // the same norm twice in one batch
@@ -653,11 +616,7 @@ TEST_P(StoreTest, FinishKeepsTheInitialLoss) {
   int64_t w = Worker();
   v1::Trial a = Lease(w);
   v1::Trial b = Lease(w);
-  v1::FinishTrialRequest req;
-  req.set_worker_id(w);
-  req.set_trial_id(a.id());
-  req.set_attempt(a.attempts());
-  req.set_outcome(v1::TRIAL_DIVERGED);
+  v1::FinishTrialRequest req = testing::FinishOf(w, a, v1::TRIAL_DIVERGED);
   req.mutable_result()->set_init_val_loss(5.625);
   req.mutable_result()->set_diverged_step(17);
   auto fa = store_->FinishTrial(req, kT0);
@@ -684,10 +643,7 @@ TEST_P(StoreTest, ProgressOutOfOrderAndOverlappingBatchesKeepEachStepOnce) {
   int64_t w = Worker();
   v1::Trial t = Lease(w);
   auto batch = [&](int first, int last, double train_loss, std::vector<int> evals) {
-    v1::ReportProgressRequest req;
-    req.set_worker_id(w);
-    req.set_trial_id(t.id());
-    req.set_attempt(t.attempts());
+    v1::ReportProgressRequest req = testing::ProgressOf(w, t);
     for (int step = last; step >= first; --step) {  // any order within a batch
       v1::MetricPoint* p = req.add_points();
       p->set_step(step);
@@ -741,10 +697,7 @@ void StoreTest::RetryStartsAfresh(int max_concurrent) {
   req.mutable_points(0)->set_train_loss(9);
   v1::LayerGradNorms* g = req.add_layer_grad_norms();
   g->set_step(0);
-  v1::LayerGradNorm* n = g->add_norms();
-  n->set_layer(0);
-  n->set_matrix("ffn.fc2");
-  n->set_norm(1.5);
+  testing::AddNorm(g, 0, "ffn.fc2", 1.5);
   v1::StepDiagnostics* d = req.add_diagnostics();
   d->set_step(7);
   *d->add_layers() = Diag(7, 0);
@@ -788,22 +741,14 @@ TEST_P(StoreTest, FinishIsIdempotentAndCompletesTheSweep) {
   EXPECT_DOUBLE_EQ(fa->result().final_val_loss(), 2.5);
   EXPECT_FALSE(fa->has_lease_expires_at());
   bool finished_now = true;
-  v1::FinishTrialRequest resend;
-  resend.set_worker_id(w);
-  resend.set_trial_id(a.id());
-  resend.set_attempt(a.attempts());
-  resend.set_outcome(v1::TRIAL_SUCCEEDED);
+  v1::FinishTrialRequest resend = testing::FinishOf(w, a, v1::TRIAL_SUCCEEDED);
   ASSERT_TRUE(store_->FinishTrial(resend, kT0, &finished_now).ok());  // re-sent
   EXPECT_FALSE(finished_now);
   EXPECT_EQ(Finish(w, a, v1::TRIAL_DIVERGED).status().code(), absl::StatusCode::kFailedPrecondition);
   int64_t other = Worker("other");
   EXPECT_EQ(Finish(other, b, v1::TRIAL_SUCCEEDED).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(store_->GetSweep(sweep.id())->state(), v1::SWEEP_RUNNING);
-  v1::FinishTrialRequest diverged;
-  diverged.set_worker_id(w);
-  diverged.set_trial_id(b.id());
-  diverged.set_attempt(b.attempts());
-  diverged.set_outcome(v1::TRIAL_DIVERGED);
+  v1::FinishTrialRequest diverged = testing::FinishOf(w, b, v1::TRIAL_DIVERGED);
   diverged.mutable_result()->set_diverged_step(17);
   diverged.mutable_result()->set_final_train_loss(std::numeric_limits<double>::infinity());
   auto fb = store_->FinishTrial(diverged, kT0 + absl::Seconds(3));
@@ -1031,10 +976,7 @@ TEST_P(StoreTest, ConcurrentProgressReportsAreAllStoredOnce) {
     threads.emplace_back([&, s] {
       const v1::Trial& t = trials[s % 12];
       for (int b = 0; b < 5; ++b) {
-        v1::ReportProgressRequest req;
-        req.set_worker_id(w);
-        req.set_trial_id(t.id());
-        req.set_attempt(t.attempts());
+        v1::ReportProgressRequest req = testing::ProgressOf(w, t);
         for (int k = 1; k <= 10; ++k) {
           v1::MetricPoint* p = req.add_points();
           p->set_step(b * 10 + k);
@@ -1076,8 +1018,7 @@ TEST(MergeMetricPointTest, TheFirstValueOfEachFieldWinsTheRestFillIn) {
   EXPECT_FALSE(into.has_tokens_per_s());
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, ::testing::Values(Kind::kMemory, Kind::kPostgres),
-                         [](const auto& info) { return info.param == Kind::kMemory ? "Memory" : "Postgres"; });
+INSTANTIATE_TEST_SUITE_P(Stores, StoreTest, testing::BothStores(), testing::StoreKindName);
 
 }  // namespace
 }  // namespace normsweep::db

@@ -17,27 +17,13 @@
 #include "trainer/data.h"
 #include "trainer/optimizer.h"
 #include "trainer/param_layout.h"
+#include "tests/common/gpu_skip.h"
+#include "tests/trainer/max_relative_error.h"
 
 namespace normsweep::trainer {
 namespace {
 
-// Empty when cuda:0 is usable, else why not.
-std::string WhyNoGpu() {
-  static const std::string why = [] {
-    if (ListDevices().size() > 1) return std::string();
-    BackendOptions o;
-    o.device = "cuda:0";
-    o.model.layers = 1;
-    auto b = MakeBackend(o);
-    return b.ok() ? std::string("cuda:0 works but is not listed") : b.status().message();
-  }();
-  return why;
-}
-
-#define SKIP_WITHOUT_GPU()                                                                         \
-  if (const std::string why = WhyNoGpu(); !why.empty()) {                                         \
-    GTEST_SKIP() << "no usable GPU, the CUDA RAdam checks need one (run on a GPU machine): " << why; \
-  }
+using testing::MaxRelativeError;
 
 ModelConfig Model() {
   ModelConfig m;
@@ -73,18 +59,8 @@ std::unique_ptr<Backend> Make(const std::string& device, int batch) {
   return std::move(b.value());
 }
 
-// max |a - b| / max |b| over [0, n).
-double MaxRelativeError(const float* a, const float* b, size_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return scale > 0.0 ? diff / scale : diff;
-}
-
 TEST(CudaRAdamTest, StepsMatchTheCpuReferenceUpdate) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA RAdam checks");
   constexpr int kBatch = 4;
   std::unique_ptr<Backend> gpu = Make("cuda:0", kBatch);
   ASSERT_TRUE(gpu);
@@ -138,7 +114,7 @@ TEST(CudaRAdamTest, StepsMatchTheCpuReferenceUpdate) {
 }
 
 TEST(CudaRAdamTest, TenStepsTrackTheCpuBackend) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA RAdam checks");
   constexpr int kBatch = 8;
   std::unique_ptr<Backend> cpu = Make("cpu", kBatch), gpu = Make("cuda:0", kBatch);
   ASSERT_TRUE(cpu && gpu);

@@ -24,30 +24,13 @@
 #include "trainer/param_layout.h"
 #include "trainer/rng.h"
 #include "trainer/trainer.h"
+#include "tests/common/gpu_skip.h"
+#include "tests/trainer/max_relative_error.h"
 
 namespace normsweep::trainer {
 namespace {
 
-// Empty when cuda:0 is usable, else why not (no device, no driver, the
-// module not loadable), as MakeBackend says it.
-std::string WhyNoGpu() {
-  static const std::string why = [] {
-    if (ListDevices().size() > 1) return std::string();
-    BackendOptions o;
-    o.device = "cuda:0";
-    o.model.layers = 1;
-    auto b = MakeBackend(o);
-    return b.ok() ? std::string("cuda:0 works but is not listed") : b.status().message();
-  }();
-  return why;
-}
-
-#define SKIP_WITHOUT_GPU()                                                                  \
-  if (const std::string why = WhyNoGpu(); !why.empty()) {                                  \
-    GTEST_SKIP() << "no usable GPU, the CUDA vs CPU checks need one (run tests/gpu/run-on-gpu.sh " \
-                    "on a GPU machine): "                                                  \
-                 << why;                                                                   \
-  }
+using testing::MaxRelativeError;
 
 ModelConfig Model(Placement placement, Positions positions = Positions::kSinusoidal, float dropout = 0.0f) {
   ModelConfig m;
@@ -93,16 +76,6 @@ Batch RandomBatch(uint64_t seed, int B, int T) {
 
 double RelativeDiff(double a, double b) { return std::abs(a - b) / std::max(1e-30, std::abs(b)); }
 
-// max |a - b| / max |b| over one tensor.
-double MaxRelativeError(const float* a, const float* b, size_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(b[i])));
-  }
-  return scale > 0.0 ? diff / scale : diff;
-}
-
 void ExpectSameGradients(Backend& gpu, Backend& cpu, double tolerance) {
   std::vector<float> g_gpu, g_cpu;
   ASSERT_TRUE(gpu.GetGradients(&g_gpu).ok());
@@ -134,7 +107,7 @@ class CudaVsCpuTest : public ::testing::TestWithParam<Variant> {
 };
 
 TEST_P(CudaVsCpuTest, LossAndEveryGradientMatch) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   ASSERT_NO_FATAL_FAILURE(MakeBoth(4, 11));
   const ModelConfig& model = model_;
   Backend* cpu = cpu_.get();
@@ -179,7 +152,7 @@ TEST_P(CudaVsCpuTest, LossAndEveryGradientMatch) {
 // One measured Adam step: the update's and the old weights' squared norms
 // per weight matrix, against the CPU's.
 TEST_P(CudaVsCpuTest, MeasuredUpdateMatchesTheCpu) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   ASSERT_NO_FATAL_FAILURE(MakeBoth(4, 3));
   const Batch batch = RandomBatch(8, 4, model_.seq_len);
   ASSERT_TRUE(cpu_->ForwardBackward(batch, 5).ok() && gpu_->ForwardBackward(batch, 5).ok());
@@ -203,7 +176,7 @@ TEST_P(CudaVsCpuTest, MeasuredUpdateMatchesTheCpu) {
 }
 
 TEST_P(CudaVsCpuTest, TenAdamStepsTrackTheCpu) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   ASSERT_NO_FATAL_FAILURE(MakeBoth(8, 2));
   const ModelConfig& model = model_;
   Backend* cpu = cpu_.get();
@@ -252,7 +225,7 @@ INSTANTIATE_TEST_SUITE_P(Placements, CudaVsCpuTest,
 
 // Captured graphs and eager launches, and two runs, give the same bits.
 TEST(CudaBackendTest, GraphsAndEagerAreBitIdentical) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   const ModelConfig model = Model(Placement::kPostLN, Positions::kSinusoidal, 0.1f);
   std::vector<std::vector<float>> finals;
   std::vector<std::vector<double>> losses;
@@ -319,7 +292,7 @@ TrainSettings Settings(const std::string& device, int steps) {
 // A checkpoint written by one backend resumes on the other and continues as
 // the writer would have.
 TEST(CudaBackendTest, CheckpointsResumeAcrossBackends) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   const std::string dir = ::testing::TempDir() + "/normsweep_gpu_ckpt";
   std::filesystem::create_directories(dir);
   for (const auto& [first, second] : {std::pair{"cuda:0", "cpu"}, std::pair{"cpu", "cuda:0"}}) {
@@ -348,7 +321,7 @@ TEST(CudaBackendTest, CheckpointsResumeAcrossBackends) {
 // Adam steps as close as the runs stay (the CPU-vs-CPU variant test's
 // bounds), with the eval-step gradient norms.
 TEST(CudaBackendTest, TrainingDiagnosticsTrackTheCpu) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   TrainSettings s = Settings("cuda:0", 20);
   s.eval_every = 10;
   CollectingSink on_gpu, on_cpu;
@@ -399,7 +372,7 @@ TEST(CudaBackendTest, TrainingDiagnosticsTrackTheCpu) {
 // TF32 and bf16 train the same model to nearly the same loss, and the final
 // event says which arithmetic ran.
 TEST(CudaBackendTest, ReducedPrecisionTrainsAndIsRecorded) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   CollectingSink fp32_sink;
   const FinalEvent fp32 = RunTraining(Settings("cuda:0", 20), RunOptions{}, fp32_sink);
   ASSERT_EQ(fp32.outcome, Outcome::kSucceeded) << fp32.error;
@@ -416,7 +389,7 @@ TEST(CudaBackendTest, ReducedPrecisionTrainsAndIsRecorded) {
 }
 
 TEST(CudaBackendTest, BadDeviceIndexNamesTheDevice) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   BackendOptions o;
   o.device = "cuda:99";
   o.model = Model(Placement::kPreLN);

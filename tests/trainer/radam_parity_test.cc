@@ -15,9 +15,12 @@
 #include "trainer/config.h"
 #include "trainer/optimizer.h"
 #include "trainer/safetensors.h"
+#include "tests/trainer/max_relative_error.h"
 
 namespace normsweep::trainer {
 namespace {
+
+using testing::MaxRelativeError;
 
 std::string FixturePath() {
   const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
@@ -37,16 +40,6 @@ const SafeTensorsFile& Fixture() {
 }
 
 const std::vector<std::string> kTensors = {"w", "b", "tiny"};
-
-// max |got - want| / max |want| over one row.
-double MaxRelativeError(const float* got, const float* want, size_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return scale > 0.0 ? diff / scale : diff;
-}
 
 OptimizerConfig ConfigFromFixture(OptimizerKind kind) {
   const auto& md = Fixture().metadata;

@@ -1,0 +1,48 @@
+// The scheduler's gRPC server in this process, on a free loopback port, over
+// a store the fixture owns: the base of the tests that talk to the real
+// services over real gRPC without starting a process (the API token, TLS,
+// health checking, every validation rule).
+#ifndef NORMSWEEP_TESTS_COMMON_IN_PROCESS_SCHEDULER_H_
+#define NORMSWEEP_TESTS_COMMON_IN_PROCESS_SCHEDULER_H_
+
+#include <grpcpp/channel.h>
+
+#include <memory>
+#include <string>
+
+#include "db/store.h"
+#include "gtest/gtest.h"
+#include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "normsweep/v1/worker_service.grpc.pb.h"
+#include "scheduler/scheduler_server.h"
+
+namespace normsweep::testing {
+
+// 127.0.0.1, a port the system picks, no /metrics.
+scheduler::SchedulerServerOptions LoopbackServerOptions();
+
+// A sweep of one small trial: Pre-LN, d_model 32, 2 heads, 10 steps,
+// warm-up 0, lr 1e-3, seed 0.
+v1::SweepSpec OneTrialSpec(const std::string& name);
+
+class InProcessSchedulerTest : public ::testing::Test {
+ protected:
+  void TearDown() override;  // shuts the server down
+
+  // Starts the server on store_ (a MemoryStore unless the test put another
+  // there first); address_, channel_ (plaintext) and the stubs lead to it.
+  // Fails fatally: call it through ASSERT_NO_FATAL_FAILURE outside SetUp.
+  void StartServer(const scheduler::SchedulerServerOptions& options = LoopbackServerOptions());
+
+  // Declared before server_: the server goes first.
+  std::unique_ptr<db::Store> store_;
+  std::unique_ptr<scheduler::SchedulerServer> server_;
+  std::string address_;  // 127.0.0.1:PORT
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::SweepService::Stub> sweeps_;
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
+};
+
+}  // namespace normsweep::testing
+
+#endif  // NORMSWEEP_TESTS_COMMON_IN_PROCESS_SCHEDULER_H_
