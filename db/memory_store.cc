@@ -459,9 +459,14 @@ void MemoryStore::AdvanceBoundaryLine(const v1::Trial& finished, absl::Time now)
       continue;
     }
     const v1::TrialResult& r = t.result();
+    auto step0 = metrics_.find({id, 0});
+    const std::optional<double> l0 =
+        TrialL0(r.has_init_val_loss() ? std::optional(r.init_val_loss()) : std::nullopt,
+                step0 != metrics_.end() && step0->second.has_val_loss() ? std::optional(step0->second.val_loss())
+                                                                        : std::nullopt);
     probes.push_back({t.config().lr(),
                       ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
-                                    r.has_init_val_loss() ? std::optional(r.init_val_loss()) : std::nullopt, settings)});
+                                    l0, settings)});
   }
   const LineDecision decision = DecideLine(settings, probes);
   if (!decision.next_lr.has_value() || sweep.state() != v1::SWEEP_RUNNING) return;

@@ -1,5 +1,7 @@
 #include "db/store.h"
 
+#include <cmath>
+
 #include "absl/strings/cord.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
@@ -20,7 +22,7 @@ bool IsDatabaseError(const absl::Status& status) { return status.GetPayload(kDat
 
 absl::StatusOr<v1::GetSweepAnalysisResponse> Store::GetSweepAnalysis(int64_t sweep_id, double tolerance) {
   return absl::UnimplementedError(
-      "sweep analysis: the views that define it are SQL (db/migrations); this store has none (use PostgreSQL)");
+      "sweep analysis: the views that define it are SQL (db/views); this store has none (use PostgreSQL)");
 }
 
 void MergeMetricPoint(const v1::MetricPoint& from, v1::MetricPoint* into) {
@@ -37,6 +39,12 @@ void MergeMetricPoint(const v1::MetricPoint& from, v1::MetricPoint* into) {
       default: break;  // MetricPoint has only doubles besides its step
     }
   }
+}
+
+std::optional<double> TrialL0(std::optional<double> init_val_loss, std::optional<double> step0_val_loss) {
+  if (init_val_loss.has_value() && std::isfinite(*init_val_loss)) return init_val_loss;
+  if (step0_val_loss.has_value() && std::isfinite(*step0_val_loss)) return step0_val_loss;
+  return std::nullopt;
 }
 
 std::string RetriedAttemptError(const std::string& reason, int attempts) {

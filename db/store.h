@@ -160,7 +160,7 @@ class Store {
   // (nor counted live by Stats: their process was restarted).
   virtual absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) = 0;
 
-  // The sweep's rows of the analysis views (db/migrations: warmup_lr_grid_stats,
+  // The sweep's rows of the analysis views (db/views: warmup_lr_grid_stats,
   // placement_sensitivity_at(tolerance)), as GetSweepAnalysis returns them.
   // NOT_FOUND for an unknown sweep. The views are SQL and exist only there:
   // a store without them (MemoryStore) answers UNIMPLEMENTED rather than
@@ -180,6 +180,13 @@ bool IsDatabaseError(const absl::Status& status);
 // PostgreSQL's statements keep the same rule across batches (COALESCE of the
 // stored value first, db/sql); in C++ this is the one copy of it.
 void MergeMetricPoint(const v1::MetricPoint& from, v1::MetricPoint* into);
+
+// The l0 of a trial, its validation loss before the first update: the
+// result's init_val_loss when finite, else the val_loss of its step-0 metric
+// point when finite (a client may report l0 only as that point), else none.
+// The boundary search judges probes by it; in SQL the rule is the view
+// trial_l0 (db/views/40_trial_l0.sql), which the analysis views read too.
+std::optional<double> TrialL0(std::optional<double> init_val_loss, std::optional<double> step0_val_loss);
 
 // The outcome and error of an attempt retried or expired with `reason`:
 // PENDING while attempts remain, FAILED after the last, CANCELLED when the
