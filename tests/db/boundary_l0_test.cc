@@ -6,18 +6,15 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "db/memory_store.h"
-#include "db/postgres_store.h"
 #include "db/store.h"
 #include "gtest/gtest.h"
 #include "scheduler/sweep_expander.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/store_kinds.h"
 
 namespace normsweep::db {
 namespace {
@@ -43,27 +40,8 @@ enum class L0 {
   kNone,        // not at all
 };
 
-enum class Kind { kMemory, kPostgres };
-
-class BoundaryL0Test : public ::testing::TestWithParam<Kind> {
+class BoundaryL0Test : public testing::BothStoresTest {
  protected:
-  void SetUp() override {
-    if (GetParam() == Kind::kMemory) {
-      store_ = std::make_unique<MemoryStore>();
-      return;
-    }
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    static int counter = 0;
-    auto conninfo = (*pg)->CreateDatabase(absl::StrCat("boundary_l0_test_", ++counter));
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    PostgresStoreOptions options;
-    options.connect.conninfo = *conninfo;
-    auto opened = OpenPostgresStore(options);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    store_ = std::move(opened->store);
-  }
-
   // A boundary sweep of two lines (Post-LN, Pre-LN; one seed, warm-up 0,
   // 4 coarse lrs over 1e-4..1e-1) run to its end by a client that trains up
   // to the line's boundary (3.0 nats) and diverges above it. Returns the
@@ -139,7 +117,6 @@ class BoundaryL0Test : public ::testing::TestWithParam<Kind> {
     return out;
   }
 
-  std::unique_ptr<Store> store_;
 };
 
 TEST_P(BoundaryL0Test, L0AsAStep0PointDecidesTheLinesAndCountsInLrSensitivity) {
@@ -147,7 +124,7 @@ TEST_P(BoundaryL0Test, L0AsAStep0PointDecidesTheLinesAndCountsInLrSensitivity) {
   // Searched to the end: 4 coarse probes and 4 bisections to a bracket
   // within 1.25 (a FAILED line stops after the coarse probes).
   EXPECT_EQ(TrialsPerLine(sweep), (std::map<std::string, int>{{"post", 8}, {"pre", 8}}));
-  if (GetParam() == Kind::kMemory) return;  // the views are PostgreSQL's
+  if (GetParam() == testing::StoreKind::kMemory) return;  // the views are PostgreSQL's
   auto analysis = store_->GetSweepAnalysis(sweep, 0.05);
   ASSERT_TRUE(analysis.ok()) << analysis.status();
   ASSERT_EQ(analysis->boundary_size(), 2);
@@ -167,7 +144,7 @@ TEST_P(BoundaryL0Test, L0AsAStep0PointDecidesTheLinesAndCountsInLrSensitivity) {
 TEST_P(BoundaryL0Test, NoL0AtAllFailsTheLines) {
   const int64_t sweep = RunSweep(L0::kNone);
   EXPECT_EQ(TrialsPerLine(sweep), (std::map<std::string, int>{{"post", 4}, {"pre", 4}}));
-  if (GetParam() == Kind::kMemory) return;
+  if (GetParam() == testing::StoreKind::kMemory) return;
   auto analysis = store_->GetSweepAnalysis(sweep, 0.05);
   ASSERT_TRUE(analysis.ok()) << analysis.status();
   ASSERT_EQ(analysis->boundary_size(), 2);
@@ -178,10 +155,7 @@ TEST_P(BoundaryL0Test, NoL0AtAllFailsTheLines) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, BoundaryL0Test, ::testing::Values(Kind::kMemory, Kind::kPostgres),
-                         [](const ::testing::TestParamInfo<Kind>& info) {
-                           return info.param == Kind::kMemory ? "Memory" : "Postgres";
-                         });
+INSTANTIATE_TEST_SUITE_P(Stores, BoundaryL0Test, testing::BothStores(), testing::StoreKindName);
 
 }  // namespace
 }  // namespace normsweep::db

@@ -16,7 +16,7 @@
 #include "db/pg_connection.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/fresh_database.h"
 
 namespace normsweep::db {
 namespace {
@@ -25,19 +25,13 @@ using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
 std::unique_ptr<PgConnection> Connect(const std::string& conninfo) {
-  PgConnectOptions options;
-  options.conninfo = conninfo;
-  auto conn = PgConnection::Connect(options);
+  auto conn = testing::Connect(conninfo);
   EXPECT_TRUE(conn.ok()) << conn.status();
   return conn.ok() ? *std::move(conn) : nullptr;
 }
 
-// A new database of the shared throwaway server; its connection string.
 std::string NewDatabase(const std::string& name) {
-  auto pg = testing::SharedPostgres();
-  EXPECT_TRUE(pg.ok()) << pg.status();
-  if (!pg.ok()) return "";
-  auto conninfo = (*pg)->CreateDatabase(name);
+  auto conninfo = testing::FreshDatabase(name);
   EXPECT_TRUE(conninfo.ok()) << conninfo.status();
   return conninfo.ok() ? *conninfo : "";
 }
