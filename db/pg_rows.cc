@@ -37,6 +37,51 @@ absl::StatusOr<int> ColumnOf(const PgResult& r, const char* name) {
   return column;
 }
 
+absl::StatusOr<std::vector<FieldColumn>> FieldColumns(const PgResult& r, const google::protobuf::Descriptor& type,
+                                                      FieldRenames renames) {
+  using google::protobuf::FieldDescriptor;
+  std::vector<FieldColumn> out;
+  for (int i = 0; i < type.field_count(); ++i) {
+    const FieldDescriptor* field = type.field(i);
+    std::string name = field->name();
+    for (const auto& [field_name, column_name] : renames) {
+      if (name == field_name) name = column_name;
+    }
+    const int column = r.column(name.c_str());
+    if (column < 0) continue;
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT32:
+      case FieldDescriptor::CPPTYPE_INT64:
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+      case FieldDescriptor::CPPTYPE_STRING:
+      case FieldDescriptor::CPPTYPE_BOOL:
+        if (!field->is_repeated()) break;
+        [[fallthrough]];
+      default:
+        return absl::InternalError(absl::StrCat("column ", name, ": ", type.name(), ".", field->name(),
+                                                " is not a field that a column is read into"));
+    }
+    out.push_back({field, column});
+  }
+  return out;
+}
+
+void ReadRow(const PgResult& r, int row, const std::vector<FieldColumn>& columns, google::protobuf::Message& into) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection& reflection = *into.GetReflection();
+  for (const auto& [field, column] : columns) {
+    if (r.IsNull(row, column)) continue;
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT32: reflection.SetInt32(&into, field, GetInt32(r, row, column)); break;
+      case FieldDescriptor::CPPTYPE_INT64: reflection.SetInt64(&into, field, r.GetInt64(row, column)); break;
+      case FieldDescriptor::CPPTYPE_DOUBLE: reflection.SetDouble(&into, field, r.GetDouble(row, column)); break;
+      case FieldDescriptor::CPPTYPE_STRING: reflection.SetString(&into, field, r.GetString(row, column)); break;
+      case FieldDescriptor::CPPTYPE_BOOL: reflection.SetBool(&into, field, r.GetBool(row, column)); break;
+      default: break;  // FieldColumns admits none other
+    }
+  }
+}
+
 absl::StatusOr<TrialColumns> TrialColumns::Of(const PgResult& r) {
   static constexpr std::pair<const char*, int TrialColumns::*> kNames[] = {
       {"id", &TrialColumns::id},

@@ -1,17 +1,24 @@
-// Reading query results into the API's messages: the column readers that
-// PostgresStore (db/postgres_store.cc, db/postgres_hot_path.cc) and the
-// analysis reads (db/sweep_analysis.cc) share, and the parsers of a trial's
-// and a sweep's row. A db-internal header: it speaks PgResult.
+// Reading query results into the API's messages, for PostgresStore
+// (db/postgres_store.cc, db/postgres_hot_path.cc) and the analysis views
+// (db/sweep_analysis.cc): one set of column readers (GetInt32,
+// GetOptionalInt32, ColumnOf; AppendRows for a result whose columns are
+// named after a message's fields) and the parsers of a trial's and a sweep's
+// row. A db-internal header: it speaks PgResult.
 #ifndef NORMSWEEP_DB_PG_ROWS_H_
 #define NORMSWEEP_DB_PG_ROWS_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "db/pg_connection.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "google/protobuf/util/time_util.h"
 #include "normsweep/v1/sweep.pb.h"
 
@@ -38,23 +45,31 @@ inline std::optional<int32_t> GetOptionalInt32(const PgResult& r, int row, int c
   return GetInt32(r, row, col);
 }
 
-// A result's columns read by name, for results of a few rows (the analysis
-// views): each call looks its name up (PgResult::column, a comparison of
-// names). Parsers of many rows look theirs up once (TrialColumns).
-class NamedColumns {
- public:
-  explicit NamedColumns(const PgResult& r) : r_(r) {}
-  int32_t Int(int row, const char* name) const { return GetInt32(r_, row, r_.column(name)); }
-  double Double(int row, const char* name) const { return r_.GetDouble(row, r_.column(name)); }
-  std::optional<double> Optional(int row, const char* name) const { return r_.GetOptionalDouble(row, r_.column(name)); }
-  std::string String(int row, const char* name) const { return r_.GetString(row, r_.column(name)); }
-  std::optional<int32_t> OptionalInt(int row, const char* name) const {
-    return GetOptionalInt32(r_, row, r_.column(name));
-  }
-
- private:
-  const PgResult& r_;
+// A message's field and the column it is read from.
+struct FieldColumn {
+  const google::protobuf::FieldDescriptor* field;
+  int column;
 };
+// {field, column} for a field whose column has another name.
+using FieldRenames = std::initializer_list<std::pair<const char*, const char*>>;
+// The fields of `type` that r has a column for; INTERNAL for one that
+// ReadRow cannot read (repeated, a message, an enum).
+absl::StatusOr<std::vector<FieldColumn>> FieldColumns(const PgResult& r, const google::protobuf::Descriptor& type,
+                                                      FieldRenames renames);
+// Sets each field from its column by the field's type; NULL leaves it unset.
+void ReadRow(const PgResult& r, int row, const std::vector<FieldColumn>& columns, google::protobuf::Message& into);
+
+// Appends a message per row of r, each column read into the field of M
+// that has its name. For the analysis views, whose columns are named after
+// the response's fields (db/sweep_analysis.cc): columns looked up once per
+// result, then read in every row.
+template <typename M>
+absl::Status AppendRows(const PgResult& r, google::protobuf::RepeatedPtrField<M>& out, FieldRenames renames = {}) {
+  absl::StatusOr<std::vector<FieldColumn>> columns = FieldColumns(r, *M::descriptor(), renames);
+  if (!columns.ok()) return columns.status();
+  for (int row = 0; row < r.rows(); ++row) ReadRow(r, row, *columns, *out.Add());
+  return absl::OkStatus();
+}
 
 // Where a result has the columns of sql::kTrialColumns (db/sql/trial_columns.sql),
 // by name: looked up once per result, then read in every row.
