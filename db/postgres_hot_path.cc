@@ -92,6 +92,81 @@ std::vector<v1::MetricPoint> MergeByStep(const v1::ReportProgressRequest& req) {
   return out;
 }
 
+// The array parameters of db/sql/report_progress.sql for one group: per
+// request (r_*), per metric point (flat; request k's are r_lo[k]..r_hi[k]),
+// per layer gradient norm (g_*) and per layer diagnostic (d_*).
+struct ProgressArrays {
+  PgArrayOf<int32_t> r_i, r_attempt, r_max, r_tstep, r_vstep, r_lo, r_hi, step, g_i, g_step, g_layer;
+  PgArrayOf<int32_t> d_i, d_step, d_layer;
+  PgArrayOf<int64_t> r_trial, r_worker;
+  PgArrayOf<double> r_tloss, r_vloss, lr, train, val, acc, gnorm, tps, log_z, g_norm;
+  PgArrayOf<double> d_attn, d_qkv, d_proj, d_fc1, d_fc2;
+  PgArrayOf<std::string> g_matrix;
+  int32_t points = 0;  // metric points so far: the flat arrays' length
+
+  // Appends the group's request number idx.
+  void Add(int32_t idx, const v1::ReportProgressRequest& req) {
+    int32_t max_step = 0, train_step = -1, val_step = -1;
+    double train_loss = 0, val_loss = 0;
+    r_lo.Add(points + 1);  // 1-based, as SQL arrays are
+    for (const v1::MetricPoint& p : MergeByStep(req)) {
+      ++points;
+      step.Add(p.step());
+      lr.AddOptional(p.has_lr(), p.lr());
+      train.AddOptional(p.has_train_loss(), p.train_loss());
+      val.AddOptional(p.has_val_loss(), p.val_loss());
+      acc.AddOptional(p.has_val_accuracy(), p.val_accuracy());
+      gnorm.AddOptional(p.has_grad_norm(), p.grad_norm());
+      tps.AddOptional(p.has_tokens_per_s(), p.tokens_per_s());
+      log_z.AddOptional(p.has_output_log_z(), p.output_log_z());
+      max_step = std::max(max_step, p.step());
+      if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
+      if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
+    }
+    r_hi.Add(points);
+    for (const v1::LayerGradNorms& g : req.layer_grad_norms()) {
+      for (const v1::LayerGradNorm& n : g.norms()) {
+        g_i.Add(idx);
+        g_step.Add(g.step());
+        g_layer.Add(n.layer());
+        g_matrix.Add(n.matrix());
+        g_norm.Add(n.norm());
+      }
+    }
+    for (const v1::StepDiagnostics& d : req.diagnostics()) {
+      for (const v1::LayerDiagnostics& l : d.layers()) {
+        d_i.Add(idx);
+        d_step.Add(d.step());
+        d_layer.Add(l.layer());
+        d_attn.AddOptional(l.has_max_attn_logit(), l.max_attn_logit());
+        d_qkv.AddOptional(l.has_update_ratio_qkv(), l.update_ratio_qkv());
+        d_proj.AddOptional(l.has_update_ratio_proj(), l.update_ratio_proj());
+        d_fc1.AddOptional(l.has_update_ratio_fc1(), l.update_ratio_fc1());
+        d_fc2.AddOptional(l.has_update_ratio_fc2(), l.update_ratio_fc2());
+      }
+    }
+    r_i.Add(idx);
+    r_trial.Add(req.trial_id());
+    r_worker.Add(req.worker_id());
+    r_attempt.Add(req.attempt());
+    r_max.Add(max_step);
+    r_tstep.Add(train_step);
+    r_tloss.Add(train_loss);
+    r_vstep.Add(val_step);
+    r_vloss.Add(val_loss);
+  }
+
+  // In the order of the statement's $1..$32, each of the type it casts to.
+  PgParams Params() const {
+    PgParams p;
+    p.Add(r_i).Add(r_trial).Add(r_worker).Add(r_attempt).Add(r_max).Add(r_tstep).Add(r_tloss).Add(r_vstep);
+    p.Add(r_vloss).Add(r_lo).Add(r_hi).Add(step).Add(lr).Add(train).Add(val).Add(acc).Add(gnorm).Add(tps);
+    p.Add(g_i).Add(g_step).Add(g_layer).Add(g_matrix).Add(g_norm).Add(log_z);
+    p.Add(d_i).Add(d_step).Add(d_layer).Add(d_attn).Add(d_qkv).Add(d_proj).Add(d_fc1).Add(d_fc2);
+    return p;
+  }
+};
+
 }  // namespace
 
 void PostgresStore::WarmUp() {
@@ -305,71 +380,9 @@ void PostgresStore::WriteProgressStatement(std::vector<ProgressItem*>& group) {
 
 absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgressStatement(
     const std::vector<ProgressItem*>& group, bool lock_first) {
-  PgArrayOf<int32_t> r_i, r_attempt, r_max, r_tstep, r_vstep, r_lo, r_hi, step, g_i, g_step, g_layer;
-  PgArrayOf<int32_t> d_i, d_step, d_layer;
-  PgArrayOf<int64_t> r_trial, r_worker;
-  PgArrayOf<double> r_tloss, r_vloss, lr, train, val, acc, gnorm, tps, log_z, g_norm;
-  PgArrayOf<double> d_attn, d_qkv, d_proj, d_fc1, d_fc2;
-  PgArrayOf<std::string> g_matrix;
-  int32_t points = 0;  // metric points so far: the flat arrays' length
-  for (size_t i = 0; i < group.size(); ++i) {
-    const v1::ReportProgressRequest& req = *group[i]->request;
-    const auto idx = static_cast<int32_t>(i);
-    int32_t max_step = 0, train_step = -1, val_step = -1;
-    double train_loss = 0, val_loss = 0;
-    r_lo.Add(points + 1);  // 1-based, as SQL arrays are
-    for (const v1::MetricPoint& p : MergeByStep(req)) {
-      ++points;
-      step.Add(p.step());
-      lr.AddOptional(p.has_lr(), p.lr());
-      train.AddOptional(p.has_train_loss(), p.train_loss());
-      val.AddOptional(p.has_val_loss(), p.val_loss());
-      acc.AddOptional(p.has_val_accuracy(), p.val_accuracy());
-      gnorm.AddOptional(p.has_grad_norm(), p.grad_norm());
-      tps.AddOptional(p.has_tokens_per_s(), p.tokens_per_s());
-      log_z.AddOptional(p.has_output_log_z(), p.output_log_z());
-      max_step = std::max(max_step, p.step());
-      if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
-      if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
-    }
-    r_hi.Add(points);
-    for (const v1::LayerGradNorms& g : req.layer_grad_norms()) {
-      for (const v1::LayerGradNorm& n : g.norms()) {
-        g_i.Add(idx);
-        g_step.Add(g.step());
-        g_layer.Add(n.layer());
-        g_matrix.Add(n.matrix());
-        g_norm.Add(n.norm());
-      }
-    }
-    for (const v1::StepDiagnostics& d : req.diagnostics()) {
-      for (const v1::LayerDiagnostics& l : d.layers()) {
-        d_i.Add(idx);
-        d_step.Add(d.step());
-        d_layer.Add(l.layer());
-        d_attn.AddOptional(l.has_max_attn_logit(), l.max_attn_logit());
-        d_qkv.AddOptional(l.has_update_ratio_qkv(), l.update_ratio_qkv());
-        d_proj.AddOptional(l.has_update_ratio_proj(), l.update_ratio_proj());
-        d_fc1.AddOptional(l.has_update_ratio_fc1(), l.update_ratio_fc1());
-        d_fc2.AddOptional(l.has_update_ratio_fc2(), l.update_ratio_fc2());
-      }
-    }
-    r_i.Add(idx);
-    r_trial.Add(req.trial_id());
-    r_worker.Add(req.worker_id());
-    r_attempt.Add(req.attempt());
-    r_max.Add(max_step);
-    r_tstep.Add(train_step);
-    r_tloss.Add(train_loss);
-    r_vstep.Add(val_step);
-    r_vloss.Add(val_loss);
-  }
-  // In the order of the statement's $1..$32, each of the type it casts to.
-  PgParams p;
-  p.Add(r_i).Add(r_trial).Add(r_worker).Add(r_attempt).Add(r_max).Add(r_tstep).Add(r_tloss).Add(r_vstep);
-  p.Add(r_vloss).Add(r_lo).Add(r_hi).Add(step).Add(lr).Add(train).Add(val).Add(acc).Add(gnorm).Add(tps);
-  p.Add(g_i).Add(g_step).Add(g_layer).Add(g_matrix).Add(g_norm).Add(log_z);
-  p.Add(d_i).Add(d_step).Add(d_layer).Add(d_attn).Add(d_qkv).Add(d_proj).Add(d_fc1).Add(d_fc2);
+  ProgressArrays arrays;
+  for (size_t i = 0; i < group.size(); ++i) arrays.Add(static_cast<int32_t>(i), *group[i]->request);
+  const PgParams p = arrays.Params();
   // One statement (db/sql/report_progress.sql): the lease checks, the
   // trials' progress and the inserts commit together or not at all.
   using Written = std::vector<std::pair<int64_t, bool>>;
@@ -390,7 +403,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, bool>>> PostgresStore::RunProgress
         absl::Status st = InTransaction(hot_pool_, [&](PgConnection& conn) -> absl::Status {
           RETURN_IF_ERROR(conn.ExecPrepared("ns_lock_trials",
                                             "SELECT 1 FROM trials WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE",
-                                            PgParams().Add(r_trial))
+                                            PgParams().Add(arrays.r_trial))
                               .status());
           written = run(conn);
           return written.status();
