@@ -5,7 +5,8 @@
 // hot_pool_'s generic-plan connections; a group whose statement could not
 // decide an item (a lease not held, a re-sent request, a sweep with a limit,
 // a boundary_search trial) rechecks that item alone afterwards. The
-// figures behind this shape are in scheduler/README.md.
+// figures behind this shape: scheduler/README.md, "The hot path and why it
+// is shaped so".
 #include <algorithm>
 #include <map>
 #include <memory>

@@ -4,8 +4,10 @@
 // it belongs to. The store is thread-safe: each call borrows a connection
 // from a pool; leases, progress and results are queued for group runners'
 // threads (db/group_runner.h), which write a group in one statement and
-// answer it (the synchronous calls wait for that answer). The class lives in
-// db/postgres_store.cc; this header needs no libpq.
+// answer it (the synchronous calls wait for that answer). The class is
+// db/postgres_store_internal.h (plain reads and writes in postgres_store.cc,
+// the group runners' statements in postgres_hot_path.cc); this header needs
+// no libpq.
 #ifndef NORMSWEEP_DB_POSTGRES_STORE_H_
 #define NORMSWEEP_DB_POSTGRES_STORE_H_
 

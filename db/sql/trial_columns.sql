@@ -1,5 +1,5 @@
 -- A trial's columns (of trials t), read by these names (ParseTrial in
--- db/postgres_store.cc). config: config_pb in hex after "\x" (encoded here,
+-- db/pg_rows.cc). config: config_pb in hex after "\x" (encoded here,
 -- whatever the server's bytea_output) or, for a trial stored before
 -- 0007_trial_config_pb.sql, the config as JSON. Times are epoch microseconds,
 -- exactly (no float rounding).
