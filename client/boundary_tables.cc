@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/report/svg.h"
 
 namespace normsweep::client {
 namespace {
@@ -16,12 +17,6 @@ bool Decided(const std::string& state) {
 }
 
 std::string Lr(double lr) { return absl::StrFormat("%.2e", lr); }
-
-std::string Title(const std::string& placement, const std::string& variant) {
-  std::string t = placement == "post" ? "Post-LN" : placement == "pre" ? "Pre-LN" : placement;
-  if (!variant.empty()) absl::StrAppend(&t, " (", variant, ")");
-  return t;
-}
 
 // Left-aligned columns, two spaces apart.
 std::string Columns(const std::vector<std::vector<std::string>>& rows) {
@@ -105,7 +100,7 @@ std::string RenderBoundaryTable(const v1::GetSweepAnalysisResponse& analysis) {
     rows.clear();
   };
   for (const BoundarySummary& s : SummariseBoundary(analysis)) {
-    const std::string title = Title(s.placement, s.variant);
+    const std::string title = PlacementTitle(s.placement, s.variant);
     if (title != group) {
       flush();
       group = title;

@@ -25,7 +25,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/boundary_tables.h"
-#include "client/report.h"
+#include "client/progress_view.h"
+#include "client/report/fetch.h"
+#include "client/report/page.h"
 #include "client/results.h"
 #include "client/sweep_client.h"
 #include "client/sweep_file.h"
@@ -34,6 +36,7 @@
 #include "client/workers_table.h"
 #include "common/api_token.h"
 #include "common/cli_args.h"
+#include "common/clock.h"
 #include "common/tls.h"
 
 namespace {
@@ -107,56 +110,6 @@ bool ParseId(const std::vector<std::string>& pos, int64_t* id, std::string* erro
   return true;
 }
 
-std::string FormatDuration(double seconds) {
-  if (seconds < 0) return "--";
-  const int s = static_cast<int>(seconds + 0.5);
-  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
-  return absl::StrFormat("%ds", s);
-}
-
-// One progress line: a bar of finished trials, the counts, and an ETA from
-// the finishing rate since the watch began.
-class ProgressView {
- public:
-  explicit ProgressView(bool tty) : tty_(tty), start_(absl::Now()) {}
-
-  void Update(const v1::Sweep& sweep) {
-    const v1::TrialCounts& c = sweep.counts();
-    const int total = sweep.trial_count();
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
-    if (first_done_ < 0) first_done_ = done;
-    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
-    double eta = -1;
-    if (done > first_done_ && elapsed > 0) eta = (total - done) * elapsed / (done - first_done_);
-    if (done == total) eta = 0;
-    constexpr int kWidth = 30;
-    const int filled = total > 0 ? done * kWidth / total : kWidth;
-    const std::string line = absl::StrFormat(
-        "sweep %d [%s%s] %d/%d done | %d running | %d pending | %d diverged | %d failed%s | ETA %s", sweep.id(),
-        std::string(filled, '#'), std::string(kWidth - filled, '.'), done, total, c.running(), c.pending(),
-        c.diverged(), c.failed(), c.cancelled() > 0 ? absl::StrFormat(" | %d cancelled", c.cancelled()) : "",
-        FormatDuration(eta));
-    if (tty_) {
-      std::printf("\r\033[K%s", line.c_str());
-      std::fflush(stdout);
-    } else if (line.substr(0, line.find("| ETA")) != last_.substr(0, last_.find("| ETA"))) {
-      std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
-    }
-    last_ = line;
-  }
-  void Finish() {
-    if (tty_) std::printf("\n");
-  }
-
- private:
-  bool tty_;
-  absl::Time start_;
-  int first_done_ = -1;
-  std::string last_;
-};
-
 int PrintResults(cl::SweepClient& client, int64_t id, const std::string& format) {
   auto sweep = client.GetSweep(id);
   if (!sweep.ok()) return Fail(sweep.status());
@@ -176,7 +129,10 @@ int PrintResults(cl::SweepClient& client, int64_t id, const std::string& format)
 }
 
 int Watch(cl::SweepClient& client, int64_t id) {
-  ProgressView view(isatty(STDOUT_FILENO) == 1);
+  cl::ProgressView view(isatty(STDOUT_FILENO) == 1, normsweep::RealClock::Get(), [](const std::string& text) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  });
   v1::Sweep last;
   absl::Status s = client.Watch(id, [&](const v1::WatchSweepEvent& e) {
     last = e.sweep();

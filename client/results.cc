@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "client/report/svg.h"
 #include "common/json_quote.h"
 
 namespace normsweep::client {
@@ -141,12 +142,6 @@ std::map<Group, GroupRows> RowsByGroup(const v1::GetSweepAnalysisResponse& a) {
 }
 
 }  // namespace
-
-std::string PlacementTitle(const std::string& p) {
-  if (p == "post") return "Post-LN";
-  if (p == "pre") return "Pre-LN";
-  return p;
-}
 
 std::string FormatLr(double lr) {
   // "3e-03" when one significant digit is exact, else "1.5e-03".

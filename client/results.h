@@ -41,9 +41,6 @@ std::string RenderResultsJson(const v1::Sweep& sweep, const v1::GetSweepAnalysis
 // "1e-03" style for learning rates.
 std::string FormatLr(double lr);
 
-// "Post-LN" / "Pre-LN" for "post" / "pre"; other names unchanged.
-std::string PlacementTitle(const std::string& placement);
-
 }  // namespace normsweep::client
 
 #endif  // NORMSWEEP_CLIENT_RESULTS_H_

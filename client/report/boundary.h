@@ -4,8 +4,8 @@
 // an error bar; a line trainable nowhere is marked at U (below lr_min), one
 // trainable everywhere at L with an open bar upwards. Inline SVG from
 // GetSweepAnalysisResponse.boundary (summarised by SummariseBoundary).
-#ifndef NORMSWEEP_CLIENT_BOUNDARY_REPORT_H_
-#define NORMSWEEP_CLIENT_BOUNDARY_REPORT_H_
+#ifndef NORMSWEEP_CLIENT_REPORT_BOUNDARY_H_
+#define NORMSWEEP_CLIENT_REPORT_BOUNDARY_H_
 
 #include <string>
 
@@ -21,4 +21,4 @@ std::string BoundaryReportSection(const v1::GetSweepAnalysisResponse& analysis);
 
 }  // namespace normsweep::client
 
-#endif  // NORMSWEEP_CLIENT_BOUNDARY_REPORT_H_
+#endif  // NORMSWEEP_CLIENT_REPORT_BOUNDARY_H_

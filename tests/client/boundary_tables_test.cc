@@ -2,7 +2,7 @@
 // from hand-made lr_boundary rows.
 #include "client/boundary_tables.h"
 
-#include "client/boundary_report.h"
+#include "client/report/boundary.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

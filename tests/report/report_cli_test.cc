@@ -19,7 +19,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/report.h"
+#include "client/report/fetch.h"
+#include "client/report/page.h"
 #include "client/sweep_client.h"
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "client/report.h"
+#include "client/report/report.h"
 #include "normsweep/v1/sweep.pb.h"
 #include "normsweep/v1/sweep_service.pb.h"
 

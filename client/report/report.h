@@ -10,21 +10,26 @@
 // the placement_sensitivity view. Inline CSS and SVG only: no script,
 // nothing fetched from the network.
 //
-// Fetching (FetchReportData, over SweepService) is kept apart from rendering
-// (RenderReportHtml, a pure function of the data), so the page is tested
-// from hand-made data.
-#ifndef NORMSWEEP_CLIENT_REPORT_H_
-#define NORMSWEEP_CLIENT_REPORT_H_
+// The files of client/report/:
+//   report.h      this header: what a report shows (ReportData)
+//   fetch.{h,cc}  FetchReportData: the data over SweepService
+//   page.{h,cc}   RenderReportHtml, a pure function of the data (so the page
+//                 is tested from hand-made data), and WriteReport
+//   svg.{h,cc}    escaping, axes, ticks, colour maps, the placement palette
+//                 and titles, shared by every figure and the text tables
+//   variant_view.{h,cc}  the data grouped per variant, as the figures read it
+//   figures.h     the figures, one .cc each; boundary.{h,cc} the boundary
+//                 search's chart
+#ifndef NORMSWEEP_CLIENT_REPORT_REPORT_H_
+#define NORMSWEEP_CLIENT_REPORT_REPORT_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "client/sweep_client.h"
 #include "normsweep/v1/sweep.pb.h"
 #include "normsweep/v1/sweep_service.pb.h"
+#include "proto/schema/api_limits.h"
 
 namespace normsweep::client {
 
@@ -37,8 +42,8 @@ struct ReportData {
 
 // "Near the best" as the placement_sensitivity view counts it: a grid cell
 // whose mean final validation loss is at most (1 + tolerance) times the best
-// cell of the same variant, over both placements.
-inline constexpr double kNearBestTolerance = 0.05;
+// cell of the same variant, over both placements. The scheduler's default.
+inline constexpr double kNearBestTolerance = schema::kDefaultNearBestTolerance;
 
 // One row of the summary: the placement_sensitivity view's figures.
 struct PlacementSummary {
@@ -54,18 +59,6 @@ struct PlacementSummary {
 // placement: the view's figures as they are, no arithmetic here.
 std::vector<PlacementSummary> SummariesFromAnalysis(const v1::GetSweepAnalysisResponse& analysis);
 
-// GetSweep, ListTrials, GetTrial for each trial, then GetSweepAnalysis.
-// Only the trials whose diagnostics the page draws keep them. NOT_FOUND
-// (from the scheduler) for an unknown sweep.
-absl::StatusOr<ReportData> FetchReportData(SweepClient& client, int64_t sweep_id);
-
-// The page. A sweep with no finished trial gives a page that says so.
-std::string RenderReportHtml(const ReportData& data);
-
-// Creates dir (with parents) and writes dir/index.html through a temporary
-// file renamed into place. Errors name the path and the reason.
-absl::Status WriteReport(const std::string& dir, const std::string& html);
-
 }  // namespace normsweep::client
 
-#endif  // NORMSWEEP_CLIENT_REPORT_H_
+#endif  // NORMSWEEP_CLIENT_REPORT_REPORT_H_

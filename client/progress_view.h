@@ -1,0 +1,55 @@
+// The progress line of `normsweep watch`: a bar of finished trials, the
+// counts, and an ETA from the finishing rate since the watch began.
+//
+// On a terminal (live) the line is redrawn in place at every update. Written
+// to a file or a pipe (a CI log), a line is printed only when the number of
+// finished trials changes, or when kQuietInterval has passed since the last
+// line, whichever comes first: a long sweep gives a line per trial, not one
+// per poll of the stream. The interval is checked at each update (the stream
+// sends one whenever a trial progresses), so a line comes at the first update
+// after it.
+//
+// Time comes from the Clock given (RealClock in the CLI, FakeClock in tests);
+// text goes to the writer given. Used from one thread (the watch callback).
+#ifndef NORMSWEEP_CLIENT_PROGRESS_VIEW_H_
+#define NORMSWEEP_CLIENT_PROGRESS_VIEW_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "normsweep/v1/sweep.pb.h"
+
+namespace normsweep::client {
+
+// "42s", "3m05s", "1h02m"; "--" for a negative (unknown) duration.
+std::string FormatDuration(double seconds);
+
+class ProgressView {
+ public:
+  static constexpr absl::Duration kQuietInterval = absl::Seconds(30);
+
+  // live: redraw one line in place (stdout is a terminal). write receives
+  // the text to print, newlines and terminal escapes included.
+  ProgressView(bool live, Clock& clock, std::function<void(const std::string&)> write);
+
+  void Update(const v1::Sweep& sweep);
+  // Ends the live line; nothing otherwise.
+  void Finish();
+
+ private:
+  std::string Line(const v1::Sweep& sweep, int done);
+
+  const bool live_;
+  Clock& clock_;
+  const std::function<void(const std::string&)> write_;
+  const absl::Time start_;
+  int first_done_ = -1;     // finished trials at the first update, for the ETA
+  int printed_done_ = -1;   // finished trials on the last line printed (not live)
+  absl::Time printed_at_;   // when that line was printed
+};
+
+}  // namespace normsweep::client
+
+#endif  // NORMSWEEP_CLIENT_PROGRESS_VIEW_H_

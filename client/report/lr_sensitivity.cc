@@ -1,0 +1,127 @@
+#include "client/report/figures.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/report/svg.h"
+#include "client/results.h"
+
+namespace normsweep::client::report {
+namespace {
+
+// LR sensitivity against warm-up steps, a line per placement, l* beside each point.
+std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmups) {
+  const double w = 520, h = 300;
+  double hi = 0;
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    if (Finite(r->has_lr_sensitivity(), r->lr_sensitivity())) hi = std::max(hi, r->lr_sensitivity());
+  }
+  Frame f{60, 30, w - 60 - 16, h - 30 - 50, -0.5, warmups.size() - 0.5, 0, hi > 0 ? hi * 1.25 : 0.1};
+  std::string s = SvgOpen(w, h, "LR sensitivity against warm-up steps");
+  s += Text(f.left + f.width / 2, 18, "LR sensitivity by warm-up", "class=\"chart-title\" text-anchor=\"middle\"");
+  std::vector<double> xticks;
+  for (size_t i = 0; i < warmups.size(); ++i) xticks.push_back(i);
+  s += Axes(f, xticks, Ticks(0, f.y1, 5), "warm-up steps (the sweep's values)", "LR sensitivity",
+            [&](double x) {
+              const size_t i = static_cast<size_t>(std::lround(x));
+              return i < warmups.size() ? std::to_string(warmups[i]) : "";
+            });
+  double ly = f.top + 4;
+  for (size_t pi = 0; pi < v.placements.size(); ++pi) {
+    const std::string& placement = v.placements[pi];
+    const std::string colour = PlacementColour(placement);
+    const std::string title = PlacementTitle(placement);
+    std::string segment, marks;
+    bool any = false;
+    auto flush = [&] {
+      if (!segment.empty()) {
+        absl::StrAppend(&s, "<polyline class=\"curve lrs-line\" fill=\"none\" stroke=\"", colour, "\" points=\"",
+                        segment, "\"><title>", Escape(title), ": LR sensitivity</title></polyline>\n");
+      }
+      segment.clear();
+    };
+    for (size_t i = 0; i < warmups.size(); ++i) {
+      const v1::LrSensitivity* r = LrsRow(v, placement, warmups[i]);
+      if (r == nullptr || !Finite(r->has_lr_sensitivity(), r->lr_sensitivity())) {
+        flush();
+        continue;
+      }
+      any = true;
+      const double x = f.X(i), y = f.Y(r->lr_sensitivity());
+      absl::StrAppend(&segment, Px(x), ",", Px(y), " ");
+      std::string tip = absl::StrCat(title, ", warm-up ", warmups[i], ": LR sensitivity ", Num(r->lr_sensitivity()),
+                                     "; l* ", OptText(r->has_best_val_loss(), r->best_val_loss()));
+      if (r->has_best_lr()) absl::StrAppend(&tip, " at lr ", FormatLr(r->best_lr()));
+      absl::StrAppend(&tip, "; l0 ", OptText(r->has_init_val_loss(), r->init_val_loss()), "; ", r->lrs(),
+                      r->lrs() == 1 ? " lr" : " lrs", ", ", r->points_at_l0(), " seeds at l0");
+      absl::StrAppend(&marks, "<circle class=\"lrs-point\" r=\"4\" cx=\"", Px(x), "\" cy=\"", Px(y), "\" fill=\"",
+                      colour, "\"><title>", Escape(tip), "</title></circle>\n");
+      if (Finite(r->has_best_val_loss(), r->best_val_loss())) {
+        // Labels of the first placement above their points, of the others below.
+        marks += Text(x + 7, pi == 0 ? y - 8 : y + 15, absl::StrCat("l* ", Num(r->best_val_loss())),
+                      absl::StrCat("class=\"tick small\" fill=\"", colour, "\""));
+      }
+    }
+    flush();
+    s += marks;
+    ly += 18;
+    absl::StrAppend(&s, "<line x1=\"", Px(f.left + f.width - 130), "\" x2=\"", Px(f.left + f.width - 100), "\" y1=\"",
+                    Px(ly - 4), "\" y2=\"", Px(ly - 4), "\" stroke=\"", colour, "\" class=\"curve\"/>",
+                    Text(f.left + f.width - 94, ly, any ? title : title + " (none yet)", "class=\"tick\""));
+  }
+  return s + "</svg>\n";
+}
+
+}  // namespace
+
+std::string LrSensitivitySection(const VariantView& v) {
+  if (v.lr_sensitivity.empty()) {
+    return "<p class=\"note\">No LR sensitivity for this variant: the lr_sensitivity view has no line for it "
+           "(no grid cell yet).</p>\n";
+  }
+  std::set<int> warmup_set;
+  int with_figure = 0;
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    warmup_set.insert(r->warmup_steps());
+    with_figure += Finite(r->has_lr_sensitivity(), r->lr_sensitivity());
+  }
+  const std::vector<int> warmups(warmup_set.begin(), warmup_set.end());
+  std::string s;
+  if (with_figure > 0) {
+    s += "<div class=\"row\">\n" + LrSensitivitySvg(v, warmups);
+  } else {
+    s += "<p class=\"note\">No line has an LR sensitivity yet: a line needs every seed of each of its lrs final "
+         "and the loss at initialisation (l0); the table says what is pending.</p>\n<div class=\"row\">\n";
+  }
+  s += "<table class=\"num\">\n<tr><th>placement</th><th>warm-up</th><th>lrs counted</th><th>lrs pending</th>"
+       "<th>seeds at l0</th><th>best lr</th><th>l*</th><th>l0</th><th>LR sensitivity</th></tr>\n";
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    absl::StrAppend(&s, "<tr><td>", Escape(PlacementTitle(r->placement())), "</td><td>", r->warmup_steps(), "</td><td>",
+                    r->lrs(), "</td><td>", r->lrs_pending(), "</td><td>", r->points_at_l0(), "</td><td>",
+                    r->has_best_lr() ? Escape(FormatLr(r->best_lr())) : "&ndash;", "</td><td>",
+                    OptNum(r->has_best_val_loss(), r->best_val_loss()), "</td><td>",
+                    OptNum(r->has_init_val_loss(), r->init_val_loss()), "</td><td>",
+                    OptNum(r->has_lr_sensitivity(), r->lr_sensitivity()), "</td></tr>\n");
+  }
+  s += "</table>\n</div>\n";
+  if (!v.lr_summary.empty()) {
+    s += "<h3>Over the warm-ups</h3>\n<table class=\"num\">\n<tr><th>placement</th><th>warm-ups with a figure</th>"
+         "<th>mean LR sensitivity</th><th>min (at warm-up)</th><th>max</th><th>best l*</th></tr>\n";
+    for (const v1::PlacementLrSensitivity* r : v.lr_summary) {
+      std::string min = OptNum(r->has_min_lr_sensitivity(), r->min_lr_sensitivity());
+      if (r->has_warmup_of_min()) absl::StrAppend(&min, " (", r->warmup_of_min(), ")");
+      absl::StrAppend(&s, "<tr><td>", Escape(PlacementTitle(r->placement())), "</td><td>", r->warmups(), "</td><td>",
+                      OptNum(r->has_mean_lr_sensitivity(), r->mean_lr_sensitivity()), "</td><td>", min, "</td><td>",
+                      OptNum(r->has_max_lr_sensitivity(), r->max_lr_sensitivity()), "</td><td>",
+                      OptNum(r->has_best_val_loss(), r->best_val_loss()), "</td></tr>\n");
+    }
+    s += "</table>\n";
+  }
+  return s;
+}
+
+}  // namespace normsweep::client::report

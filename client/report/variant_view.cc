@@ -1,0 +1,103 @@
+#include "client/report/variant_view.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <set>
+#include <utility>
+
+namespace normsweep::client::report {
+
+std::vector<VariantView> Variants(const ReportData& data) {
+  std::map<std::string, VariantView> by_variant;
+  for (const v1::GetTrialResponse& t : data.trials) {
+    VariantView& v = by_variant[t.trial().variant()];
+    v.variant = t.trial().variant();
+    v.trials[t.trial().config().placement()].push_back(&t);
+  }
+  for (const ResultCell& c : CellsFromAnalysis(data.analysis)) {
+    auto it = by_variant.find(c.variant);
+    if (it != by_variant.end()) it->second.cells.push_back(c);
+  }
+  for (const v1::LrSensitivity& r : data.analysis.lr_sensitivity()) {
+    auto it = by_variant.find(r.variant());
+    if (it != by_variant.end()) it->second.lr_sensitivity.push_back(&r);
+  }
+  for (const v1::PlacementLrSensitivity& r : data.analysis.lr_sensitivity_summary()) {
+    auto it = by_variant.find(r.variant());
+    if (it != by_variant.end()) it->second.lr_summary.push_back(&r);
+  }
+  for (const v1::VarianceShares& r : data.analysis.importance()) {
+    auto it = by_variant.find(r.variant());
+    if (it != by_variant.end()) it->second.importance.push_back(&r);
+  }
+  std::vector<VariantView> out;
+  for (auto& [name, v] : by_variant) {
+    v.index = static_cast<int>(out.size());
+    for (const auto& [placement, unused] : v.trials) v.placements.push_back(placement);
+    std::set<int> warmups;
+    std::set<double> lrs;
+    double lo = INFINITY, hi = -INFINITY;
+    for (const ResultCell& c : v.cells) {
+      warmups.insert(c.warmup_steps);
+      lrs.insert(c.peak_lr);
+      if (c.seeds_with_loss == 0) continue;
+      lo = std::min(lo, c.mean_final_val_loss);
+      hi = std::max(hi, c.mean_final_val_loss);
+    }
+    v.warmups.assign(warmups.begin(), warmups.end());
+    v.lrs.assign(lrs.begin(), lrs.end());
+    if (std::isfinite(lo)) {
+      v.best_cell = lo;
+      v.scale = {lo, hi};
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+LayerNorms Step0Norms(const std::vector<const v1::GetTrialResponse*>& trials) {
+  std::map<int, std::map<int, std::array<Mean, 2>>> per_seed;  // seed -> layer -> {w1, w2}
+  for (const v1::GetTrialResponse* t : trials) {
+    for (const v1::LayerGradNorms& g : t->layer_grad_norms()) {
+      if (g.step() != 0) continue;
+      for (const v1::LayerGradNorm& n : g.norms()) {
+        if (!std::isfinite(n.norm())) continue;
+        const int m = n.matrix() == "ffn.fc1" ? 0 : n.matrix() == "ffn.fc2" ? 1 : -1;
+        if (m >= 0) per_seed[t->trial().config().seed()][n.layer()][m].Add(n.norm());
+      }
+    }
+  }
+  std::map<int, std::array<Mean, 2>> over_seeds;
+  for (const auto& [seed, layers] : per_seed) {
+    for (const auto& [layer, m] : layers) {
+      for (int k = 0; k < 2; ++k) {
+        if (m[k].n > 0) over_seeds[layer][k].Add(m[k].value());
+      }
+    }
+  }
+  LayerNorms out;
+  out.seeds = static_cast<int>(per_seed.size());
+  for (const auto& [layer, m] : over_seeds) {
+    if (m[0].n > 0) out.w1[layer] = m[0].value();
+    if (m[1].n > 0) out.w2[layer] = m[1].value();
+  }
+  return out;
+}
+
+const v1::LrSensitivity* LrsRow(const VariantView& v, const std::string& placement, int warmup) {
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    if (r->placement() == placement && r->warmup_steps() == warmup) return r;
+  }
+  return nullptr;
+}
+
+std::optional<double> PlacementL0(const VariantView& v, const std::string& placement) {
+  Mean m;
+  for (const v1::LrSensitivity* r : v.lr_sensitivity) {
+    if (r->placement() == placement && Finite(r->has_init_val_loss(), r->init_val_loss())) m.Add(r->init_val_loss());
+  }
+  return m.n > 0 ? std::optional<double>(m.value()) : std::nullopt;
+}
+
+}  // namespace normsweep::client::report
