@@ -6,7 +6,7 @@
 // warm-up x lr grid, then the LR-sensitivity table and the shares), CSV (one
 // row per cell, with its line's LR sensitivity and its placement's summary
 // and shares repeated on each row) or JSON. Every figure is GetSweepAnalysis's
-// (the views of db/migrations); nothing is computed here.
+// (the views of db/views); nothing is computed here.
 #ifndef NORMSWEEP_CLIENT_RESULTS_H_
 #define NORMSWEEP_CLIENT_RESULTS_H_
 

@@ -48,11 +48,13 @@ enum class ProbeOutcome {
   kCancelled,
 };
 
-// A trial's outcome for the search. Trainable: SUCCEEDED with a finite final
-// val loss <= init_val_loss - min_improvement and <= max_val_loss when set.
-// A SUCCEEDED trial without init_val_loss (a worker that sent no l0) is
-// judged by max_val_loss alone when it is set; otherwise it cannot be judged
-// and counts as kFailed (the line stops rather than guess).
+// A trial's outcome for the search. init_val_loss is the trial's l0 by the
+// stores' one rule (result.init_val_loss, else its step-0 val_loss point:
+// db::TrialL0, the view trial_l0). Trainable: SUCCEEDED with a finite final
+// val loss <= l0 - min_improvement and <= max_val_loss when set. A SUCCEEDED
+// trial without l0 (a worker that sent none) is judged by max_val_loss alone
+// when it is set; otherwise it cannot be judged and counts as kFailed (the
+// line stops rather than guess).
 ProbeOutcome ClassifyProbe(v1::TrialState state, std::optional<double> final_val_loss,
                            std::optional<double> init_val_loss, const BoundarySettings& settings);
 

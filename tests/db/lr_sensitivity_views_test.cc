@@ -1,5 +1,5 @@
-// The views of db/migrations/0012_lr_sensitivity_views.sql against a real
-// PostgreSQL: lr_sensitivity, lr_sensitivity_summary and grid_importance on
+// The sensitivity views of db/views against a real PostgreSQL:
+// lr_sensitivity, lr_sensitivity_summary and grid_importance on
 // hand-inserted trials (mixed outcomes, diverged seeds with their own l0, a
 // NaN loss, one lr only, a missing l0, pending trials, random-search and
 // boundary-search sweeps), read through PostgresStore::GetSweepAnalysis as

@@ -1,7 +1,7 @@
-// The analysis views of db/migrations/0004_sensitivity_views.sql against a
-// real PostgreSQL: hand-inserted trials (succeeded/diverged/failed mixes,
-// several seeds, both placements, a NaN loss, tolerance edges) and figures
-// worked out by hand in the comments.
+// The analysis views of db/views (warmup_lr_grid_stats, placement_sensitivity,
+// step0_grad_norms) against a real PostgreSQL: hand-inserted trials
+// (succeeded/diverged/failed mixes, several seeds, both placements, a NaN
+// loss, tolerance edges) and figures worked out by hand in the comments.
 #include <cmath>
 #include <initializer_list>
 #include <limits>
