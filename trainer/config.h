@@ -26,7 +26,8 @@ inline constexpr int kVocabSize = 256;  // byte-level
 // d_ff when not given: kFfnPerDModel * d_model, as in the paper's model.
 inline constexpr int kFfnPerDModel = 4;
 // The default divergence threshold, 1.5 * ln(256): a loss this far above a
-// uniform guess over the bytes is not training.
+// uniform guess over the bytes is not training. The report's curves are
+// capped here (client/report/figures.h).
 inline constexpr double kDefaultDivergenceLoss = 8.317766166719343;
 
 struct ModelConfig {

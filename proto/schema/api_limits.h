@@ -43,7 +43,8 @@ inline constexpr int kMaxDevicesPerWorker = 64;
 // cell of its variant. The scheduler applies it as the request's default, the
 // report asks for it and says it. Its SQL twin, which C++ cannot reach, is
 // the placement_sensitivity view's `placement_sensitivity_at(0.05)`
-// (db/views/, over migration 0004's function): change both together.
+// (db/views/25_placement_sensitivity.sql); tests/db/near_best_tolerance_test.cc
+// holds the two together.
 inline constexpr double kDefaultNearBestTolerance = 0.05;
 
 }  // namespace normsweep::schema
