@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "db/store.h"
 #include "gtest/gtest.h"
 #include "normsweep/v1/sweep_service.grpc.pb.h"
@@ -24,6 +25,22 @@ scheduler::SchedulerServerOptions LoopbackServerOptions();
 // A sweep of one small trial: Pre-LN, d_model 32, 2 heads, 10 steps,
 // warm-up 0, lr 1e-3, seed 0.
 v1::SweepSpec OneTrialSpec(const std::string& name);
+
+// Registers worker "w1" (one cpu) through `client` (the worker's
+// GrpcSchedulerClient, or any with its RegisterWorker and LeaseTrial) and
+// leases a trial with it; *worker_id is the registered id.
+template <typename WorkerClient>
+absl::StatusOr<v1::LeaseTrialResponse> RegisterAndLease(WorkerClient& client, int64_t* worker_id) {
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w1");
+  reg.add_devices("cpu");
+  auto registered = client.RegisterWorker(reg);
+  if (!registered.ok()) return registered.status();
+  *worker_id = registered->worker_id();
+  v1::LeaseTrialRequest lease;
+  lease.set_worker_id(*worker_id);
+  return client.LeaseTrial(lease);
+}
 
 class InProcessSchedulerTest : public ::testing::Test {
  protected:

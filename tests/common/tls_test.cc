@@ -10,7 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/test_certificates.h"
+#include "tests/common/certificates_test.h"
 
 namespace normsweep {
 namespace {
@@ -19,19 +19,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class TlsOptionsTest : public ::testing::Test {
+class TlsOptionsTest : public testing::CertificatesTest {
  protected:
-  static void SetUpTestSuite() {
-    char dir[] = "/tmp/normsweep-tls-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = new std::string(dir);
-    auto certs = testing::MakeTestCertificates(*dir_);
-    ASSERT_TRUE(certs.ok()) << certs.status();
-    certs_ = new testing::TestCertificates(*certs);
-  }
-  static void TearDownTestSuite() {
-    if (dir_ != nullptr) std::system(("rm -rf '" + *dir_ + "'").c_str());
-  }
   void SetUp() override {
     for (const char* v : {"NORMSWEEP_TLS_CERT", "NORMSWEEP_TLS_KEY", "NORMSWEEP_TLS_CLIENT_CA", "NORMSWEEP_TLS_CA"}) {
       unsetenv(v);
@@ -50,13 +39,7 @@ class TlsOptionsTest : public ::testing::Test {
     o.client_ca = {client_ca, "--tls_client_ca"};
     return o;
   }
-
-  static std::string* dir_;
-  static testing::TestCertificates* certs_;
 };
-
-std::string* TlsOptionsTest::dir_ = nullptr;
-testing::TestCertificates* TlsOptionsTest::certs_ = nullptr;
 
 TEST_F(TlsOptionsTest, NoFilesMeansPlaintext) {
   EXPECT_FALSE(TlsServerOptions().enabled());

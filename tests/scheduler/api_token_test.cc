@@ -17,6 +17,7 @@
 #include "normsweep/v1/worker_service.grpc.pb.h"
 #include "scheduler/scheduler_server.h"
 #include "tests/common/grpc_health.h"
+#include "tests/common/in_process_scheduler.h"
 #include "worker/scheduler_client.h"
 
 namespace normsweep::scheduler {
@@ -26,46 +27,20 @@ using ::testing::HasSubstr;
 
 constexpr char kToken[] = "correct horse battery staple";
 
-class ApiTokenTest : public ::testing::Test {
+class ApiTokenTest : public testing::InProcessSchedulerTest {
  protected:
   void SetUp() override {
-    SchedulerServerOptions options;
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "";
+    SchedulerServerOptions options = testing::LoopbackServerOptions();
     options.api_token = kToken;
-    auto server = SchedulerServer::Start(store_, RealClock::Get(), options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    address_ = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
-    sweeps_ = v1::SweepService::NewStub(channel_);
-    workers_ = v1::WorkerService::NewStub(channel_);
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown();
+    StartServer(options);
   }
 
   static v1::SubmitSweepRequest Submit() {
     v1::SubmitSweepRequest r;
     r.set_request_id("token-test");
-    v1::SweepSpec* s = r.mutable_spec();
-    s->set_name("token");
-    s->mutable_base()->set_d_model(32);
-    s->mutable_base()->set_heads(2);
-    s->mutable_base()->set_steps(10);
-    s->add_placements("pre");
-    s->add_warmup_steps(0);
-    s->add_peak_lrs(1e-3);
-    s->add_seeds(0);
+    *r.mutable_spec() = testing::OneTrialSpec("token");
     return r;
   }
-
-  db::MemoryStore store_;
-  std::unique_ptr<SchedulerServer> server_;
-  std::string address_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::SweepService::Stub> sweeps_;
-  std::unique_ptr<v1::WorkerService::Stub> workers_;
 };
 
 TEST_F(ApiTokenTest, CallsWithoutTheTokenAreRefusedAndChangeNothing) {
@@ -124,16 +99,12 @@ TEST_F(ApiTokenTest, TheRealClientsWithTheTokenWork) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
 
   worker::GrpcSchedulerClient worker(address_, absl::Seconds(10), kToken);
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w1");
-  reg.add_devices("cpu");
-  auto registered = worker.RegisterWorker(reg);
-  ASSERT_TRUE(registered.ok()) << registered.status();
-  v1::LeaseTrialRequest lease;
-  lease.set_worker_id(registered->worker_id());
-  auto leased = worker.LeaseTrial(lease);
+  int64_t worker_id = 0;
+  auto leased = testing::RegisterAndLease(worker, &worker_id);
   ASSERT_TRUE(leased.ok()) << leased.status();
   EXPECT_TRUE(leased->leased());
+  v1::LeaseTrialRequest lease;
+  lease.set_worker_id(worker_id);
   worker::GrpcSchedulerClient worker_without(address_, absl::Seconds(10));
   EXPECT_EQ(worker_without.LeaseTrial(lease).status().code(), absl::StatusCode::kUnauthenticated);
 }

@@ -23,7 +23,9 @@
 #include "prometheus/text_serializer.h"
 #include "tests/common/grpc_health.h"
 #include "tests/common/grpc_reflection.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/fresh_database.h"
+#include "tests/common/in_process_scheduler.h"
+#include "tests/common/requests.h"
 #include "trainer/config.h"
 
 namespace normsweep::scheduler {
@@ -31,31 +33,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class GrpcApiTest : public ::testing::Test {
+class GrpcApiTest : public testing::InProcessSchedulerTest {
  protected:
   void SetUp() override {
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    static int counter = 0;
-    auto conninfo = (*pg)->CreateDatabase(absl::StrCat("grpc_api_", ++counter));
+    auto conninfo = testing::FreshDatabase();
     ASSERT_TRUE(conninfo.ok()) << conninfo.status();
     conninfo_ = *conninfo;
-    db::PostgresStoreOptions options;
-    options.connect.conninfo = *conninfo;
-    auto store = db::OpenPostgresStore(options);
+    auto store = testing::OpenStore(conninfo_);
     ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(store->store);
-    SchedulerServerOptions server_options;
-    server_options.grpc_address = "127.0.0.1:0";
-    server_options.metrics_address = "";  // /metrics over HTTP: two_schedulers_test
+    store_ = *std::move(store);
+    // No /metrics over HTTP here: two_schedulers_test.
+    SchedulerServerOptions server_options = testing::LoopbackServerOptions();
     server_options.scheduler.watch_poll_interval = absl::Milliseconds(50);
-    auto server = SchedulerServer::Start(*store_, RealClock::Get(), server_options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->grpc_port()),
-                                   grpc::InsecureChannelCredentials());
-    sweeps_ = v1::SweepService::NewStub(channel_);
-    workers_ = v1::WorkerService::NewStub(channel_);
+    ASSERT_NO_FATAL_FAILURE(StartServer(server_options));
 
     // Something stored that bad requests must leave alone.
     grpc::ClientContext ctx;
@@ -70,10 +60,6 @@ class GrpcApiTest : public ::testing::Test {
     ASSERT_TRUE(workers_->LeaseTrial(&lctx, lreq, &lresp).ok());
     ASSERT_TRUE(lresp.leased());
     leased_ = lresp.trial();
-  }
-
-  void TearDown() override {
-    if (server_) server_->Shutdown();
   }
 
   static v1::SubmitSweepRequest GoodRequest() {
@@ -131,25 +117,29 @@ class GrpcApiTest : public ::testing::Test {
     return response;
   }
 
-  // Everything stored, as text: every sweep and trial, and row counts.
+  // Everything stored, as text: every sweep and trial, and row counts. What
+  // cannot be read fails the test and ends the text there.
   std::string Snapshot() {
     std::string out;
     auto sweeps = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 1000);
-    EXPECT_TRUE(sweeps.ok());
+    EXPECT_TRUE(sweeps.ok()) << sweeps.status();
+    if (!sweeps.ok()) return out + "ListSweeps failed";
     for (const auto& s : *sweeps) {
       absl::StrAppend(&out, s.DebugString());
       auto trials = store_->ListTrials(s.id(), v1::TRIAL_STATE_UNSPECIFIED, -1, 100);
+      EXPECT_TRUE(trials.ok()) << trials.status();
+      if (!trials.ok()) return out + "ListTrials failed";
       for (const auto& t : *trials) absl::StrAppend(&out, t.DebugString());
     }
-    db::PgConnectOptions options;
-    options.conninfo = conninfo_;
-    auto conn = db::PgConnection::Connect(options);
+    auto conn = testing::Connect(conninfo_);
     EXPECT_TRUE(conn.ok()) << conn.status();
+    if (!conn.ok()) return out + "no connection";
     auto counts = (*conn)->Exec(
         "SELECT (SELECT count(*) FROM sweeps), (SELECT count(*) FROM trials), (SELECT count(*) FROM workers),"
         " (SELECT count(*) FROM trial_metrics), (SELECT count(*) FROM layer_grad_norms),"
         " (SELECT max(update_seq) FROM trials), (SELECT count(*) FROM layer_diagnostics)");
     EXPECT_TRUE(counts.ok()) << counts.status();
+    if (!counts.ok()) return out + "no counts";
     for (int c = 0; c < 7; ++c) absl::StrAppend(&out, counts->GetString(0, c), " ");
     return out;
   }
@@ -180,11 +170,6 @@ class GrpcApiTest : public ::testing::Test {
   }
 
   std::string conninfo_;
-  std::unique_ptr<db::Store> store_;
-  std::unique_ptr<SchedulerServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::SweepService::Stub> sweeps_;
-  std::unique_ptr<v1::WorkerService::Stub> workers_;
   int64_t sweep_id_ = 0;
   int64_t worker_id_ = 0;
   v1::Trial leased_;
@@ -402,11 +387,7 @@ TEST_F(GrpcApiTest, StreamProgressWithAnUnparsableMessageEndsWithAnError) {
 TEST_F(GrpcApiTest, GetSweepAnalysisReturnsTheViewsRows) {
   // One trial finished, one leased, six pending.
   grpc::ClientContext fctx;
-  v1::FinishTrialRequest finish;
-  finish.set_worker_id(worker_id_);
-  finish.set_trial_id(leased_.id());
-  finish.set_attempt(leased_.attempts());
-  finish.set_outcome(v1::TRIAL_SUCCEEDED);
+  v1::FinishTrialRequest finish = testing::FinishOf(worker_id_, leased_, v1::TRIAL_SUCCEEDED);
   finish.mutable_result()->set_final_val_loss(2.5);
   v1::FinishTrialResponse fresp;
   ASSERT_TRUE(workers_->FinishTrial(&fctx, finish, &fresp).ok());
@@ -556,10 +537,7 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
   using C = grpc::StatusCode;
   auto progress = [&](const std::function<void(v1::ReportProgressRequest*)>& mutate) {
     return [this, mutate](grpc::ClientContext* ctx) {
-      v1::ReportProgressRequest r;
-      r.set_worker_id(worker_id_);
-      r.set_trial_id(leased_.id());
-      r.set_attempt(leased_.attempts());
+      v1::ReportProgressRequest r = testing::ProgressOf(worker_id_, leased_);
       r.add_points()->set_step(1);
       mutate(&r);
       v1::ReportProgressResponse resp;
@@ -578,11 +556,7 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
   ExpectRejected("missing attempt", progress([](auto* r) { r->set_attempt(0); }), C::INVALID_ARGUMENT, "attempt");
   auto finish = [&](const std::function<void(v1::FinishTrialRequest*)>& mutate) {
     return [this, mutate](grpc::ClientContext* ctx) {
-      v1::FinishTrialRequest r;
-      r.set_worker_id(worker_id_);
-      r.set_trial_id(leased_.id());
-      r.set_attempt(leased_.attempts());
-      r.set_outcome(v1::TRIAL_SUCCEEDED);
+      v1::FinishTrialRequest r = testing::FinishOf(worker_id_, leased_, v1::TRIAL_SUCCEEDED);
       mutate(&r);
       v1::FinishTrialResponse resp;
       return workers_->FinishTrial(ctx, r, &resp);
@@ -693,11 +667,7 @@ TEST_F(GrpcApiTest, RejectsBadDiagnosticsAndInitialLossNamingTheField) {
   }), C::INVALID_ARGUMENT, "layer_grad_norms[0].norms[0].layer: must be in [0, 256), not 1000");
   for (double bad : {nan, inf}) {
     ExpectRejected("non-finite l0", [&](grpc::ClientContext* ctx) {
-      v1::FinishTrialRequest r;
-      r.set_worker_id(worker_id_);
-      r.set_trial_id(leased_.id());
-      r.set_attempt(leased_.attempts());
-      r.set_outcome(v1::TRIAL_SUCCEEDED);
+      v1::FinishTrialRequest r = testing::FinishOf(worker_id_, leased_, v1::TRIAL_SUCCEEDED);
       r.mutable_result()->set_init_val_loss(bad);
       v1::FinishTrialResponse resp;
       return workers_->FinishTrial(ctx, r, &resp);
@@ -737,11 +707,7 @@ TEST_F(GrpcApiTest, GetTrialReturnsTheDiagnosticsAndTheInitialLoss) {
   }
   {
     grpc::ClientContext ctx;
-    v1::FinishTrialRequest f;
-    f.set_worker_id(worker_id_);
-    f.set_trial_id(leased_.id());
-    f.set_attempt(leased_.attempts());
-    f.set_outcome(v1::TRIAL_SUCCEEDED);
+    v1::FinishTrialRequest f = testing::FinishOf(worker_id_, leased_, v1::TRIAL_SUCCEEDED);
     f.mutable_result()->set_final_val_loss(3.5);
     f.mutable_result()->set_init_val_loss(5.5);
     v1::FinishTrialResponse resp;
@@ -795,10 +761,7 @@ TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {
   ASSERT_EQ(trials.size(), 8u);
   for (const v1::Trial& t : trials) {
     grpc::ClientContext pctx;
-    v1::ReportProgressRequest p;
-    p.set_worker_id(worker_id_);
-    p.set_trial_id(t.id());
-    p.set_attempt(t.attempts());
+    v1::ReportProgressRequest p = testing::ProgressOf(worker_id_, t);
     for (int step = 1; step <= 5; ++step) {
       v1::MetricPoint* m = p.add_points();
       m->set_step(step);
@@ -808,11 +771,7 @@ TEST_F(GrpcApiTest, WorkerLifecycleAndWatchOverGrpc) {
     ASSERT_TRUE(workers_->ReportProgress(&pctx, p, &presp).ok());
     EXPECT_FALSE(presp.cancel_requested());
     grpc::ClientContext fctx;
-    v1::FinishTrialRequest f;
-    f.set_worker_id(worker_id_);
-    f.set_trial_id(t.id());
-    f.set_attempt(t.attempts());
-    f.set_outcome(t.config().placement() == "post" && t.config().warmup_steps() == 0 ? v1::TRIAL_DIVERGED
+    v1::FinishTrialRequest f = testing::FinishOf(worker_id_, t, t.config().placement() == "post" && t.config().warmup_steps() == 0 ? v1::TRIAL_DIVERGED
                                                                                       : v1::TRIAL_SUCCEEDED);
     f.mutable_result()->set_final_val_loss(1.0 + t.index());
     v1::FinishTrialResponse fresp;

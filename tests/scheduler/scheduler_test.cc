@@ -10,6 +10,7 @@
 #include "db/memory_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/requests.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -73,6 +74,7 @@ class SchedulerTest : public ::testing::Test {
     r.set_name("w");
     auto resp = scheduler_.RegisterWorker(r);
     EXPECT_TRUE(resp.ok()) << resp.status();
+    if (!resp.ok()) return 0;
     EXPECT_EQ(resp->lease_seconds(), 60);
     return resp->worker_id();
   }
@@ -82,6 +84,7 @@ class SchedulerTest : public ::testing::Test {
     r.set_worker_id(worker);
     auto resp = scheduler_.LeaseTrial(r);
     EXPECT_TRUE(resp.ok()) << resp.status();
+    if (!resp.ok()) return v1::Trial();
     EXPECT_TRUE(resp->leased());
     return resp->trial();
   }
@@ -94,15 +97,11 @@ class SchedulerTest : public ::testing::Test {
     l->set_attempt(t.attempts());
     auto resp = scheduler_.Heartbeat(r);
     EXPECT_TRUE(resp.ok()) << resp.status();
-    return *resp;
+    return resp.value_or(v1::HeartbeatResponse());
   }
 
   absl::StatusOr<v1::FinishTrialResponse> Finish(int64_t worker, const v1::Trial& t, v1::TrialState outcome) {
-    v1::FinishTrialRequest r;
-    r.set_worker_id(worker);
-    r.set_trial_id(t.id());
-    r.set_attempt(t.attempts());
-    r.set_outcome(outcome);
+    v1::FinishTrialRequest r = testing::FinishOf(worker, t, outcome);
     r.mutable_result()->set_final_val_loss(1.25);
     return scheduler_.FinishTrial(r);
   }
@@ -191,22 +190,14 @@ TEST_F(SchedulerTest, AKilledTrainersTrialRunsAgainAndItsHistoryTellsEachAttempt
   ASSERT_TRUE(scheduler_.SubmitSweep(Request(/*seeds=*/1, /*max_attempts=*/3)).ok());
   const int64_t w = Register();
   auto retry = [&](const v1::Trial& t) {
-    v1::FinishTrialRequest r;
-    r.set_worker_id(w);
-    r.set_trial_id(t.id());
-    r.set_attempt(t.attempts());
-    r.set_outcome(v1::TRIAL_FAILED);
+    v1::FinishTrialRequest r = testing::FinishOf(w, t, v1::TRIAL_FAILED);
     r.set_retry(true);
     r.mutable_result()->set_error("normsweep-train killed by signal 9 (Killed) without a final event");
     return scheduler_.FinishTrial(r);
   };
   // retry only with FAILED and an error saying what happened.
   v1::Trial t = Lease(w);
-  v1::FinishTrialRequest bad;
-  bad.set_worker_id(w);
-  bad.set_trial_id(t.id());
-  bad.set_attempt(t.attempts());
-  bad.set_outcome(v1::TRIAL_SUCCEEDED);
+  v1::FinishTrialRequest bad = testing::FinishOf(w, t, v1::TRIAL_SUCCEEDED);
   bad.set_retry(true);
   EXPECT_THAT(scheduler_.FinishTrial(bad).status().message(), HasSubstr("retry: only with outcome TRIAL_FAILED"));
   bad.set_outcome(v1::TRIAL_FAILED);
@@ -298,10 +289,7 @@ TEST_F(SchedulerTest, GetTrialReturnsTheMetricHistory) {
   ASSERT_TRUE(scheduler_.SubmitSweep(Request(1)).ok());
   int64_t w = Register();
   v1::Trial t = Lease(w);
-  v1::ReportProgressRequest progress;
-  progress.set_worker_id(w);
-  progress.set_trial_id(t.id());
-  progress.set_attempt(t.attempts());
+  v1::ReportProgressRequest progress = testing::ProgressOf(w, t);
   for (int step = 1; step <= 10; ++step) {
     v1::MetricPoint* p = progress.add_points();
     p->set_step(step);
@@ -309,10 +297,7 @@ TEST_F(SchedulerTest, GetTrialReturnsTheMetricHistory) {
   }
   v1::LayerGradNorms* g = progress.add_layer_grad_norms();
   g->set_step(0);
-  v1::LayerGradNorm* n = g->add_norms();
-  n->set_layer(0);
-  n->set_matrix("ffn.fc1");
-  n->set_norm(3.0);
+  testing::AddNorm(g, 0, "ffn.fc1", 3.0);
   ASSERT_TRUE(scheduler_.ReportProgress(progress).ok());
   EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_progress_points_total", {{"kind", "metric"}}), 10);
   EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_progress_points_total", {{"kind", "layer_grad_norm"}}), 1);
@@ -426,7 +411,7 @@ TEST_F(SchedulerTest, WorkerThatStopsHeartbeatingTurnsNotLive) {
     r.add_devices("cpu");
     auto resp = scheduler_.RegisterWorker(r);
     EXPECT_TRUE(resp.ok()) << resp.status();
-    return resp->worker_id();
+    return resp.ok() ? resp->worker_id() : int64_t{0};
   };
   const int64_t a = register_worker("a"), b = register_worker("b");
   ASSERT_TRUE(scheduler_.SubmitSweep(Request()).ok());

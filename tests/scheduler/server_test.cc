@@ -22,6 +22,7 @@
 #include "scheduler/health_service.h"
 #include "scheduler/scheduler_server.h"
 #include "tests/common/grpc_reflection.h"
+#include "tests/common/in_process_scheduler.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -32,22 +33,11 @@ using grpc::health::v1::HealthCheckResponse;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-class SchedulerServerTest : public ::testing::Test {
+class SchedulerServerTest : public testing::InProcessSchedulerTest {
  protected:
   void SetUp() override {
-    SchedulerServerOptions options;
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "";
-    auto server = SchedulerServer::Start(store_, RealClock::Get(), options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->grpc_port()),
-                                   grpc::InsecureChannelCredentials());
+    StartServer();
     health_ = Health::NewStub(channel_);
-    workers_ = v1::WorkerService::NewStub(channel_);
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown();
   }
 
   grpc::Status Check(const std::string& service, HealthCheckResponse* response) {
@@ -58,11 +48,7 @@ class SchedulerServerTest : public ::testing::Test {
     return health_->Check(&ctx, request, response);
   }
 
-  db::MemoryStore store_;
-  std::unique_ptr<SchedulerServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Health::Stub> health_;
-  std::unique_ptr<v1::WorkerService::Stub> workers_;
 };
 
 TEST_F(SchedulerServerTest, HealthCheckAnswersForTheServerAndItsServices) {

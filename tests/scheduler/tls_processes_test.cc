@@ -14,9 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/postgres_instance.h"
-#include "tests/common/scheduler_process.h"
-#include "tests/common/subprocess.h"
+#include "tests/common/process_test.h"
+#include "tests/common/read_file.h"
 #include "tests/common/test_certificates.h"
 
 namespace normsweep {
@@ -27,27 +26,12 @@ using ::testing::Not;
 
 constexpr char kToken[] = "tls processes token";
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
-class TlsProcessesTest : public ::testing::Test {
+class TlsProcessesTest : public testing::ProcessTest {
  protected:
   void SetUp() override {
-    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
-    ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
-    bin_ = bin;
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    auto conninfo = (*pg)->CreateDatabase(absl::AsciiStrToLower(name));
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    conninfo_ = *conninfo;
-    dir_ = absl::StrCat((*pg)->dir(), "/", name);
-    ASSERT_EQ(std::system(absl::StrCat("mkdir -p '", dir_, "'").c_str()), 0);
+    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
     auto certs = testing::MakeTestCertificates(dir_);
     ASSERT_TRUE(certs.ok()) << certs.status();
     certs_ = *certs;
@@ -57,45 +41,33 @@ class TlsProcessesTest : public ::testing::Test {
   }
   void TearDown() override {
     unsetenv("NORMSWEEP_API_TOKEN");
-    if (HasFailure()) {
-      for (const char* log : {"scheduler.log", "worker.log", "cli.log"}) {
-        std::printf("---- %s ----\n%s\n", log, Read(dir_ + "/" + log).c_str());
-      }
-    }
+    ProcessTest::TearDown();
   }
 
-  // Runs the CLI to its end; its output goes to cli.log.
-  int Cli(std::vector<std::string> args, int port) {
-    args.insert(args.begin(), bin_ + "/client/normsweep");
+  // The CLI against the scheduler on port.
+  testing::CommandResult CliAt(std::vector<std::string> args, int port) {
     args.push_back(absl::StrCat("--scheduler=127.0.0.1:", port));
-    auto cli = testing::Subprocess::Start(args, {}, dir_ + "/cli.log");
-    EXPECT_TRUE(cli.ok()) << cli.status();
-    return cli.ok() ? cli->Wait(120) : -1;
+    return Cli(args);
   }
 
-  std::string bin_, conninfo_, dir_;
   testing::TestCertificates certs_;
 };
 
 TEST_F(TlsProcessesTest, WorkerAndCliRunASweepOverMutualTls) {
-  auto scheduler = testing::StartScheduler(
-      bin_, conninfo_, dir_,
+  testing::SchedulerProcess* scheduler = StartScheduler(
       {"--tls_cert=" + certs_.server_cert, "--tls_key=" + certs_.server_key, "--tls_client_ca=" + certs_.ca});
-  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
-  const std::string log = Read(dir_ + "/scheduler.log");
+  ASSERT_NE(scheduler, nullptr);
+  const std::string log = ReadFile(dir_ + "/scheduler.log");
   EXPECT_THAT(log, HasSubstr("mutual TLS (certificate " + certs_.server_cert));
   EXPECT_THAT(log, HasSubstr("API token required"));
   EXPECT_THAT(log, Not(HasSubstr("WARNING")));
   EXPECT_THAT(log, Not(HasSubstr("PRIVATE KEY")));
 
-  auto worker = testing::Subprocess::Start(
-      {bin_ + "/worker/normsweep-worker", absl::StrCat("--scheduler=localhost:", scheduler->grpc_port),
-       "--name=tls-worker", "--cpu-slots=1", "--threads-per-slot=1", "--trainer=" + bin_ + "/trainer/normsweep-train",
-       "--work-dir=" + dir_ + "/work"},
+  testing::Subprocess* worker = StartWorker(
+      "tls-worker", absl::StrCat("localhost:", scheduler->grpc_port), 1, {},
       {{"NORMSWEEP_TLS_CA", certs_.ca}, {"NORMSWEEP_TLS_CERT", certs_.client_cert},
-       {"NORMSWEEP_TLS_KEY", certs_.client_key}},
-      dir_ + "/worker.log");
-  ASSERT_TRUE(worker.ok()) << worker.status();
+       {"NORMSWEEP_TLS_KEY", certs_.client_key}});
+  ASSERT_NE(worker, nullptr);
 
   const std::vector<std::string> tls = {"--tls-ca", certs_.ca, "--tls-cert", certs_.client_cert, "--tls-key",
                                         certs_.client_key};
@@ -104,25 +76,27 @@ TEST_F(TlsProcessesTest, WorkerAndCliRunASweepOverMutualTls) {
                                      "d_model=16",    "--set",      "heads=2",      "--set",        "layers=1",
                                      "--set",         "seq_len=16", "--set",        "batch_size=4", "--watch"};
   submit.insert(submit.end(), tls.begin(), tls.end());
-  EXPECT_EQ(Cli(submit, scheduler->grpc_port), 0);
-  EXPECT_THAT(Read(dir_ + "/cli.log"), HasSubstr("completed"));
-  EXPECT_THAT(Read(dir_ + "/worker.log"), HasSubstr("(mutual TLS (CA " + certs_.ca));
+  const testing::CommandResult submitted = CliAt(submit, scheduler->grpc_port);
+  EXPECT_EQ(submitted.exit_code, 0);
+  EXPECT_THAT(submitted.output, HasSubstr("completed"));
+  EXPECT_THAT(ReadFile(dir_ + "/tls-worker.log"), HasSubstr("(mutual TLS (CA " + certs_.ca));
 
   // Without TLS, or with the CA but no client certificate: unreachable (exit 1).
-  EXPECT_EQ(Cli({"list"}, scheduler->grpc_port), 1);
-  EXPECT_EQ(Cli({"list", "--tls-ca", certs_.ca}, scheduler->grpc_port), 1);
+  EXPECT_EQ(CliAt({"list"}, scheduler->grpc_port).exit_code, 1);
+  EXPECT_EQ(CliAt({"list", "--tls-ca", certs_.ca}, scheduler->grpc_port).exit_code, 1);
   // A missing file: a usage error naming the flag and the path (exit 2).
-  EXPECT_EQ(Cli({"list", "--tls-ca", dir_ + "/missing.pem"}, scheduler->grpc_port), 2);
-  EXPECT_THAT(Read(dir_ + "/cli.log"), HasSubstr("--tls-ca: CA certificate " + dir_ + "/missing.pem: cannot read"));
+  const testing::CommandResult missing = CliAt({"list", "--tls-ca", dir_ + "/missing.pem"}, scheduler->grpc_port);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.output, HasSubstr("--tls-ca: CA certificate " + dir_ + "/missing.pem: cannot read"));
 
   EXPECT_EQ(worker->Stop(SIGTERM), 0);
   EXPECT_EQ(scheduler->process.Stop(SIGTERM), 0);
 }
 
 TEST_F(TlsProcessesTest, ATokenWithoutTlsIsAWarning) {
-  auto scheduler = testing::StartScheduler(bin_, conninfo_, dir_);
-  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
-  EXPECT_THAT(Read(dir_ + "/scheduler.log"),
+  testing::SchedulerProcess* scheduler = StartScheduler();
+  ASSERT_NE(scheduler, nullptr);
+  EXPECT_THAT(ReadFile(dir_ + "/scheduler.log"),
               HasSubstr("WARNING: an API token is set but TLS is off: the token travels in the clear"));
   EXPECT_EQ(scheduler->process.Stop(SIGTERM), 0);
 }
@@ -134,7 +108,7 @@ TEST_F(TlsProcessesTest, BadTlsFilesStopTheScheduler) {
                                       {{"NORMSWEEP_DATABASE_URL", conninfo_}}, dir_ + "/scheduler.log");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->Wait(30), 2);
-  const std::string log = Read(dir_ + "/scheduler.log");
+  const std::string log = ReadFile(dir_ + "/scheduler.log");
   EXPECT_THAT(log, HasSubstr("--tls_key: private key " + certs_.client_key + " is not the key of --tls_cert: "
                              "certificate " + certs_.server_cert));
   EXPECT_THAT(log, Not(HasSubstr("BEGIN")));

@@ -19,7 +19,9 @@
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "scheduler/scheduler_server.h"
 #include "tests/common/grpc_health.h"
-#include "tests/common/test_certificates.h"
+#include "tests/common/certificates_test.h"
+#include "tests/common/in_process_scheduler.h"
+#include "tests/common/requests.h"
 #include "worker/scheduler_client.h"
 
 namespace normsweep::scheduler {
@@ -29,24 +31,9 @@ using ::testing::HasSubstr;
 
 constexpr char kToken[] = "tls test token";
 
-class TlsTest : public ::testing::Test {
+class TlsTest : public testing::WithTestCertificates<testing::InProcessSchedulerTest> {
  protected:
-  static void SetUpTestSuite() {
-    char dir[] = "/tmp/normsweep-tls-test-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = new std::string(dir);
-    auto certs = testing::MakeTestCertificates(*dir_);
-    ASSERT_TRUE(certs.ok()) << certs.status();
-    certs_ = new testing::TestCertificates(*certs);
-  }
-  static void TearDownTestSuite() {
-    if (dir_ != nullptr) std::system(("rm -rf '" + *dir_ + "'").c_str());
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown();
-  }
-
-  // client_ca: mutual TLS.
+  // mutual: with a client CA (mutual TLS).
   void StartServer(bool mutual, const std::string& token = "") {
     TlsServerOptions tls;
     tls.cert = {certs_->server_cert, "--tls_cert"};
@@ -54,15 +41,10 @@ class TlsTest : public ::testing::Test {
     if (mutual) tls.client_ca = {certs_->ca, "--tls_client_ca"};
     auto credentials = MakeServerCredentials(tls);
     ASSERT_TRUE(credentials.ok()) << credentials.status();
-    SchedulerServerOptions options;
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "";
+    SchedulerServerOptions options = testing::LoopbackServerOptions();
     options.api_token = token;
     options.credentials = *credentials;
-    auto server = SchedulerServer::Start(store_, RealClock::Get(), options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    address_ = absl::StrCat("127.0.0.1:", server_->grpc_port());
+    testing::InProcessSchedulerTest::StartServer(options);
   }
 
   static std::shared_ptr<grpc::ChannelCredentials> Client(const std::string& ca, const std::string& cert = "",
@@ -83,28 +65,9 @@ class TlsTest : public ::testing::Test {
     return cli.ListSweeps(v1::SWEEP_STATE_UNSPECIFIED).status();
   }
 
-  static v1::SweepSpec Spec() {
-    v1::SweepSpec s;
-    s.set_name("tls");
-    s.mutable_base()->set_d_model(32);
-    s.mutable_base()->set_heads(2);
-    s.mutable_base()->set_steps(10);
-    s.add_placements("pre");
-    s.add_warmup_steps(0);
-    s.add_peak_lrs(1e-3);
-    s.add_seeds(0);
-    return s;
-  }
+  static v1::SweepSpec Spec() { return testing::OneTrialSpec("tls"); }
 
-  static std::string* dir_;
-  static testing::TestCertificates* certs_;
-  db::MemoryStore store_;
-  std::unique_ptr<SchedulerServer> server_;
-  std::string address_;
 };
-
-std::string* TlsTest::dir_ = nullptr;
-testing::TestCertificates* TlsTest::certs_ = nullptr;
 
 TEST_F(TlsTest, TheRealClientsWorkOverTls) {
   StartServer(/*mutual=*/false);
@@ -113,21 +76,12 @@ TEST_F(TlsTest, TheRealClientsWorkOverTls) {
   ASSERT_TRUE(submitted.ok()) << submitted.status();
 
   worker::GrpcSchedulerClient worker(address_, absl::Seconds(10), "", Client(certs_->ca));
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w1");
-  reg.add_devices("cpu");
-  auto registered = worker.RegisterWorker(reg);
-  ASSERT_TRUE(registered.ok()) << registered.status();
-  v1::LeaseTrialRequest lease;
-  lease.set_worker_id(registered->worker_id());
-  auto leased = worker.LeaseTrial(lease);
+  int64_t worker_id = 0;
+  auto leased = testing::RegisterAndLease(worker, &worker_id);
   ASSERT_TRUE(leased.ok()) << leased.status();
   ASSERT_TRUE(leased->leased());
   // The progress stream too.
-  v1::ReportProgressRequest progress;
-  progress.set_worker_id(registered->worker_id());
-  progress.set_trial_id(leased->trial().id());
-  progress.set_attempt(leased->trial().attempts());
+  v1::ReportProgressRequest progress = testing::ProgressOf(worker_id, leased->trial());
   progress.add_points()->set_step(1);
   auto reported = worker.ReportProgress(progress);
   EXPECT_TRUE(reported.ok()) << reported.status();

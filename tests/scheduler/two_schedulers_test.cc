@@ -19,8 +19,8 @@
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
 #include "tests/common/http_get.h"
-#include "tests/common/postgres_instance.h"
-#include "tests/common/subprocess.h"
+#include "tests/common/process_test.h"
+#include "tests/common/requests.h"
 
 namespace normsweep {
 namespace {
@@ -32,23 +32,18 @@ struct Ports {
   int metrics = 0;
 };
 
-TEST(TwoSchedulersTest, EveryTrialIsLeasedExactlyOnce) {
-  auto pg = testing::SharedPostgres();
-  ASSERT_TRUE(pg.ok()) << pg.status();
-  auto conninfo = (*pg)->CreateDatabase("two_schedulers");
-  ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+class TwoSchedulersTest : public testing::ProcessTest {};
 
-  const char* bin_dir = std::getenv("NORMSWEEP_BINARY_DIR");
-  ASSERT_NE(bin_dir, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
-  const std::string binary = absl::StrCat(bin_dir, "/scheduler/normsweep-scheduler");
-  const std::string dir = (*pg)->dir();
+TEST_F(TwoSchedulersTest, EveryTrialIsLeasedExactlyOnce) {
+  const std::string binary = bin_ + "/scheduler/normsweep-scheduler";
+  const std::string& dir = dir_;
   std::vector<testing::Subprocess> schedulers;
   for (int i = 0; i < 2; ++i) {
     const std::string port_file = absl::StrCat(dir, "/scheduler", i, ".ports");
     auto p = testing::Subprocess::Start(
         {binary, "--host=127.0.0.1", "--port=0", "--metrics_port=0", "--port_file=" + port_file,
          "--maintenance_interval_ms=200", "--db_pool_size=4"},
-        {{"NORMSWEEP_DATABASE_URL", *conninfo}}, absl::StrCat(dir, "/scheduler", i, ".log"));
+        {{"NORMSWEEP_DATABASE_URL", conninfo_}}, absl::StrCat(dir, "/scheduler", i, ".log"));
     ASSERT_TRUE(p.ok()) << p.status();
     schedulers.push_back(*std::move(p));
   }
@@ -123,11 +118,7 @@ TEST(TwoSchedulersTest, EveryTrialIsLeasedExactlyOnce) {
           leased.push_back(resp.trial().id());
         }
         grpc::ClientContext fctx;
-        v1::FinishTrialRequest fin;
-        fin.set_worker_id(worker.worker_id());
-        fin.set_trial_id(resp.trial().id());
-        fin.set_attempt(resp.trial().attempts());
-        fin.set_outcome(v1::TRIAL_SUCCEEDED);
+        v1::FinishTrialRequest fin = testing::FinishOf(worker.worker_id(), resp.trial(), v1::TRIAL_SUCCEEDED);
         v1::FinishTrialResponse fresp;
         st = stub->FinishTrial(&fctx, fin, &fresp);
         if (!st.ok()) break;
