@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/sweep_expander.h"
 #include "tests/common/store_kinds.h"
+#include "tests/common/specs.h"
 
 namespace normsweep::db {
 namespace {
@@ -47,17 +48,7 @@ class BoundaryL0Test : public testing::BothStoresTest {
   // to the line's boundary (3.0 nats) and diverges above it. Returns the
   // sweep's id.
   int64_t RunSweep(L0 l0) {
-    v1::SweepSpec spec;
-    spec.set_name("l0");
-    spec.mutable_base()->set_d_model(64);
-    spec.mutable_base()->set_heads(4);
-    spec.mutable_base()->set_steps(100);
-    spec.add_placements("post");
-    spec.add_placements("pre");
-    spec.add_warmup_steps(0);
-    spec.add_seeds(0);
-    spec.mutable_boundary_search()->set_lr_min(1e-4);
-    spec.mutable_boundary_search()->set_lr_max(1e-1);
+    const v1::SweepSpec spec = testing::BoundarySpec("l0", /*seeds=*/1);
     auto trials = scheduler::ExpandSweep(spec);
     EXPECT_TRUE(trials.ok()) << trials.status();
     if (!trials.ok()) return 0;

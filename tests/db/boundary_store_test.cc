@@ -28,6 +28,7 @@
 #include "proto/schema/boundary_search.h"
 #include "scheduler/sweep_expander.h"
 #include "tests/common/fresh_database.h"
+#include "tests/common/specs.h"
 #include "tests/common/store_kinds.h"
 
 namespace normsweep::db {
@@ -47,21 +48,7 @@ const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
 const absl::Duration kLease = absl::Seconds(30);
 constexpr double kL0 = 5.8;
 
-v1::SweepSpec BoundarySpec(const std::string& name, int seeds = 1, int initial_points = 0) {
-  v1::SweepSpec spec;
-  spec.set_name(name);
-  spec.mutable_base()->set_d_model(64);
-  spec.mutable_base()->set_heads(4);
-  spec.mutable_base()->set_steps(100);
-  spec.add_placements("post");
-  spec.add_placements("pre");
-  spec.add_warmup_steps(0);
-  for (int s = 0; s < seeds; ++s) spec.add_seeds(s);
-  spec.mutable_boundary_search()->set_lr_min(1e-4);
-  spec.mutable_boundary_search()->set_lr_max(1e-1);
-  spec.mutable_boundary_search()->set_initial_points(initial_points);
-  return spec;
-}
+using testing::BoundarySpec;
 
 // A synthetic trainer: trains (3.0 nats, l0 5.8) up to the line's boundary,
 // diverges above it. Post-LN's boundary is lower than Pre-LN's.

@@ -12,6 +12,7 @@
 #include "proto/schema/boundary_search.h"
 #include "scheduler/sweep_expander.h"
 #include "scheduler/validation.h"
+#include "tests/common/specs.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -19,20 +20,11 @@ namespace {
 using ::testing::HasSubstr;
 
 v1::SweepSpec Boundary() {
-  v1::SweepSpec spec;
-  spec.set_name("boundary");
-  spec.mutable_base()->set_d_model(64);
-  spec.mutable_base()->set_heads(4);
-  spec.mutable_base()->set_steps(100);
-  spec.add_placements("post");
-  spec.add_placements("pre");
-  spec.add_warmup_steps(0);
+  v1::SweepSpec spec = testing::BoundarySpec("boundary", /*seeds=*/0);
   spec.add_warmup_steps(100);
   spec.add_warmup_steps(400);
   spec.add_seeds(1);
   spec.add_seeds(2);
-  spec.mutable_boundary_search()->set_lr_min(1e-4);
-  spec.mutable_boundary_search()->set_lr_max(1e-1);
   return spec;
 }
 

@@ -25,6 +25,7 @@
 #include "tests/common/grpc_reflection.h"
 #include "tests/common/fresh_database.h"
 #include "tests/common/in_process_scheduler.h"
+#include "tests/common/specs.h"
 #include "tests/common/requests.h"
 #include "trainer/config.h"
 
@@ -66,13 +67,8 @@ class GrpcApiTest : public testing::InProcessSchedulerTest {
     v1::SubmitSweepRequest r;
     r.set_request_id("good");
     v1::SweepSpec* s = r.mutable_spec();
-    s->set_name("xiong2020-small");
-    s->mutable_base()->set_d_model(64);
-    s->mutable_base()->set_heads(4);
+    *s = testing::SmallSpec("xiong2020-small");
     s->mutable_base()->set_steps(200);
-    s->add_placements("post");
-    s->add_placements("pre");
-    s->add_warmup_steps(0);
     s->add_warmup_steps(100);
     s->add_peak_lrs(5e-4);
     s->add_peak_lrs(1e-3);

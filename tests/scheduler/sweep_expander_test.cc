@@ -9,6 +9,7 @@
 #include "proto/schema/api_limits.h"
 #include "scheduler/sweep_expander_internal.h"
 #include "scheduler/validation.h"
+#include "tests/common/specs.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -16,14 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 
 v1::SweepSpec Grid() {
-  v1::SweepSpec spec;
-  spec.set_name("grid");
-  spec.mutable_base()->set_d_model(64);
-  spec.mutable_base()->set_heads(4);
-  spec.mutable_base()->set_steps(100);
-  spec.add_placements("post");
-  spec.add_placements("pre");
-  spec.add_warmup_steps(0);
+  v1::SweepSpec spec = testing::SmallSpec("grid");
   spec.add_warmup_steps(4000);
   spec.add_peak_lrs(1e-4);
   spec.add_peak_lrs(5e-4);
