@@ -44,15 +44,18 @@ absl::Status ExecScript(PgConnection& conn, std::string_view sql, const std::str
 
 // Drops the views of the set last created (reverse creation order), then
 // those of `views` that are left (views that a migration made: 0002 to 0013
-// created views before db/views existed).
+// created views before db/views existed). A name that is no view is left
+// alone (trial_metrics was a table up to 0005).
 absl::Status DropViews(PgConnection& conn, const std::vector<std::string>& last_created,
                        const std::vector<View>& views) {
   std::vector<std::string> names(last_created.rbegin(), last_created.rend());
   for (auto it = views.rbegin(); it != views.rend(); ++it) names.push_back(it->name);
-  std::set<std::string> dropped;
+  ASSIGN_OR_RETURN(PgResult existing, conn.Exec("SELECT viewname FROM pg_views WHERE schemaname = current_schema()"));
+  std::set<std::string> to_drop;
+  for (int i = 0; i < existing.rows(); ++i) to_drop.insert(existing.GetString(i, 0));
   for (const std::string& name : names) {
-    if (!dropped.insert(name).second) continue;
-    absl::Status status = conn.Exec(absl::StrCat("DROP VIEW IF EXISTS ", QuoteIdentifier(name))).status();
+    if (to_drop.erase(name) == 0) continue;  // no such view, or dropped already
+    absl::Status status = conn.Exec(absl::StrCat("DROP VIEW ", QuoteIdentifier(name))).status();
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("dropping view ", name, " to re-create the views of db/views (",
                                                       "a view outside db/views that reads it must go first): ",
