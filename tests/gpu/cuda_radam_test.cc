@@ -26,14 +26,7 @@ namespace {
 using testing::MaxRelativeError;
 
 ModelConfig Model() {
-  ModelConfig m;
-  m.placement = Placement::kPostLN;
-  m.layers = 3;
-  m.d_model = 64;
-  m.heads = 4;
-  m.d_ff = 128;
-  m.seq_len = 32;
-  return m;
+  return {.placement = Placement::kPostLN, .layers = 3, .d_model = 64, .heads = 4, .d_ff = 128, .seq_len = 32};
 }
 
 OptimizerConfig RAdam() {

@@ -33,16 +33,8 @@ namespace {
 using testing::MaxRelativeError;
 
 ModelConfig Model(Placement placement, Positions positions = Positions::kSinusoidal, float dropout = 0.0f) {
-  ModelConfig m;
-  m.placement = placement;
-  m.layers = 3;
-  m.d_model = 64;
-  m.heads = 4;
-  m.d_ff = 128;
-  m.seq_len = 32;
-  m.dropout = dropout;
-  m.positions = positions;
-  return m;
+  return {.placement = placement, .layers = 3, .d_model = 64, .heads = 4, .d_ff = 128, .seq_len = 32,
+          .dropout = dropout, .positions = positions};
 }
 
 std::unique_ptr<Backend> Make(const std::string& device, const ModelConfig& model, int batch,

@@ -251,13 +251,7 @@ void ExpectNear(const char* what, const std::optional<double>& fallback, const s
 TEST_P(KernelVariantsTest, TrainingRunsAgree) {
   for (Placement p : {Placement::kPostLN, Placement::kPreLN}) {
     TrainSettings s;
-    s.model.placement = p;
-    s.model.layers = 2;
-    s.model.d_model = 72;
-    s.model.heads = 4;
-    s.model.d_ff = 144;
-    s.model.seq_len = 37;
-    s.model.dropout = 0.1f;
+    s.model = {.placement = p, .layers = 2, .d_model = 72, .heads = 4, .d_ff = 144, .seq_len = 37, .dropout = 0.1f};
     s.batch_size = 6;
     s.steps = 20;
     s.schedule.peak_lr = 3e-3;

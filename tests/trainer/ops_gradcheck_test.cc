@@ -30,6 +30,17 @@ double Dot(const std::vector<float>& a, const std::vector<float>& b) {
   return s;
 }
 
+// d loss / d x by central differences: x moved by +-eps, then restored.
+double NumericGradient(float& x, float eps, const std::function<double()>& loss) {
+  const float keep = x;
+  x = keep + eps;
+  const double up = loss();
+  x = keep - eps;
+  const double down = loss();
+  x = keep;
+  return (up - down) / (2.0 * eps);
+}
+
 // Checks d loss / d x[i] for every i (or a strided subset) against `analytic`.
 void CheckGradient(const char* what, std::vector<float>& x, const std::vector<float>& analytic,
                    const std::function<double()>& loss, float eps = 1e-2f, double tol = 2e-2, size_t stride = 1) {
@@ -39,13 +50,7 @@ void CheckGradient(const char* what, std::vector<float>& x, const std::vector<fl
   ASSERT_GT(max_abs, 0.0) << what << ": gradient is all zero";
   int checked = 0;
   for (size_t i = 0; i < x.size(); i += stride) {
-    const float keep = x[i];
-    x[i] = keep + eps;
-    const double up = loss();
-    x[i] = keep - eps;
-    const double down = loss();
-    x[i] = keep;
-    const double numeric = (up - down) / (2.0 * eps);
+    const double numeric = NumericGradient(x[i], eps, loss);
     // Relative to the gradient's overall scale, so tiny entries do not dominate.
     EXPECT_NEAR(numeric, analytic[i], tol * max_abs + 1e-4) << what << " index " << i;
     ++checked;
@@ -239,13 +244,7 @@ TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
       const size_t i = (k * 7919 + 13) % t.size;
       const size_t at = t.offset + i;
       if (t.name == "tok_emb.weight" && grads[at] == 0.0f) continue;
-      const float keep = params[at];
-      params[at] = keep + eps;
-      const double up = loss();
-      params[at] = keep - eps;
-      const double down = loss();
-      params[at] = keep;
-      const double numeric = (up - down) / (2 * eps);
+      const double numeric = NumericGradient(params[at], eps, loss);
       EXPECT_NEAR(numeric, grads[at], 3e-2 * max_abs + 2e-4) << t.name << "[" << i << "]";
     }
   }

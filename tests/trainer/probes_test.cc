@@ -41,11 +41,7 @@ TEST(ProbesTest, LayerNormJacobianScalesAsSqrtDOverNorm) {
 
 TEST(ProbesTest, GradientNormsAtInitializationShowFigure3sTrends) {
   GradNormsOptions o;
-  o.model.layers = 6;
-  o.model.d_model = 64;
-  o.model.heads = 4;
-  o.model.d_ff = 256;
-  o.model.seq_len = 32;
+  o.model = {.layers = 6, .d_model = 64, .heads = 4, .d_ff = 256, .seq_len = 32};
   o.batch_size = 8;
   o.seeds = 4;
   o.depths = {6, 14};

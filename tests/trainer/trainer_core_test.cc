@@ -117,14 +117,7 @@ TEST(DataTest, MissingOrTinyFileNamesDataFile) {
 // ---- safetensors and checkpoints ----
 
 ModelConfig SmallModel(Placement p) {
-  ModelConfig m;
-  m.placement = p;
-  m.layers = 2;
-  m.d_model = 16;
-  m.heads = 2;
-  m.d_ff = 24;
-  m.seq_len = 8;
-  return m;
+  return {.placement = p, .layers = 2, .d_model = 16, .heads = 2, .d_ff = 24, .seq_len = 8};
 }
 
 TEST(CheckpointTest, RoundTripWithOptimizerState) {
@@ -209,18 +202,15 @@ class RecordingSink : public EventSink {
 };
 
 TrainSettings SmallRun(Placement p, int steps) {
-  TrainSettings s;
-  s.model = SmallModel(p);
+  TrainSettings s{.model = SmallModel(p),
+                  .schedule = {.peak_lr = 3e-3, .warmup_steps = 5, .total_steps = steps},
+                  .batch_size = 8,
+                  .steps = steps,
+                  .eval_every = 10,
+                  .eval_batches = 2,
+                  .seed = 11,
+                  .threads = 2};
   s.model.seq_len = 16;
-  s.batch_size = 8;
-  s.steps = steps;
-  s.schedule.peak_lr = 3e-3;
-  s.schedule.warmup_steps = 5;
-  s.schedule.total_steps = steps;
-  s.eval_every = 10;
-  s.eval_batches = 2;
-  s.threads = 2;
-  s.seed = 11;
   return s;
 }
 
