@@ -33,8 +33,8 @@ void ProcessTest::SetUp() {
 }
 
 void ProcessTest::TearDown() {
-  workers_.clear();  // SIGKILL whatever is still running
-  schedulers_.clear();
+  started_workers_.clear();  // SIGKILL whatever is still running
+  started_schedulers_.clear();
   if (dir_.empty() || (!HasFailure() && std::getenv("NORMSWEEP_TEST_SHOW_LOGS") == nullptr)) return;
   std::vector<std::string> logs;
   std::error_code ec;
@@ -59,7 +59,7 @@ SchedulerProcess* ProcessTest::StartScheduler(const std::vector<std::string>& ex
     ADD_FAILURE() << s.status();
     return nullptr;
   }
-  return &schedulers_.emplace_back(*std::move(s));
+  return &started_schedulers_.emplace_back(*std::move(s));
 }
 
 Subprocess* ProcessTest::StartWorker(const std::string& name, const std::string& scheduler, int cpu_slots,
@@ -80,7 +80,7 @@ Subprocess* ProcessTest::StartWorker(const std::string& name, const std::string&
     ADD_FAILURE() << "worker " << name << ": " << w.status();
     return nullptr;
   }
-  return &workers_.emplace_back(*std::move(w));
+  return &started_workers_.emplace_back(*std::move(w));
 }
 
 CommandResult ProcessTest::Cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,

@@ -63,8 +63,8 @@ class ProcessTest : public ::testing::Test {
   const bool with_database_;
   int commands_ = 0;
   // Deques: what Start* hands out stays where it is.
-  std::deque<SchedulerProcess> schedulers_;
-  std::deque<Subprocess> workers_;
+  std::deque<SchedulerProcess> started_schedulers_;
+  std::deque<Subprocess> started_workers_;
 };
 
 }  // namespace normsweep::testing

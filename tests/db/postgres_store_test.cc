@@ -83,6 +83,25 @@ std::vector<v1::Trial> LeaseTrials(Store& store, int64_t w, int n, absl::Duratio
   return leased;
 }
 
+// A store on a new database holding a sweep of n trials (CreateSweepOf),
+// all leased by worker "w" for `term`. Fails fatally: call it through
+// ASSERT_NO_FATAL_FAILURE.
+struct LeasedStore {
+  std::string conninfo;
+  std::unique_ptr<Store> store;
+  int64_t worker = 0;
+  std::vector<v1::Trial> trials;
+};
+void OpenLeasedStore(const std::string& name, int n, absl::Duration term, LeasedStore* s) {
+  s->conninfo = NewDatabase(name);
+  s->store = OpenStore(s->conninfo);
+  ASSERT_NE(s->store, nullptr);
+  ASSERT_TRUE(CreateSweepOf(*s->store, name, n, 1).ok());
+  s->worker = RegisterWorker(*s->store);
+  s->trials = LeaseTrials(*s->store, s->worker, n, term);
+  ASSERT_EQ(s->trials.size(), static_cast<size_t>(n));
+}
+
 TEST(SplitSqlStatementsTest, SplitsOutsideQuotesAndComments) {
   EXPECT_THAT(SplitSqlStatements("SELECT 1; SELECT 'a;b';\n-- c; d\nSELECT $$x;y$$;\n-- end\n"),
               ElementsAre("SELECT 1", " SELECT 'a;b'", "\n-- c; d\nSELECT $$x;y$$"));
@@ -452,14 +471,12 @@ TEST(ProgressRaceTest, SameBatchesThroughTwoStoresStoredOnce) {
 // row of arrays, the rest (an evaluation that missed its step's batch, a
 // re-sent batch) step by step with only what the batches lack.
 TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
-  const std::string conninfo = NewDatabase("storage");
-  std::unique_ptr<Store> store = OpenStore(conninfo);
-  ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(CreateSweepOf(*store, "storage", 1, 1).ok());
-  const int64_t w = RegisterWorker(*store);
-  const std::vector<v1::Trial> leased = LeaseTrials(*store, w, 1, absl::Minutes(1));
-  ASSERT_EQ(leased.size(), 1u);
-  const v1::Trial t = leased[0];
+  LeasedStore s;
+  ASSERT_NO_FATAL_FAILURE(OpenLeasedStore("storage", 1, absl::Minutes(1), &s));
+  const std::string& conninfo = s.conninfo;
+  Store* store = s.store.get();
+  const int64_t w = s.worker;
+  const v1::Trial t = s.trials[0];
   auto send = [&](int first, int last, int eval_step) {
     v1::ReportProgressRequest req = testing::ProgressOf(w, t);
     for (int step = first; step <= last; ++step) {
@@ -500,13 +517,12 @@ TEST(MetricStorageTest, NewStepsBecomeOneRowAndOnlyTheRestGoesStepByStep) {
 // l0) and trials.init_val_loss; batches stored before migration 0011 have no
 // output_log_z array and still read.
 TEST(DiagnosticsStorageTest, TypedColumnsQueryableByTrialStepAndLayer) {
-  const std::string conninfo = NewDatabase("diagnostics");
-  std::unique_ptr<Store> store = OpenStore(conninfo);
-  ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(CreateSweepOf(*store, "diagnostics", 2, 1).ok());
-  const int64_t w = RegisterWorker(*store);
-  const std::vector<v1::Trial> trials = LeaseTrials(*store, w, 2, absl::Minutes(1));
-  ASSERT_EQ(trials.size(), 2u);
+  LeasedStore s;
+  ASSERT_NO_FATAL_FAILURE(OpenLeasedStore("diagnostics", 2, absl::Minutes(1), &s));
+  const std::string& conninfo = s.conninfo;
+  Store* store = s.store.get();
+  const int64_t w = s.worker;
+  const std::vector<v1::Trial>& trials = s.trials;
   // Trial 0: evaluations at steps 0, 10, 20 of 3 blocks; block l's logit at
   // step s is 10 * trial + l + s / 10, its fc2 ratio (s + l) / 1000.
   for (int k = 0; k < 2; ++k) {

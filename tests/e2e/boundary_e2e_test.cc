@@ -18,70 +18,23 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/schema/boundary_search.h"
-#include "tests/common/postgres_instance.h"
-#include "tests/common/scheduler_process.h"
-#include "tests/common/subprocess.h"
+#include "tests/e2e/stack_test.h"
 
 namespace normsweep {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class BoundaryEndToEndTest : public ::testing::Test {
+class BoundaryEndToEndTest : public testing::StackTest {
  protected:
-  void SetUp() override {
-    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
-    ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
-    bin_ = bin;
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    static int run = 0;  // --repeat runs the test again in one process
-    const std::string name = absl::StrCat("boundary_e2e_", ++run);
-    auto conninfo = (*pg)->CreateDatabase(name);
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    dir_ = absl::StrCat((*pg)->dir(), "/", name);
-    ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
-    auto s = testing::StartScheduler(bin_, *conninfo, dir_);
-    ASSERT_TRUE(s.ok()) << s.status();
-    scheduler_.emplace(*std::move(s));
-    client_ = std::make_unique<client::SweepClient>(scheduler_->address());
+  // Two one-slot workers against this test's scheduler.
+  void StartWorkers() {
+    for (const char* name : {"w1", "w2"}) ASSERT_NE(StartWorker(name, scheduler_->address()), nullptr);
   }
-
-  testing::Subprocess StartWorker(const std::string& name) {
-    auto w = testing::Subprocess::Start(
-        {bin_ + "/worker/normsweep-worker", "--scheduler", scheduler_->address(), "--name", name, "--cpu-slots", "1",
-         "--threads-per-slot", "1", "--trainer", bin_ + "/trainer/normsweep-train", "--work-dir", dir_ + "/" + name,
-         "--metrics-port", "0", "--grace-period-s", "2"},
-        {}, dir_ + "/" + name + ".log");
-    EXPECT_TRUE(w.ok()) << w.status();
-    return *std::move(w);
-  }
-
-  std::pair<int, std::string> Cli(const std::vector<std::string>& args, double timeout_s = 120) {
-    static int n = 0;
-    const std::string log = absl::StrCat(dir_, "/cli-", n++, ".out");
-    std::vector<std::string> argv = {bin_ + "/client/normsweep"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto p = testing::Subprocess::Start(argv, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}}, log);
-    EXPECT_TRUE(p.ok());
-    const int code = p->Wait(timeout_s);
-    return {code, ReadFile(log)};
-  }
-
-  std::string bin_, dir_;
-  std::optional<testing::SchedulerProcess> scheduler_;
-  std::unique_ptr<client::SweepClient> client_;
 };
 
 TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
-  testing::Subprocess w1 = StartWorker("w1"), w2 = StartWorker("w2");
+  ASSERT_NO_FATAL_FAILURE(StartWorkers());
   // A tiny model, 40 steps: the low end trains too slowly to get 0.5 nats
   // below l0, the middle trains, the top end diverges or stalls. Three
   // decades at resolution 2: 4 coarse trials and at most 2 bisections a line.
@@ -163,11 +116,9 @@ TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
 TEST_F(BoundaryEndToEndTest, DISABLED_PaperModelBoundary) {
   const char* corpus = std::getenv("NORMSWEEP_CORPUS");
   if (corpus == nullptr) GTEST_SKIP() << "NORMSWEEP_CORPUS: the training text";
-  testing::Subprocess w1 = StartWorker("w1"), w2 = StartWorker("w2");
-  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartWorkers());
   const absl::Time start = absl::Now();
-  auto [code, out] = Cli({"submit", std::string(src) + "/deploy/sweeps/boundary.yaml", "--set",
+  auto [code, out] = Cli({"submit", src_ + "/deploy/sweeps/boundary.yaml", "--set",
                           absl::StrCat("data_file=", corpus)});
   ASSERT_EQ(code, 0) << out;
   int64_t id = 0;

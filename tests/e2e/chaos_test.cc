@@ -40,8 +40,9 @@
 #include "gtest/gtest.h"
 #include "client/sweep_client.h"
 #include "tests/common/postgres_instance.h"
+#include "tests/common/process_test.h"
+#include "tests/common/read_file.h"
 #include "tests/common/scheduler_process.h"
-#include "tests/common/subprocess.h"
 #include "tests/common/trainer_processes.h"
 
 namespace normsweep {
@@ -87,12 +88,7 @@ bool IsFinal(v1::TrialState s) {
   return s == v1::TRIAL_SUCCEEDED || s == v1::TRIAL_DIVERGED || s == v1::TRIAL_FAILED || s == v1::TRIAL_CANCELLED;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.2f s", absl::ToDoubleSeconds(d)); }
 
@@ -345,12 +341,13 @@ Recovery Measure(const std::vector<Poll>& polls, const Fault& f) {
 
 // ---- the test ----
 
-class ChaosTest : public ::testing::Test {
+// A server of its own (one it crashes), not the shared one.
+class ChaosTest : public testing::ProcessTest {
  protected:
+  ChaosTest() : ProcessTest(/*with_database=*/false) {}
+
   void SetUp() override {
-    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
-    ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
-    bin_ = bin;
+    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
     // Crashes must not lose commits the schedulers were told of:
     // synchronous_commit stays on (see PostgresInstanceOptions).
     testing::PostgresInstanceOptions options;
@@ -375,14 +372,8 @@ class ChaosTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    ProcessTest::TearDown();  // the workers' and the schedulers' logs
     if (pg_ == nullptr || (!HasFailure() && std::getenv("NORMSWEEP_TEST_SHOW_LOGS") == nullptr)) return;
-    std::vector<std::string> logs = {"s0/scheduler.log", "s1/scheduler.log"};
-    for (int i = 0; i < kWorkers; ++i) logs.push_back(absl::StrCat("w", i, ".log"));
-    for (const std::string& name : logs) {
-      std::string s = ReadFile(dir_ + "/" + name);
-      if (s.size() > 5000) s = "..." + s.substr(s.size() - 5000);
-      std::printf("---- %s ----\n%s\n", name.c_str(), s.c_str());
-    }
     std::string s = ReadFile(pg_->dir() + "/postgres.log");
     if (s.size() > 3000) s = "..." + s.substr(s.size() - 3000);
     std::printf("---- postgres.log ----\n%s\n", s.c_str());
@@ -401,14 +392,8 @@ class ChaosTest : public ::testing::Test {
   }
 
   void StartWorker(int i) {
-    const std::string name = absl::StrCat("w", i);
-    auto w = testing::Subprocess::Start(
-        {bin_ + "/worker/normsweep-worker", "--scheduler", i % 2 == 0 ? Target(0, 1) : Target(1, 0), "--name", name,
-         "--cpu-slots", "1", "--threads-per-slot", "1", "--trainer", bin_ + "/trainer/normsweep-train",
-         "--work-dir", dir_ + "/" + name, "--metrics-port", "0", "--grace-period-s", "2"},
-        {}, dir_ + "/" + name + ".log");
-    ASSERT_TRUE(w.ok()) << w.status();
-    workers_[i].emplace(*std::move(w));
+    workers_[i] = ProcessTest::StartWorker(absl::StrCat("w", i), i % 2 == 0 ? Target(0, 1) : Target(1, 0));
+    ASSERT_NE(workers_[i], nullptr);
   }
 
   int WorkerIndex(pid_t pid) const {
@@ -482,11 +467,10 @@ class ChaosTest : public ::testing::Test {
     return std::nullopt;
   }
 
-  std::string bin_, dir_, conninfo_;
   std::unique_ptr<testing::PostgresInstance> pg_;
   int ports_[2] = {0, 0};
   std::optional<testing::SchedulerProcess> schedulers_[2];
-  std::optional<testing::Subprocess> workers_[kWorkers];
+  testing::Subprocess* workers_[kWorkers] = {};  // started through ProcessTest, which stops them
   std::unique_ptr<client::SweepClient> client_;
   std::map<int64_t, int> hits_;  // faults per trial (the target of each)
 };
@@ -566,7 +550,7 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
                               target->attempt, " at step ", target->step, "; started again");
         EXPECT_EQ(workers_[i]->Stop(SIGKILL), 128 + SIGKILL);
         f.done = absl::Now();
-        workers_[i].reset();
+        workers_[i] = nullptr;
         ASSERT_NO_FATAL_FAILURE(StartWorker(i));
         break;
       }

@@ -1,7 +1,6 @@
 // The whole stack end to end, as a user runs it: a throwaway PostgreSQL, a
 // real normsweep-scheduler, normsweep-worker processes running the real
 // normsweep-train, and the normsweep CLI. Tiny models keep it quick.
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,27 +21,19 @@
 #include "gtest/gtest.h"
 #include "client/sweep_client.h"
 #include "db/pg_connection.h"
+#include "tests/common/fresh_database.h"
 #include "tests/common/http_get.h"
-#include "tests/common/postgres_instance.h"
-#include "tests/common/scheduler_process.h"
-#include "tests/common/subprocess.h"
+#include "tests/common/process_test.h"
+#include "tests/e2e/stack_test.h"
+#include "tests/common/trainer_processes.h"
 
 namespace normsweep {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::CommandResult;
+using testing::CountTrainers;
 
 // A sweep file over placements x warm-ups x lrs, one seed, a tiny model
 // unless `model` says otherwise.
@@ -54,68 +45,12 @@ std::string SweepYaml(const std::string& name, int steps, const std::string& war
                       ", eval_every: 10, eval_batches: 2}\n");
 }
 
-// normsweep-train processes whose command line mentions `needle`.
-int CountTrainers(const std::string& needle) {
-  int n = 0;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return -1;
-  while (dirent* e = readdir(proc)) {
-    int pid;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
-    const std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (absl::EndsWith(argv0, "normsweep-train") && absl::StrContains(cmdline, needle)) ++n;
-  }
-  closedir(proc);
-  return n;
-}
-
-class EndToEndTest : public ::testing::Test {
+class EndToEndTest : public testing::StackTest {
  protected:
-  void SetUp() override {
-    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
-    ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
-    bin_ = bin;
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    const std::string name = absl::AsciiStrToLower(::testing::UnitTest::GetInstance()->current_test_info()->name());
-    auto conninfo = (*pg)->CreateDatabase("e2e_" + name);
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    conninfo_ = *conninfo;
-    dir_ = absl::StrCat((*pg)->dir(), "/e2e_", name);
-    ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
-    auto s = testing::StartScheduler(bin_, *conninfo, dir_);
-    ASSERT_TRUE(s.ok()) << s.status();
-    scheduler_.emplace(*std::move(s));
-    client_ = std::make_unique<client::SweepClient>(scheduler_->address());
-  }
-
-  // metrics_port 0: no /metrics.
-  testing::Subprocess StartWorker(const std::string& name, int slots, int metrics_port = 0) {
-    auto w = testing::Subprocess::Start(
-        {bin_ + "/worker/normsweep-worker", "--scheduler", scheduler_->address(), "--name", name, "--cpu-slots",
-         std::to_string(slots), "--threads-per-slot", "1", "--trainer", bin_ + "/trainer/normsweep-train",
-         "--work-dir", dir_ + "/" + name, "--metrics-port", std::to_string(metrics_port), "--grace-period-s", "2"},
-        {}, dir_ + "/" + name + ".log");
-    EXPECT_TRUE(w.ok()) << w.status();
-    return *std::move(w);
-  }
-
-  // Runs the normsweep CLI against this test's scheduler.
-  CommandResult Cli(std::vector<std::string> args, double timeout_s = 120, bool with_scheduler = true) {
-    static int n = 0;
-    const std::string log = absl::StrCat(dir_, "/cli-", n++, ".out");
-    std::vector<std::string> argv = {bin_ + "/client/normsweep"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::map<std::string, std::string> env;
-    if (with_scheduler) env["NORMSWEEP_SCHEDULER"] = scheduler_->address();
-    auto p = testing::Subprocess::Start(argv, env, log);
-    EXPECT_TRUE(p.ok());
-    CommandResult r;
-    r.exit_code = p->Wait(timeout_s);
-    r.output = ReadFile(log);
-    return r;
+  // A worker against this test's scheduler; metrics_port 0: no /metrics.
+  testing::Subprocess* StartWorker(const std::string& name, int slots, int metrics_port = 0) {
+    return ProcessTest::StartWorker(name, scheduler_->address(), slots,
+                                    {absl::StrCat("--metrics-port=", metrics_port)});
   }
 
   int64_t SubmitFile(const std::string& yaml) {
@@ -175,9 +110,7 @@ class EndToEndTest : public ::testing::Test {
 
   // A connection to this test's database, for what only SQL shows.
   std::unique_ptr<db::PgConnection> Sql() {
-    db::PgConnectOptions options;
-    options.conninfo = conninfo_;
-    auto conn = db::PgConnection::Connect(options);
+    auto conn = testing::Connect(conninfo_);
     EXPECT_TRUE(conn.ok()) << conn.status();
     return conn.ok() ? *std::move(conn) : nullptr;
   }
@@ -223,15 +156,13 @@ class EndToEndTest : public ::testing::Test {
     EXPECT_DOUBLE_EQ(t.trial().result().init_val_loss(), t.metrics(0).val_loss()) << "trial " << trial_id;
   }
 
-  std::string bin_, dir_, conninfo_;
   int files_ = 0;
-  std::optional<testing::SchedulerProcess> scheduler_;
-  std::unique_ptr<client::SweepClient> client_;
 };
 
 TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
   const int metrics_port = testing::FreePort();
-  testing::Subprocess w1 = StartWorker("w1", 1, metrics_port), w2 = StartWorker("w2", 1);
+  ASSERT_NE(StartWorker("w1", 1, metrics_port), nullptr);
+  ASSERT_NE(StartWorker("w2", 1), nullptr);
   // Both workers must be registered before the sweep exists, and a trial
   // must take longer than an idle worker's poll interval (at most 2 s)
   // divided by the trials one worker can run meanwhile: with 0.1 s trials
@@ -315,7 +246,8 @@ TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
 }
 
 TEST_F(EndToEndTest, KilledWorkersTrialIsReleasedAndFinishesElsewhere) {
-  testing::Subprocess doomed = StartWorker("doomed", 1);
+  testing::Subprocess* doomed = StartWorker("doomed", 1);
+  ASSERT_NE(doomed, nullptr);
   // One trial of a few seconds.
   constexpr int kSteps = 1500;
   const int64_t id = SubmitFile(
@@ -325,8 +257,8 @@ TEST_F(EndToEndTest, KilledWorkersTrialIsReleasedAndFinishesElsewhere) {
     std::vector<v1::Trial> t = ListTrials(id);
     return !t.empty() && t[0].last_step() >= 50;
   }, 60));
-  doomed.Stop(SIGKILL);
-  testing::Subprocess rescuer = StartWorker("rescuer", 1);
+  doomed->Stop(SIGKILL);
+  ASSERT_NE(StartWorker("rescuer", 1), nullptr);
   ASSERT_TRUE(WaitFor(id, [](const v1::Sweep& s) { return s.state() == v1::SWEEP_COMPLETED; }, 180))
       << GetSweep(id).ShortDebugString();
   const std::vector<v1::Trial> trials = ListTrials(id);
@@ -339,7 +271,8 @@ TEST_F(EndToEndTest, KilledWorkersTrialIsReleasedAndFinishesElsewhere) {
 }
 
 TEST_F(EndToEndTest, CancelDuringARunStopsEveryTrial) {
-  testing::Subprocess w1 = StartWorker("c1", 1), w2 = StartWorker("c2", 1);
+  ASSERT_NE(StartWorker("c1", 1), nullptr);
+  ASSERT_NE(StartWorker("c2", 1), nullptr);
   const int64_t id = SubmitFile(SweepYaml("cancel", 100000, "0, 10", "1e-3, 3e-3"));
   ASSERT_TRUE(WaitFor(id, [](const v1::Sweep& s) { return s.counts().running() >= 2; }, 60));
   const absl::Time started = absl::Now() + absl::Seconds(30);

@@ -26,9 +26,7 @@
 #include "gtest/gtest.h"
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "tests/common/http_get.h"
-#include "tests/common/postgres_instance.h"
-#include "tests/common/scheduler_process.h"
-#include "tests/common/subprocess.h"
+#include "tests/common/process_test.h"
 
 namespace normsweep {
 namespace {
@@ -38,60 +36,33 @@ using ::testing::Not;
 
 using testing::FreePort;
 
-class WorkerIntegrationTest : public ::testing::Test {
+class WorkerIntegrationTest : public testing::ProcessTest {
  protected:
-  void SetUp() override { StartScheduler(/*port=*/0, /*lease_seconds=*/2); }
-  void TearDown() override { ShowLogsOnFailure(); }
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
+    StartScheduler(/*port=*/0, /*lease_seconds=*/2);
+  }
 
   void StartScheduler(int port, int lease_seconds) {
-    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
-    ASSERT_NE(bin, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
-    bin_ = bin;
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    const std::string db = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    if (conninfo_.empty()) {
-      auto conninfo = (*pg)->CreateDatabase(absl::AsciiStrToLower(db));
-      ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-      conninfo_ = *conninfo;
-    }
-    dir_ = absl::StrCat((*pg)->dir(), "/", db);
-    ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
-    auto s = testing::StartScheduler(bin_, conninfo_, dir_,
-                                     {absl::StrCat("--port=", port), absl::StrCat("--lease_seconds=", lease_seconds)});
-    ASSERT_TRUE(s.ok()) << s.status();
-    grpc_port_ = s->grpc_port;
-    scheduler_.emplace(std::move(s->process));
+    scheduler_ = ProcessTest::StartScheduler(
+        {absl::StrCat("--port=", port), absl::StrCat("--lease_seconds=", lease_seconds)});
+    ASSERT_NE(scheduler_, nullptr);
+    grpc_port_ = scheduler_->grpc_port;
     sweeps_ = v1::SweepService::NewStub(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_), grpc::InsecureChannelCredentials()));
   }
 
-  void ShowLogsOnFailure() {
-    if (!HasFailure() && std::getenv("NORMSWEEP_TEST_SHOW_LOGS") == nullptr) return;
-    // The logs live in the throwaway PostgreSQL's directory: show them now.
-    for (const char* name : {"w1", "w2", "w3", "scheduler"}) {
-      std::ifstream in(absl::StrCat(dir_, "/", name, ".log"));
-      if (!in) continue;
-      std::stringstream text;
-      text << in.rdbuf();
-      std::string s = text.str();
-      if (s.size() > 6000) s = "..." + s.substr(s.size() - 6000);
-      std::printf("---- %s.log ----\n%s\n", name, s.c_str());
-    }
+  // Two slots; a trainer that outlives SIGTERM by 2 s is killed.
+  testing::Subprocess* StartWorker(const std::string& name, int metrics_port, const std::string& grace) {
+    return ProcessTest::StartWorker(name, absl::StrCat("127.0.0.1:", grpc_port_), 2,
+                                    {absl::StrCat("--metrics-port=", metrics_port), "--grace-period-s=" + grace,
+                                     "--kill-after-s=2"});
   }
 
-  testing::Subprocess StartWorker(const std::string& name, int metrics_port, const std::string& grace) {
-    auto w = testing::Subprocess::Start(
-        {bin_ + "/worker/normsweep-worker", absl::StrCat("--scheduler=127.0.0.1:", grpc_port_), "--name", name,
-         "--cpu-slots", "2", "--threads-per-slot", "1", "--trainer", bin_ + "/trainer/normsweep-train",
-         "--work-dir", dir_ + "/" + name, absl::StrCat("--metrics-port=", metrics_port),
-         "--grace-period-s", grace, "--kill-after-s", "2"},
-        {}, dir_ + "/" + name + ".log");
-    EXPECT_TRUE(w.ok()) << w.status();
-    return *std::move(w);
-  }
-
-  v1::SweepSpec TinySpec(const std::string& name, int steps) {
+  // A tiny model, steps long: post/pre x warm-up {0, 5} (warm-up 0 only
+  // with only_warmup_0; only `placement` when it is given), lr 1e-3, seed 0.
+  v1::SweepSpec TinySpec(const std::string& name, int steps, bool only_warmup_0 = false,
+                         const std::string& placement = "") {
     v1::SweepSpec spec;
     spec.set_name(name);
     v1::TrainConfig* base = spec.mutable_base();
@@ -103,63 +74,70 @@ class WorkerIntegrationTest : public ::testing::Test {
     base->set_steps(steps);
     base->set_eval_every(10);
     base->set_eval_batches(2);
-    spec.add_placements("post");
-    spec.add_placements("pre");
+    if (placement.empty()) {
+      spec.add_placements("post");
+      spec.add_placements("pre");
+    } else {
+      spec.add_placements(placement);
+    }
     spec.add_warmup_steps(0);
-    spec.add_warmup_steps(5);
+    if (!only_warmup_0) spec.add_warmup_steps(5);
     spec.add_peak_lrs(1e-3);
     spec.add_seeds(0);
     return spec;
   }
 
-  v1::Sweep Submit(const v1::SweepSpec& spec) {
+  // One SweepService call; a failed one fails the test.
+  template <typename Request, typename Response>
+  Response Call(grpc::Status (v1::SweepService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                const Request& request) {
     grpc::ClientContext ctx;
+    Response response;
+    const grpc::Status st = (sweeps_.get()->*method)(&ctx, request, &response);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return response;
+  }
+
+  v1::Sweep Submit(const v1::SweepSpec& spec) {
     v1::SubmitSweepRequest req;
     *req.mutable_spec() = spec;
-    v1::SubmitSweepResponse resp;
-    grpc::Status st = sweeps_->SubmitSweep(&ctx, req, &resp);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return resp.sweep();
+    return Call(&v1::SweepService::Stub::SubmitSweep, req).sweep();
   }
 
   v1::Sweep GetSweep(int64_t id) {
-    grpc::ClientContext ctx;
     v1::GetSweepRequest req;
     req.set_sweep_id(id);
-    v1::GetSweepResponse resp;
-    EXPECT_TRUE(sweeps_->GetSweep(&ctx, req, &resp).ok());
-    return resp.sweep();
+    return Call(&v1::SweepService::Stub::GetSweep, req).sweep();
   }
 
   std::vector<v1::Trial> ListTrials(int64_t sweep_id) {
-    grpc::ClientContext ctx;
     v1::ListTrialsRequest req;
     req.set_sweep_id(sweep_id);
-    v1::ListTrialsResponse resp;
-    EXPECT_TRUE(sweeps_->ListTrials(&ctx, req, &resp).ok());
+    const v1::ListTrialsResponse resp = Call(&v1::SweepService::Stub::ListTrials, req);
     return {resp.trials().begin(), resp.trials().end()};
   }
 
   v1::GetTrialResponse GetTrial(int64_t id) {
-    grpc::ClientContext ctx;
     v1::GetTrialRequest req;
     req.set_trial_id(id);
-    v1::GetTrialResponse resp;
-    EXPECT_TRUE(sweeps_->GetTrial(&ctx, req, &resp).ok());
-    return resp;
+    return Call(&v1::SweepService::Stub::GetTrial, req);
   }
 
-  std::string bin_;
-  std::string dir_;
-  std::string conninfo_;
+  void Cancel(int64_t sweep_id) {
+    v1::CancelSweepRequest req;
+    req.set_sweep_id(sweep_id);
+    Call(&v1::SweepService::Stub::CancelSweep, req);
+  }
+
   int grpc_port_ = 0;
-  std::optional<testing::Subprocess> scheduler_;
+  testing::SchedulerProcess* scheduler_ = nullptr;
   std::unique_ptr<v1::SweepService::Stub> sweeps_;
 };
 
 TEST_F(WorkerIntegrationTest, TinySweepRunsToCompletionWithEveryMetricStored) {
   const int metrics_port = FreePort();
-  testing::Subprocess worker = StartWorker("w1", metrics_port, "5");
+  testing::Subprocess* worker = StartWorker("w1", metrics_port, "5");
+  ASSERT_NE(worker, nullptr);
   const v1::Sweep sweep = Submit(TinySpec("tiny", 20));
   ASSERT_EQ(sweep.trial_count(), 4);
 
@@ -229,17 +207,13 @@ TEST_F(WorkerIntegrationTest, TinySweepRunsToCompletionWithEveryMetricStored) {
       std::printf("%s\n", std::string(line).c_str());
     }
   }
-  EXPECT_EQ(worker.Stop(SIGTERM), 0);  // idle: drains at once
+  EXPECT_EQ(worker->Stop(SIGTERM), 0);  // idle: drains at once
 }
 
 TEST_F(WorkerIntegrationTest, SigtermHandsBackTrialsPastTheGracePeriod) {
-  testing::Subprocess worker = StartWorker("w2", 0, "0.3");
-  v1::SweepSpec spec = TinySpec("long", 1000000);
-  spec.clear_warmup_steps();
-  spec.add_warmup_steps(0);
-  spec.clear_placements();
-  spec.add_placements("pre");  // one trial
-  const v1::Sweep sweep = Submit(spec);
+  testing::Subprocess* worker = StartWorker("w2", 0, "0.3");
+  ASSERT_NE(worker, nullptr);
+  const v1::Sweep sweep = Submit(TinySpec("long", 1000000, /*only_warmup_0=*/true, "pre"));  // one trial
   ASSERT_EQ(sweep.trial_count(), 1);
   // Running with progress stored.
   v1::Trial trial;
@@ -251,7 +225,7 @@ TEST_F(WorkerIntegrationTest, SigtermHandsBackTrialsPastTheGracePeriod) {
   }
   ASSERT_EQ(trial.state(), v1::TRIAL_RUNNING);
   const absl::Time stop = absl::Now();
-  EXPECT_EQ(worker.Stop(SIGTERM), 0);
+  EXPECT_EQ(worker->Stop(SIGTERM), 0);
   EXPECT_LT(absl::Now() - stop, absl::Seconds(5));
   // No FinishTrial: the lease (2 s) expires and the trial is PENDING again.
   const absl::Time requeue_deadline = absl::Now() + absl::Seconds(10);
@@ -263,11 +237,7 @@ TEST_F(WorkerIntegrationTest, SigtermHandsBackTrialsPastTheGracePeriod) {
   EXPECT_EQ(trial.state(), v1::TRIAL_PENDING);
   EXPECT_EQ(trial.attempts(), 1);
   EXPECT_GE(trial.last_step(), 5);
-  grpc::ClientContext ctx;
-  v1::CancelSweepRequest cancel;
-  cancel.set_sweep_id(sweep.id());
-  v1::CancelSweepResponse cancelled;
-  EXPECT_TRUE(sweeps_->CancelSweep(&ctx, cancel, &cancelled).ok());
+  Cancel(sweep.id());
 }
 
 // Gone, or a zombie nobody reaped yet (init in a container may not).
@@ -283,13 +253,9 @@ bool ProcessGone(pid_t pid) {
 // The trainer dies with its worker: PR_SET_PDEATHSIG (even when it is silent),
 // and SIGPIPE on its next event once nobody reads its stdout.
 TEST_F(WorkerIntegrationTest, SigkilledWorkerLeavesNoTrainerBehind) {
-  std::optional<testing::Subprocess> worker(StartWorker("w4", 0, "5"));
-  v1::SweepSpec spec = TinySpec("killed", 1000000);
-  spec.clear_warmup_steps();
-  spec.add_warmup_steps(0);
-  spec.clear_placements();
-  spec.add_placements("post");
-  const v1::Sweep sweep = Submit(spec);
+  testing::Subprocess* worker = StartWorker("w4", 0, "5");
+  ASSERT_NE(worker, nullptr);
+  const v1::Sweep sweep = Submit(TinySpec("killed", 1000000, /*only_warmup_0=*/true, "post"));
   pid_t trainer = 0;
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline && trainer == 0) {
@@ -307,11 +273,7 @@ TEST_F(WorkerIntegrationTest, SigkilledWorkerLeavesNoTrainerBehind) {
   const absl::Time gone_deadline = absl::Now() + absl::Seconds(5);
   while (absl::Now() < gone_deadline && !ProcessGone(trainer)) absl::SleepFor(absl::Milliseconds(20));
   EXPECT_TRUE(ProcessGone(trainer)) << "normsweep-train " << trainer << " outlived its worker";
-  grpc::ClientContext ctx;
-  v1::CancelSweepRequest cancel;
-  cancel.set_sweep_id(sweep.id());
-  v1::CancelSweepResponse cancelled;
-  EXPECT_TRUE(sweeps_->CancelSweep(&ctx, cancel, &cancelled).ok());
+  Cancel(sweep.id());
 }
 
 // A scheduler on a fixed port (to restart it there), with leases long
@@ -319,6 +281,7 @@ TEST_F(WorkerIntegrationTest, SigkilledWorkerLeavesNoTrainerBehind) {
 class WorkerRestartTest : public WorkerIntegrationTest {
  protected:
   void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
     port_ = FreePort();
     StartScheduler(port_, 20);
   }
@@ -327,15 +290,14 @@ class WorkerRestartTest : public WorkerIntegrationTest {
 
 TEST_F(WorkerRestartTest, SchedulerRestartLosesNoProgress) {
   const int port = port_;
-  testing::Subprocess worker = StartWorker("w3", 0, "5");
+  testing::Subprocess* worker = StartWorker("w3", 0, "5");
+  ASSERT_NE(worker, nullptr);
   // About a second of training: the scheduler goes down as soon as both
   // trials are leased, so most of their progress (and their results) must
   // be buffered and re-sent to the restarted scheduler.
   constexpr int kSteps = 1000;
-  v1::SweepSpec spec = TinySpec("restart", kSteps);
-  spec.clear_warmup_steps();
-  spec.add_warmup_steps(0);  // post and pre: two trials, one per slot
-  const v1::Sweep sweep = Submit(spec);
+  // Post and pre: two trials, one per slot.
+  const v1::Sweep sweep = Submit(TinySpec("restart", kSteps, /*only_warmup_0=*/true));
   ASSERT_EQ(sweep.trial_count(), 2);
   // Wait until the worker has started both trials (its log says so): a
   // trial RUNNING in the database may have a lease response still in flight,
@@ -354,7 +316,7 @@ TEST_F(WorkerRestartTest, SchedulerRestartLosesNoProgress) {
     if (!running) absl::SleepFor(absl::Milliseconds(5));
   }
   ASSERT_TRUE(running);
-  EXPECT_EQ(scheduler_->Stop(SIGKILL), 128 + SIGKILL);
+  EXPECT_EQ(scheduler_->process.Stop(SIGKILL), 128 + SIGKILL);
   absl::SleepFor(absl::Seconds(1));  // the trials keep training; progress is buffered
   StartScheduler(port, 20);
 
@@ -376,7 +338,7 @@ TEST_F(WorkerRestartTest, SchedulerRestartLosesNoProgress) {
     }
     EXPECT_EQ(steps.size(), static_cast<size_t>(kSteps)) << "trial " << t.id();
   }
-  EXPECT_EQ(worker.Stop(SIGTERM), 0);
+  EXPECT_EQ(worker->Stop(SIGTERM), 0);
 }
 
 }  // namespace

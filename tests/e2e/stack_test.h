@@ -1,0 +1,40 @@
+// The base of the end-to-end tests: ProcessTest (tests/common/process_test.h)
+// with a normsweep-scheduler started for each test, the CLI's own client to
+// it, and the normsweep CLI run against it. Header-only.
+#ifndef NORMSWEEP_TESTS_E2E_STACK_TEST_H_
+#define NORMSWEEP_TESTS_E2E_STACK_TEST_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/sweep_client.h"
+#include "tests/common/process_test.h"
+
+namespace normsweep::testing {
+
+class StackTest : public ProcessTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
+    scheduler_ = StartScheduler();
+    ASSERT_NE(scheduler_, nullptr);
+    client_ = std::make_unique<client::SweepClient>(scheduler_->address());
+  }
+
+  // The CLI against this test's scheduler (with_scheduler false: the
+  // arguments name one, or none).
+  CommandResult Cli(const std::vector<std::string>& args, double timeout_s = 120, bool with_scheduler = true) {
+    std::map<std::string, std::string> env;
+    if (with_scheduler) env["NORMSWEEP_SCHEDULER"] = scheduler_->address();
+    return ProcessTest::Cli(args, env, timeout_s);
+  }
+
+  SchedulerProcess* scheduler_ = nullptr;
+  std::unique_ptr<client::SweepClient> client_;
+};
+
+}  // namespace normsweep::testing
+
+#endif  // NORMSWEEP_TESTS_E2E_STACK_TEST_H_
