@@ -4,6 +4,7 @@
 #define NORMSWEEP_TESTS_COMMON_SPECS_H_
 
 #include <string>
+#include <vector>
 
 #include "normsweep/v1/sweep.pb.h"
 
@@ -33,6 +34,14 @@ inline v1::SweepSpec BoundarySpec(const std::string& name, int seeds = 1, int in
   spec.mutable_boundary_search()->set_lr_max(1e-1);
   spec.mutable_boundary_search()->set_initial_points(initial_points);
   return spec;
+}
+
+// Adds an extra axis over `field` with these values; returns it.
+inline v1::ExtraAxis* AddAxis(v1::SweepSpec* spec, const std::string& field, const std::vector<std::string>& values) {
+  v1::ExtraAxis* axis = spec->add_extra_axes();
+  axis->set_field(field);
+  for (const std::string& v : values) axis->add_values(v);
+  return axis;
 }
 
 }  // namespace normsweep::testing

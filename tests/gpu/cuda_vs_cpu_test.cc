@@ -85,6 +85,8 @@ struct Variant {
 // A CPU and a CUDA backend of the variant's model with the same weights.
 class CudaVsCpuTest : public ::testing::TestWithParam<Variant> {
  protected:
+  void SetUp() override { SKIP_WITHOUT_GPU("the CUDA vs CPU checks"); }
+
   void MakeBoth(int batch, uint64_t weight_seed) {
     model_ = Model(GetParam().placement, GetParam().positions, GetParam().dropout);
     cpu_ = Make("cpu", model_, batch);
@@ -99,7 +101,6 @@ class CudaVsCpuTest : public ::testing::TestWithParam<Variant> {
 };
 
 TEST_P(CudaVsCpuTest, LossAndEveryGradientMatch) {
-  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   ASSERT_NO_FATAL_FAILURE(MakeBoth(4, 11));
   const ModelConfig& model = model_;
   Backend* cpu = cpu_.get();
@@ -144,7 +145,6 @@ TEST_P(CudaVsCpuTest, LossAndEveryGradientMatch) {
 // One measured Adam step: the update's and the old weights' squared norms
 // per weight matrix, against the CPU's.
 TEST_P(CudaVsCpuTest, MeasuredUpdateMatchesTheCpu) {
-  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   ASSERT_NO_FATAL_FAILURE(MakeBoth(4, 3));
   const Batch batch = RandomBatch(8, 4, model_.seq_len);
   ASSERT_TRUE(cpu_->ForwardBackward(batch, 5).ok() && gpu_->ForwardBackward(batch, 5).ok());
@@ -168,7 +168,6 @@ TEST_P(CudaVsCpuTest, MeasuredUpdateMatchesTheCpu) {
 }
 
 TEST_P(CudaVsCpuTest, TenAdamStepsTrackTheCpu) {
-  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   ASSERT_NO_FATAL_FAILURE(MakeBoth(8, 2));
   const ModelConfig& model = model_;
   Backend* cpu = cpu_.get();

@@ -38,10 +38,7 @@ std::string Error(const v1::SweepSpec& spec) {
 
 TEST(BoundaryExpanderTest, CoarseStartOfEveryLine) {
   v1::SweepSpec spec = Boundary();
-  v1::ExtraAxis* axis = spec.add_extra_axes();
-  axis->set_field("layers");
-  axis->add_values("2");
-  axis->add_values("4");
+  testing::AddAxis(&spec, "layers", {"2", "4"});
   auto trials = ExpandSweep(spec);
   ASSERT_TRUE(trials.ok()) << trials.status();
   // 2 placements x 3 warm-ups x 2 seeds x 2 variants = 24 lines, 4 lrs each.

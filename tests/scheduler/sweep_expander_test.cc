@@ -61,21 +61,10 @@ TEST(SweepExpanderTest, GridIsTheProductInDocumentedOrder) {
 
 TEST(SweepExpanderTest, ExtraAxesMultiplyTheGridAndNameTheVariant) {
   v1::SweepSpec spec = Grid();
-  v1::ExtraAxis* layers = spec.add_extra_axes();
-  layers->set_field("layers");
-  layers->add_values("6");
-  layers->add_values("18");
-  v1::ExtraAxis* opt = spec.add_extra_axes();
-  opt->set_field("optimizer");
-  opt->add_values("adam");
-  opt->add_values("sgd");
-  v1::ExtraAxis* beta2 = spec.add_extra_axes();
-  beta2->set_field("beta2");
-  beta2->add_values("0.98");
-  v1::ExtraAxis* dm = spec.add_extra_axes();
-  dm->set_field("d_model");
-  dm->add_values("64");
-  dm->add_values("128");
+  testing::AddAxis(&spec, "layers", {"6", "18"});
+  testing::AddAxis(&spec, "optimizer", {"adam", "sgd"});
+  testing::AddAxis(&spec, "beta2", {"0.98"});
+  testing::AddAxis(&spec, "d_model", {"64", "128"});
   auto trials = ExpandSweep(spec);
   ASSERT_TRUE(trials.ok()) << trials.status();
   ASSERT_EQ(trials->size(), 24u * 2 * 2 * 1 * 2);
@@ -96,10 +85,7 @@ TEST(SweepExpanderTest, ExtraAxesMultiplyTheGridAndNameTheVariant) {
 // once per optimizer; an unknown name is rejected at its index.
 TEST(SweepExpanderTest, OptimizerAxisTakesAdamAndRAdam) {
   v1::SweepSpec spec = Grid();
-  v1::ExtraAxis* opt = spec.add_extra_axes();
-  opt->set_field("optimizer");
-  opt->add_values("adam");
-  opt->add_values("radam");
+  v1::ExtraAxis* opt = testing::AddAxis(&spec, "optimizer", {"adam", "radam"});
   auto trials = ExpandSweep(spec);
   ASSERT_TRUE(trials.ok()) << trials.status();
   ASSERT_EQ(trials->size(), 24u * 2);
@@ -113,17 +99,24 @@ TEST(SweepExpanderTest, OptimizerAxisTakesAdamAndRAdam) {
   EXPECT_THAT(Error(spec), HasSubstr("spec.extra_axes[0].values[1]"));
 }
 
-TEST(SweepExpanderTest, RandomSearchIsDeterministicAndInRange) {
+// Grid's model, placements and seeds with `samples` random (warm-up, lr)
+// points: lr log-uniform in [lr_min, 1e-2], warm-up in [0, warmup_max].
+v1::SweepSpec Random(int samples = 20, double lr_min = 1e-4, int warmup_max = 100, int seed = 3) {
   v1::SweepSpec spec = Grid();
   spec.clear_warmup_steps();
   spec.clear_peak_lrs();
   v1::RandomSearch* rs = spec.mutable_random_search();
-  rs->set_samples(50);
-  rs->set_lr_min(1e-5);
+  rs->set_samples(samples);
+  rs->set_lr_min(lr_min);
   rs->set_lr_max(1e-2);
   rs->set_warmup_min(0);
-  rs->set_warmup_max(8000);
-  rs->set_seed(7);
+  rs->set_warmup_max(warmup_max);
+  rs->set_seed(seed);
+  return spec;
+}
+
+TEST(SweepExpanderTest, RandomSearchIsDeterministicAndInRange) {
+  v1::SweepSpec spec = Random(/*samples=*/50, /*lr_min=*/1e-5, /*warmup_max=*/8000, /*seed=*/7);
   auto a = ExpandSweep(spec);
   auto b = ExpandSweep(spec);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -143,7 +136,7 @@ TEST(SweepExpanderTest, RandomSearchIsDeterministicAndInRange) {
   EXPECT_GT(below_1e3, a->size() / 2);
   // Both placements get the same sample (a paired comparison).
   EXPECT_EQ((*a)[0].config.lr(), (*a)[1].config.lr());
-  rs->set_seed(8);
+  spec.mutable_random_search()->set_seed(8);
   auto c = ExpandSweep(spec);
   ASSERT_TRUE(c.ok());
   EXPECT_NE((*c)[0].config.lr(), (*a)[0].config.lr());
@@ -243,10 +236,7 @@ TEST(SweepExpanderTest, RejectsBadExtraAxesAndCombinations) {
   axis = s.add_extra_axes();
   axis->set_field("d_model");
   axis->add_values("100");
-  v1::ExtraAxis* heads = s.add_extra_axes();
-  heads->set_field("heads");
-  heads->add_values("4");
-  heads->add_values("8");
+  testing::AddAxis(&s, "heads", {"4", "8"});
   std::string e = Error(s);
   EXPECT_THAT(e, HasSubstr("spec: trial 12 (placement=post, warmup_steps=0, lr=0.0001, seed=1, d_model=100,heads=8)"));
   EXPECT_THAT(e, HasSubstr("heads"));
@@ -287,25 +277,11 @@ TEST(SweepExpanderTest, NormalizedSpecFillsMaxAttempts) {
 
 // ---- the pieces: the spec's checks (validation.h), the expansion's (sweep_expander_internal.h) ----
 
-
 std::string Message(const absl::Status& status) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   return std::string(status.message());
 }
 
-v1::SweepSpec Random() {
-  v1::SweepSpec spec = Grid();
-  spec.clear_warmup_steps();
-  spec.clear_peak_lrs();
-  v1::RandomSearch* rs = spec.mutable_random_search();
-  rs->set_samples(20);
-  rs->set_lr_min(1e-4);
-  rs->set_lr_max(1e-2);
-  rs->set_warmup_min(0);
-  rs->set_warmup_max(100);
-  rs->set_seed(3);
-  return spec;
-}
 
 const google::protobuf::FieldDescriptor* Field(const std::string& name) {
   return v1::TrainConfig::descriptor()->FindFieldByName(name);
@@ -464,10 +440,7 @@ TEST(SweepExpanderPartsTest, AxisFieldsAndValues) {
 TEST(SweepExpanderPartsTest, ExtraAxes) {
   const v1::TrainConfig probe = Probe(Grid().base());
   v1::SweepSpec s = Grid();
-  v1::ExtraAxis* layers = s.add_extra_axes();
-  layers->set_field("layers");
-  layers->add_values("2");
-  layers->add_values("3");
+  v1::ExtraAxis* layers = testing::AddAxis(&s, "layers", {"2", "3"});
   auto extra = ParseExtraAxes(s, probe);
   ASSERT_TRUE(extra.ok()) << extra.status();
   ASSERT_EQ(extra->size(), 1u);
@@ -476,9 +449,7 @@ TEST(SweepExpanderPartsTest, ExtraAxes) {
   EXPECT_EQ(Message(ParseExtraAxes(s, probe).status()),
             "spec.extra_axes[0].values[2]: duplicate value: '02' is the same setting as spec.extra_axes[0].values[0]");
   layers->mutable_values()->RemoveLast();
-  v1::ExtraAxis* again = s.add_extra_axes();
-  again->set_field("layers");
-  again->add_values("4");
+  v1::ExtraAxis* again = testing::AddAxis(&s, "layers", {"4"});
   EXPECT_EQ(Message(ParseExtraAxes(s, probe).status()), "spec.extra_axes[1].field: duplicate axis layers");
   again->set_field("seed");
   EXPECT_THAT(Message(ParseExtraAxes(s, probe).status()),
