@@ -2,9 +2,13 @@
 // the lines' numbers, the stored defaults, and bad specs refused naming the
 // field.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -13,6 +17,7 @@
 #include "scheduler/sweep_expander.h"
 #include "scheduler/validation.h"
 #include "tests/common/specs.h"
+#include "tests/scheduler/expansion_error.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -28,13 +33,7 @@ v1::SweepSpec Boundary() {
   return spec;
 }
 
-std::string Error(const v1::SweepSpec& spec) {
-  auto trials = ExpandSweep(spec);
-  EXPECT_FALSE(trials.ok());
-  if (trials.ok()) return "";
-  EXPECT_EQ(trials.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(trials.status().message());
-}
+using testing::ExpansionError;
 
 TEST(BoundaryExpanderTest, CoarseStartOfEveryLine) {
   v1::SweepSpec spec = Boundary();
@@ -99,49 +98,48 @@ TEST(BoundaryExpanderTest, BadSpecsNameTheField) {
     change(*s.mutable_boundary_search());
     return s;
   };
-  EXPECT_EQ(Error(with([](v1::BoundarySearch& b) { b.set_lr_min(0); })),
-            "spec.boundary_search.lr_min: must be finite and > 0 (got 0)");
-  EXPECT_THAT(Error(with([&](v1::BoundarySearch& b) { b.set_lr_min(nan); })),
-              HasSubstr("spec.boundary_search.lr_min: must be finite"));
-  EXPECT_EQ(Error(with([](v1::BoundarySearch& b) { b.set_lr_max(1e-4); })),
-            "spec.boundary_search.lr_max: must be finite and > lr_min (got 0.0001, lr_min 0.0001)");
-  EXPECT_EQ(Error(with([](v1::BoundarySearch& b) { b.set_lr_max(1e-5); })),
-            "spec.boundary_search.lr_max: must be finite and > lr_min (got 1e-05, lr_min 0.0001)");
-  EXPECT_THAT(Error(with([&](v1::BoundarySearch& b) { b.set_lr_max(inf); })),
-              HasSubstr("spec.boundary_search.lr_max: must be finite"));
-  EXPECT_EQ(Error(with([](v1::BoundarySearch& b) { b.set_resolution(1); })),
-            "spec.boundary_search.resolution: must be finite and > 1 (got 1; 0: default 1.25)");
-  EXPECT_THAT(Error(with([](v1::BoundarySearch& b) { b.set_resolution(0.5); })),
-              HasSubstr("spec.boundary_search.resolution"));
-  EXPECT_THAT(Error(with([&](v1::BoundarySearch& b) { b.set_resolution(nan); })),
-              HasSubstr("spec.boundary_search.resolution"));
-  EXPECT_THAT(Error(with([&](v1::BoundarySearch& b) { b.set_resolution(inf); })),
-              HasSubstr("spec.boundary_search.resolution"));
-  EXPECT_EQ(Error(with([](v1::BoundarySearch& b) { b.set_initial_points(1); })),
-            "spec.boundary_search.initial_points: must be in [2, 64] (got 1; 0: one per decade plus one)");
-  EXPECT_THAT(Error(with([](v1::BoundarySearch& b) { b.set_initial_points(65); })),
-              HasSubstr("spec.boundary_search.initial_points"));
-  EXPECT_THAT(Error(with([](v1::BoundarySearch& b) { b.set_initial_points(-3); })),
-              HasSubstr("spec.boundary_search.initial_points"));
-  EXPECT_EQ(Error(with([](v1::BoundarySearch& b) { b.set_min_improvement(-0.1); })),
-            "spec.boundary_search.min_improvement: must be finite and >= 0 (got -0.1; 0: default 0.5)");
-  EXPECT_THAT(Error(with([&](v1::BoundarySearch& b) { b.set_min_improvement(inf); })),
-              HasSubstr("spec.boundary_search.min_improvement"));
-  EXPECT_EQ(Error(with([&](v1::BoundarySearch& b) { b.set_max_val_loss(nan); })),
-            "spec.boundary_search.max_val_loss: must be finite and > 0 when set (got nan)");
+  // The whole message of each of these changes...
+  const std::vector<std::pair<std::function<void(v1::BoundarySearch&)>, std::string>> exact = {
+      {[&](v1::BoundarySearch& b) { b.set_lr_min(0); }, "spec.boundary_search.lr_min: must be finite and > 0 (got 0)"},
+      {[&](v1::BoundarySearch& b) { b.set_lr_max(1e-4); },
+       "spec.boundary_search.lr_max: must be finite and > lr_min (got 0.0001, lr_min 0.0001)"},
+      {[&](v1::BoundarySearch& b) { b.set_lr_max(1e-5); },
+       "spec.boundary_search.lr_max: must be finite and > lr_min (got 1e-05, lr_min 0.0001)"},
+      {[&](v1::BoundarySearch& b) { b.set_resolution(1); },
+       "spec.boundary_search.resolution: must be finite and > 1 (got 1; 0: default 1.25)"},
+      {[&](v1::BoundarySearch& b) { b.set_initial_points(1); },
+       "spec.boundary_search.initial_points: must be in [2, 64] (got 1; 0: one per decade plus one)"},
+      {[&](v1::BoundarySearch& b) { b.set_min_improvement(-0.1); },
+       "spec.boundary_search.min_improvement: must be finite and >= 0 (got -0.1; 0: default 0.5)"},
+      {[&](v1::BoundarySearch& b) { b.set_max_val_loss(nan); },
+       "spec.boundary_search.max_val_loss: must be finite and > 0 when set (got nan)"},
+  };
+  for (const auto& [change, message] : exact) EXPECT_EQ(ExpansionError(with(change)), message);
+  // ...and the field that these name.
+  const std::vector<std::pair<std::function<void(v1::BoundarySearch&)>, std::string>> named = {
+      {[&](v1::BoundarySearch& b) { b.set_lr_min(nan); }, "spec.boundary_search.lr_min: must be finite"},
+      {[&](v1::BoundarySearch& b) { b.set_lr_max(inf); }, "spec.boundary_search.lr_max: must be finite"},
+      {[&](v1::BoundarySearch& b) { b.set_resolution(0.5); }, "spec.boundary_search.resolution"},
+      {[&](v1::BoundarySearch& b) { b.set_resolution(nan); }, "spec.boundary_search.resolution"},
+      {[&](v1::BoundarySearch& b) { b.set_resolution(inf); }, "spec.boundary_search.resolution"},
+      {[&](v1::BoundarySearch& b) { b.set_initial_points(65); }, "spec.boundary_search.initial_points"},
+      {[&](v1::BoundarySearch& b) { b.set_initial_points(-3); }, "spec.boundary_search.initial_points"},
+      {[&](v1::BoundarySearch& b) { b.set_min_improvement(inf); }, "spec.boundary_search.min_improvement"},
+  };
+  for (const auto& [change, field] : named) EXPECT_THAT(ExpansionError(with(change)), HasSubstr(field));
 
   v1::SweepSpec lrs = Boundary();
   lrs.add_peak_lrs(1e-3);
-  EXPECT_EQ(Error(lrs), "spec.peak_lrs: must be empty when boundary_search is set (the search picks the lrs)");
+  EXPECT_EQ(ExpansionError(lrs), "spec.peak_lrs: must be empty when boundary_search is set (the search picks the lrs)");
   v1::SweepSpec random = Boundary();
   random.mutable_random_search()->set_samples(3);
-  EXPECT_EQ(Error(random), "spec.random_search: must be unset when boundary_search is set");
+  EXPECT_EQ(ExpansionError(random), "spec.random_search: must be unset when boundary_search is set");
   v1::SweepSpec no_warmup = Boundary();
   no_warmup.clear_warmup_steps();
-  EXPECT_EQ(Error(no_warmup), "spec.warmup_steps: must not be empty");
+  EXPECT_EQ(ExpansionError(no_warmup), "spec.warmup_steps: must not be empty");
   v1::SweepSpec bad_warmup = Boundary();
   bad_warmup.add_warmup_steps(-1);
-  EXPECT_THAT(Error(bad_warmup), HasSubstr("spec.warmup_steps[3]"));
+  EXPECT_THAT(ExpansionError(bad_warmup), HasSubstr("spec.warmup_steps[3]"));
 }
 
 TEST(BoundaryExpanderTest, TrialLimitCountsTheBisections) {
@@ -161,7 +159,7 @@ TEST(BoundaryExpanderTest, TrialLimitCountsTheBisections) {
   ASSERT_TRUE(ExpandSweep(big).ok());
   big.clear_seeds();
   for (int i = 0; i < 417; ++i) big.add_seeds(i);  // 6 x 417 = 2502 lines x 8 = 20016 > 10000
-  const std::string message = Error(big);
+  const std::string message = ExpansionError(big);
   EXPECT_THAT(message, HasSubstr("spec: the boundary search"));
   EXPECT_THAT(message, HasSubstr("2502 lines, up to 8 trials each"));
   EXPECT_THAT(message, HasSubstr("the limit is 10000"));

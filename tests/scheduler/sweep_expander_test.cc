@@ -1,8 +1,11 @@
 #include "scheduler/sweep_expander.h"
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -10,6 +13,7 @@
 #include "scheduler/sweep_expander_internal.h"
 #include "scheduler/validation.h"
 #include "tests/common/specs.h"
+#include "tests/scheduler/expansion_error.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -27,12 +31,7 @@ v1::SweepSpec Grid() {
   return spec;
 }
 
-std::string Error(const v1::SweepSpec& spec) {
-  auto trials = ExpandSweep(spec);
-  EXPECT_FALSE(trials.ok());
-  EXPECT_EQ(trials.status().code(), absl::StatusCode::kInvalidArgument);
-  return std::string(trials.status().message());
-}
+using testing::ExpansionError;
 
 TEST(SweepExpanderTest, GridIsTheProductInDocumentedOrder) {
   auto trials = ExpandSweep(Grid());
@@ -96,7 +95,7 @@ TEST(SweepExpanderTest, OptimizerAxisTakesAdamAndRAdam) {
   }
   EXPECT_EQ(per_optimizer, (std::map<std::string, int>{{"adam", 24}, {"radam", 24}}));
   opt->set_values(1, "radamw");
-  EXPECT_THAT(Error(spec), HasSubstr("spec.extra_axes[0].values[1]"));
+  EXPECT_THAT(ExpansionError(spec), HasSubstr("spec.extra_axes[0].values[1]"));
 }
 
 // Grid's model, placements and seeds with `samples` random (warm-up, lr)
@@ -145,64 +144,43 @@ TEST(SweepExpanderTest, RandomSearchIsDeterministicAndInRange) {
 TEST(SweepExpanderTest, RejectsBadSpecsNamingTheField) {
   v1::SweepSpec s = Grid();
   s.clear_name();
-  EXPECT_THAT(Error(s), HasSubstr("spec.name"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.name"));
   s = Grid();
   s.set_name(std::string(schema::kMaxNameLength + 1, 'x'));
-  EXPECT_THAT(Error(s), HasSubstr("spec.name: at most"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.name: at most"));
   s.set_name(std::string("a\0b", 3));
-  EXPECT_THAT(Error(s), HasSubstr("spec.name: must not contain NUL"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.name: must not contain NUL"));
   s.set_name("ok");
   s.mutable_base()->set_data_file(std::string("/data/a\0b", 9));
-  EXPECT_THAT(Error(s), HasSubstr("spec.base.data_file: must not contain NUL"));
-  s = Grid();
-  s.clear_placements();
-  EXPECT_THAT(Error(s), HasSubstr("spec.placements: must not be empty"));
-  s = Grid();
-  s.clear_seeds();
-  EXPECT_THAT(Error(s), HasSubstr("spec.seeds: must not be empty"));
-  s = Grid();
-  s.clear_warmup_steps();
-  EXPECT_THAT(Error(s), HasSubstr("spec.warmup_steps: must not be empty"));
-  s = Grid();
-  s.clear_peak_lrs();
-  EXPECT_THAT(Error(s), HasSubstr("spec.peak_lrs: must not be empty"));
-  s = Grid();
-  s.add_placements("middle");
-  EXPECT_THAT(Error(s), HasSubstr("spec.placements[2]"));
-  s = Grid();
-  s.add_peak_lrs(-1);
-  EXPECT_THAT(Error(s), HasSubstr("spec.peak_lrs[3]"));
-  s = Grid();
-  s.add_peak_lrs(0);
-  EXPECT_THAT(Error(s), HasSubstr("spec.peak_lrs[3]"));
-  s = Grid();
-  s.add_peak_lrs(std::nan(""));
-  EXPECT_THAT(Error(s), HasSubstr("spec.peak_lrs[3]"));
-  s = Grid();
-  s.add_peak_lrs(INFINITY);
-  EXPECT_THAT(Error(s), HasSubstr("spec.peak_lrs[3]"));
-  s = Grid();
-  s.add_warmup_steps(-5);
-  EXPECT_THAT(Error(s), HasSubstr("spec.warmup_steps[2]"));
-  s = Grid();
-  s.add_seeds(1);
-  EXPECT_THAT(Error(s), HasSubstr("spec.seeds[2]: duplicate"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.base.data_file: must not contain NUL"));
+  // A good grid with one change each, and what its rejection names.
+  const std::vector<std::pair<std::function<void(v1::SweepSpec&)>, std::string>> bad = {
+      {[](v1::SweepSpec& g) { g.clear_placements(); }, "spec.placements: must not be empty"},
+      {[](v1::SweepSpec& g) { g.clear_seeds(); }, "spec.seeds: must not be empty"},
+      {[](v1::SweepSpec& g) { g.clear_warmup_steps(); }, "spec.warmup_steps: must not be empty"},
+      {[](v1::SweepSpec& g) { g.clear_peak_lrs(); }, "spec.peak_lrs: must not be empty"},
+      {[](v1::SweepSpec& g) { g.add_placements("middle"); }, "spec.placements[2]"},
+      {[](v1::SweepSpec& g) { g.add_peak_lrs(-1); }, "spec.peak_lrs[3]"},
+      {[](v1::SweepSpec& g) { g.add_peak_lrs(0); }, "spec.peak_lrs[3]"},
+      {[](v1::SweepSpec& g) { g.add_peak_lrs(std::nan("")); }, "spec.peak_lrs[3]"},
+      {[](v1::SweepSpec& g) { g.add_peak_lrs(INFINITY); }, "spec.peak_lrs[3]"},
+      {[](v1::SweepSpec& g) { g.add_warmup_steps(-5); }, "spec.warmup_steps[2]"},
+      {[](v1::SweepSpec& g) { g.add_seeds(1); }, "spec.seeds[2]: duplicate"},
+      {[](v1::SweepSpec& g) { g.mutable_base()->set_task(std::string(schema::kMaxStringFieldLength + 1, 'a')); },
+       "spec.base.task: at most"},
+      {[](v1::SweepSpec& g) { g.set_max_attempts(-1); }, "spec.max_attempts"},
+      {[](v1::SweepSpec& g) { g.set_max_concurrent_trials(-1); }, "spec.max_concurrent_trials"},
+      {[](v1::SweepSpec& g) { g.set_priority(5000); }, "spec.priority"},
+  };
+  for (const auto& [change, field] : bad) {
+    s = Grid();
+    change(s);
+    EXPECT_THAT(ExpansionError(s), HasSubstr(field));
+  }
   s = Grid();
   s.mutable_base()->set_heads(5);  // 64 % 5 != 0
-  EXPECT_THAT(Error(s), HasSubstr("spec.base"));
-  EXPECT_THAT(Error(s), HasSubstr("heads"));
-  s = Grid();
-  s.mutable_base()->set_task(std::string(schema::kMaxStringFieldLength + 1, 'a'));
-  EXPECT_THAT(Error(s), HasSubstr("spec.base.task: at most"));
-  s = Grid();
-  s.set_max_attempts(-1);
-  EXPECT_THAT(Error(s), HasSubstr("spec.max_attempts"));
-  s = Grid();
-  s.set_max_concurrent_trials(-1);
-  EXPECT_THAT(Error(s), HasSubstr("spec.max_concurrent_trials"));
-  s = Grid();
-  s.set_priority(5000);
-  EXPECT_THAT(Error(s), HasSubstr("spec.priority"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.base"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("heads"));
 }
 
 TEST(SweepExpanderTest, RejectsBadExtraAxesAndCombinations) {
@@ -210,19 +188,19 @@ TEST(SweepExpanderTest, RejectsBadExtraAxesAndCombinations) {
   v1::ExtraAxis* axis = s.add_extra_axes();
   axis->set_field("lr");  // a main axis
   axis->add_values("0.1");
-  EXPECT_THAT(Error(s), HasSubstr("spec.extra_axes[0].field"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].field"));
   axis->set_field("no_such_field");
-  EXPECT_THAT(Error(s), HasSubstr("spec.extra_axes[0].field"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].field"));
   axis->set_field("layers");
   axis->set_values(0, "many");
-  EXPECT_THAT(Error(s), HasSubstr("spec.extra_axes[0].values[0]"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].values[0]"));
   axis->set_values(0, "-3");
-  EXPECT_THAT(Error(s), HasSubstr("spec.extra_axes[0].values[0]"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].values[0]"));
   axis->set_field("optimizer");
   axis->set_values(0, "lion");
-  EXPECT_THAT(Error(s), HasSubstr("spec.extra_axes[0].values[0]"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].values[0]"));
   axis->clear_values();
-  EXPECT_THAT(Error(s), HasSubstr("spec.extra_axes[0].values: must not be empty"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].values: must not be empty"));
   // With the base's 8 heads, d_model 96 is valid and 100 is not.
   s = Grid();
   s.mutable_base()->set_heads(8);
@@ -230,14 +208,14 @@ TEST(SweepExpanderTest, RejectsBadExtraAxesAndCombinations) {
   axis->set_field("d_model");
   axis->add_values("96");
   axis->add_values("100");
-  EXPECT_THAT(Error(s), HasSubstr("spec.extra_axes[0].values[1]"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].values[1]"));
   // Each value valid on its own, but d_model 100 with 8 heads is not.
   s = Grid();
   axis = s.add_extra_axes();
   axis->set_field("d_model");
   axis->add_values("100");
   testing::AddAxis(&s, "heads", {"4", "8"});
-  std::string e = Error(s);
+  std::string e = ExpansionError(s);
   EXPECT_THAT(e, HasSubstr("spec: trial 12 (placement=post, warmup_steps=0, lr=0.0001, seed=1, d_model=100,heads=8)"));
   EXPECT_THAT(e, HasSubstr("heads"));
 }
@@ -246,10 +224,10 @@ TEST(SweepExpanderTest, EnforcesTheGridLimit) {
   v1::SweepSpec s = Grid();
   s.clear_seeds();
   for (int i = 0; i < schema::kMaxAxisValues; ++i) s.add_seeds(i);  // 12 x 1000 > 10,000
-  std::string e = Error(s);
+  std::string e = ExpansionError(s);
   EXPECT_THAT(e, HasSubstr("the limit is 10000"));
   s.add_seeds(schema::kMaxAxisValues);
-  EXPECT_THAT(Error(s), HasSubstr("spec.seeds: at most 1000 values"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.seeds: at most 1000 values"));
   // Exactly at the limit is fine: 2 x 1 x 1 x 5000.
   s = Grid();
   s.clear_warmup_steps();
@@ -265,7 +243,7 @@ TEST(SweepExpanderTest, EnforcesTheGridLimit) {
   ASSERT_TRUE(trials.ok()) << trials.status();
   EXPECT_EQ(trials->size(), 10000u);
   axis->add_values("6");
-  EXPECT_THAT(Error(s), HasSubstr("limit"));
+  EXPECT_THAT(ExpansionError(s), HasSubstr("limit"));
 }
 
 TEST(SweepExpanderTest, NormalizedSpecFillsMaxAttempts) {
