@@ -89,6 +89,13 @@ class SchedulerTest : public ::testing::Test {
     return resp->trial();
   }
 
+  // Submits Request() and points r at the new sweep.
+  void WatchNewSweep(v1::WatchSweepRequest* r) {
+    auto sweep = scheduler_.SubmitSweep(Request());
+    ASSERT_TRUE(sweep.ok()) << sweep.status();
+    r->set_sweep_id(sweep->sweep().id());
+  }
+
   v1::HeartbeatResponse Heartbeat(int64_t worker, const v1::Trial& t) {
     v1::HeartbeatRequest r;
     r.set_worker_id(worker);
@@ -357,10 +364,8 @@ TEST_F(SchedulerTest, WatchSweepStreamsStateChangesUntilDone) {
 }
 
 TEST_F(SchedulerTest, WatchEndsWhenTheClientGoes) {
-  auto sweep = scheduler_.SubmitSweep(Request());
-  ASSERT_TRUE(sweep.ok());
   v1::WatchSweepRequest r;
-  r.set_sweep_id(sweep->sweep().id());
+  ASSERT_NO_FATAL_FAILURE(WatchNewSweep(&r));
   int polls = 0;
   absl::Status s = scheduler_.WatchSweep(r, [](const v1::WatchSweepEvent&) { return true; },
                                          [&] { return ++polls > 3; });
@@ -388,10 +393,8 @@ TEST(WatchFloorTest, RereadsFromTheHighestNumberSeenASlackAgo) {
 }
 
 TEST_F(SchedulerTest, WatchWithAStillFakeClockPollsAtItsIntervalNotInALoop) {
-  auto sweep = scheduler_.SubmitSweep(Request());
-  ASSERT_TRUE(sweep.ok());
   v1::WatchSweepRequest r;
-  r.set_sweep_id(sweep->sweep().id());
+  ASSERT_NO_FATAL_FAILURE(WatchNewSweep(&r));
   int polls = 0;
   const absl::Time until = absl::Now() + absl::Milliseconds(300);
   absl::Status s = scheduler_.WatchSweep(r, [](const v1::WatchSweepEvent&) { return true; }, [&] {

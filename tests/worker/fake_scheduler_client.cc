@@ -108,6 +108,13 @@ absl::Status FakeSchedulerClient::CheckLease(int64_t worker, int64_t trial, int3
   return absl::OkStatus();
 }
 
+absl::StatusOr<FakeSchedulerClient::TrialRecord*> FakeSchedulerClient::HeldTrial(int64_t worker, int64_t trial,
+                                                                                  int32_t attempt) {
+  if (absl::Status up = Reachable(); !up.ok()) return up;
+  if (absl::Status held = CheckLease(worker, trial, attempt); !held.ok()) return held;
+  return &trials_[trial];
+}
+
 absl::StatusOr<v1::RegisterWorkerResponse> FakeSchedulerClient::RegisterWorker(const v1::RegisterWorkerRequest& request) {
   absl::MutexLock lock(&mu_);
   if (absl::Status up = Reachable(); !up.ok()) return up;
@@ -160,10 +167,9 @@ absl::StatusOr<v1::HeartbeatResponse> FakeSchedulerClient::Heartbeat(const v1::H
 
 absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(const v1::ReportProgressRequest& request) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status up = Reachable(); !up.ok()) return up;
-  absl::Status held = CheckLease(request.worker_id(), request.trial_id(), request.attempt());
-  if (!held.ok()) return held;
-  TrialRecord& r = trials_[request.trial_id()];
+  absl::StatusOr<TrialRecord*> held = HeldTrial(request.worker_id(), request.trial_id(), request.attempt());
+  if (!held.ok()) return held.status();
+  TrialRecord& r = **held;
   ++r.progress_calls;
   r.points.insert(r.points.end(), request.points().begin(), request.points().end());
   r.norms.insert(r.norms.end(), request.layer_grad_norms().begin(), request.layer_grad_norms().end());
@@ -176,10 +182,9 @@ absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(c
 
 absl::StatusOr<v1::FinishTrialResponse> FakeSchedulerClient::FinishTrial(const v1::FinishTrialRequest& request) {
   absl::MutexLock lock(&mu_);
-  if (absl::Status up = Reachable(); !up.ok()) return up;
-  absl::Status held = CheckLease(request.worker_id(), request.trial_id(), request.attempt());
-  if (!held.ok()) return held;
-  TrialRecord& r = trials_[request.trial_id()];
+  absl::StatusOr<TrialRecord*> held = HeldTrial(request.worker_id(), request.trial_id(), request.attempt());
+  if (!held.ok()) return held.status();
+  TrialRecord& r = **held;
   r.held = false;
   if (r.finishes.empty()) r.finished_at = absl::Now();
   r.trial.set_state(request.outcome());

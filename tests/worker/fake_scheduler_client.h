@@ -76,6 +76,10 @@ class FakeSchedulerClient : public SchedulerClient {
   // UNAVAILABLE (counted) while SetUnavailable(true), as a down scheduler.
   absl::Status Reachable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckLease(int64_t worker, int64_t trial, int32_t attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reachable, then CheckLease: the record of the trial whose lease a
+  // progress or finish call holds.
+  absl::StatusOr<TrialRecord*> HeldTrial(int64_t worker, int64_t trial, int32_t attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t worker_id_ ABSL_GUARDED_BY(mu_) = 0;     // the latest registration's id (42, 43, ...)

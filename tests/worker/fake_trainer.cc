@@ -36,6 +36,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "proto/schema/train_config.h"
+#include "tests/worker/train_events.h"
 
 namespace {
 
@@ -97,18 +98,8 @@ int main(int argc, char** argv) {
 
   namespace v1 = normsweep::v1;
   auto grad_norms = [&](int at) {
-    v1::TrainEvent g;
-    g.set_type("grad_norms");
-    g.set_step(at);
-    for (int l = 0; l < layers; ++l) {
-      for (const char* m : {"ffn.fc1", "ffn.fc2"}) {
-        v1::LayerGradNorm* n = g.add_layer_grad_norms();
-        n->set_layer(l);
-        n->set_matrix(m);
-        n->set_norm(1.0 + l + (m[5] == '2' ? 0.5 : 0) + at / 1000.0);
-      }
-    }
-    Emit(normsweep::schema::TrainEventToJson(g));
+    Emit(normsweep::schema::TrainEventToJson(normsweep::testing::GradNormsEvent(
+        at, layers, [&](int l, const std::string& m) { return 1.0 + l + (m[5] == '2' ? 0.5 : 0) + at / 1000.0; })));
   };
   auto add_diagnostics = [&](v1::TrainEvent& ev) {
     if (!diag) return;

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "common/clock.h"
 #include "normsweep/v1/worker_service.pb.h"
+#include "tests/worker/train_events.h"
 #include "worker/progress_buffer.h"
 #include "worker/slots.h"
 #include "worker/trial_supervisor.h"
@@ -149,18 +150,7 @@ v1::TrainEvent EvalWithDiagnostics(int step, int layers) {
 }
 
 v1::TrainEvent GradNorms(int step, int layers) {
-  v1::TrainEvent g;
-  g.set_type("grad_norms");
-  g.set_step(step);
-  for (int l = 0; l < layers; ++l) {
-    for (const char* m : {"ffn.fc1", "ffn.fc2"}) {
-      v1::LayerGradNorm* n = g.add_layer_grad_norms();
-      n->set_layer(l);
-      n->set_matrix(m);
-      n->set_norm(1.0 + l);
-    }
-  }
-  return g;
+  return testing::GradNormsEvent(step, layers, [](int l, const std::string&) { return 1.0 + l; });
 }
 
 TEST(ProgressBufferTest, StepZeroEvaluationIsAPointAndDiagnosticsAStepOfTheirOwn) {

@@ -98,6 +98,17 @@ class WorkerTest : public ::testing::Test {
     EXPECT_TRUE(run_status_.ok()) << run_status_;
     worker_.reset();
   }
+  // Starts the worker with one trial and waits until it is finished: *record
+  // is what the scheduler got, *took the time from the worker's start.
+  void RunOneTrial(const v1::TrainConfig& config, FakeSchedulerClient::TrialRecord* record, absl::Duration* took) {
+    const int64_t id = fake_.AddTrial(config);
+    const absl::Time start = absl::Now();
+    Start();
+    ASSERT_TRUE(WaitFinished(id));
+    *took = absl::Now() - start;
+    *record = fake_.Get(id);
+  }
+
   bool WaitFinished(int64_t id, absl::Duration timeout = absl::Seconds(10)) {
     return fake_.WaitFor([id](FakeSchedulerClient& f) { return f.FinishedLocked(id); }, timeout);
   }
@@ -310,12 +321,9 @@ TEST_F(WorkerTest, SilentTrialIsKilledAfterStallTimeout) {
   const std::string pidfile = dir_ + "/hang.pid";
   // Silent after step 3 (it still obeys SIGTERM, with a final CANCELLED
   // event that the worker overrides: the trial FAILED).
-  const int64_t a = fake_.AddTrial(Config("mode=hang,crash_at=3,pidfile=" + pidfile, 50));
-  const absl::Time start = absl::Now();
-  Start();
-  ASSERT_TRUE(WaitFinished(a));
-  const absl::Duration took = absl::Now() - start;
-  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  FakeSchedulerClient::TrialRecord ra;
+  absl::Duration took;
+  ASSERT_NO_FATAL_FAILURE(RunOneTrial(Config("mode=hang,crash_at=3,pidfile=" + pidfile, 50), &ra, &took));
   EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
   EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("no progress event for"));
   EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("--stall-timeout-s=0.4"));
@@ -327,12 +335,9 @@ TEST_F(WorkerTest, SilentTrialIsKilledAfterStallTimeout) {
 TEST_F(WorkerTest, TrialPastItsTimeLimitIsKilledEvenIfItIgnoresSigterm) {
   options_.trial_timeout = absl::Milliseconds(500);
   const std::string pidfile = dir_ + "/slow.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ignore_term,step_ms=10,pidfile=" + pidfile, 100000));
-  const absl::Time start = absl::Now();
-  Start();
-  ASSERT_TRUE(WaitFinished(a));
-  const absl::Duration took = absl::Now() - start;
-  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  FakeSchedulerClient::TrialRecord ra;
+  absl::Duration took;
+  ASSERT_NO_FATAL_FAILURE(RunOneTrial(Config("mode=ignore_term,step_ms=10,pidfile=" + pidfile, 100000), &ra, &took));
   EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
   EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("exceeded the trial time limit (--trial-timeout-s=0.5)"));
   EXPECT_GE(took, absl::Milliseconds(900));  // 0.5 s limit + 0.5 s SIGTERM grace, then SIGKILL
