@@ -85,13 +85,18 @@ Subprocess* ProcessTest::StartWorker(const std::string& name, const std::string&
 
 CommandResult ProcessTest::Cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
                                double timeout_s) {
-  const std::string log = absl::StrCat(dir_, "/cli-", commands_++, ".log");
   std::vector<std::string> argv = {bin_ + "/client/normsweep"};
   argv.insert(argv.end(), args.begin(), args.end());
+  return Run(argv, env, timeout_s);
+}
+
+CommandResult ProcessTest::Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                               double timeout_s) {
+  const std::string log = absl::StrCat(dir_, "/cli-", commands_++, ".log");
   CommandResult r;
   auto p = Subprocess::Start(argv, env, log);
   if (!p.ok()) {
-    ADD_FAILURE() << "normsweep: " << p.status();
+    ADD_FAILURE() << argv[0] << ": " << p.status();
     return r;
   }
   r.exit_code = p->Wait(timeout_s);

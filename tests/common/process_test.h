@@ -49,8 +49,11 @@ class ProcessTest : public ::testing::Test {
                           const std::vector<std::string>& flags = {},
                           const std::map<std::string, std::string>& env = {});
 
-  // The normsweep CLI with args to its end (killed after timeout_s), its
+  // A program (argv[0] a path) to its end, killed after timeout_s; its
   // output logged to dir_/cli-N.log.
+  CommandResult Run(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
+                    double timeout_s = 120);
+  // Run for the normsweep CLI with args.
   CommandResult Cli(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
                     double timeout_s = 120);
 

@@ -25,8 +25,9 @@
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/postgres_instance.h"
-#include "tests/common/scheduler_process.h"
+#include "tests/common/fresh_database.h"
+#include "tests/common/process_test.h"
+#include "tests/common/read_file.h"
 #include "tests/common/subprocess.h"
 #include "tests/report/png_image.h"
 #include "tests/report/report_fixture.h"
@@ -39,42 +40,18 @@ using ::testing::HasSubstr;
 // Every trial's loss at initialisation (l0).
 constexpr double kL0 = 5.55;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::CommandResult;
+using testing::ReadFile;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-class ReportCliTest : public ::testing::Test {
+class ReportCliTest : public testing::ProcessTest {
  protected:
   void SetUp() override {
-    const char* bin = std::getenv("NORMSWEEP_BINARY_DIR");
-    const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
-    ASSERT_TRUE(bin != nullptr && src != nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR, NORMSWEEP_SOURCE_DIR)";
-    bin_ = bin;
-    src_ = src;
-    static int counter = 0;
-    auto pg = testing::SharedPostgres();
-    ASSERT_TRUE(pg.ok()) << pg.status();
-    const std::string name = absl::StrCat("report_cli_", ++counter);
-    auto conninfo = (*pg)->CreateDatabase(name);
-    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-    dir_ = absl::StrCat((*pg)->dir(), "/", name);
-    ASSERT_EQ(system(absl::StrCat("mkdir -p ", dir_).c_str()), 0);
-    db::PostgresStoreOptions options;
-    options.connect.conninfo = *conninfo;
-    auto store = db::OpenPostgresStore(options);
+    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
+    auto store = testing::OpenStore(conninfo_);
     ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_NO_FATAL_FAILURE(FillSweep(*store->store));
-    auto s = testing::StartScheduler(bin_, *conninfo, dir_);
-    ASSERT_TRUE(s.ok()) << s.status();
-    scheduler_.emplace(*std::move(s));
+    ASSERT_NO_FATAL_FAILURE(FillSweep(**store));
+    scheduler_ = StartScheduler();
+    ASSERT_NE(scheduler_, nullptr);
   }
 
   // post/pre x warm-up {0, 100} x lr {1e-3, 1e-2} x seeds {0, 1}, 2 layers.
@@ -183,28 +160,17 @@ class ReportCliTest : public ::testing::Test {
     }
   }
 
-  CommandResult Run(const std::vector<std::string>& argv, double timeout_s = 180) {
-    static int n = 0;
-    const std::string log = absl::StrCat(dir_, "/cmd-", n++, ".out");
-    auto p = testing::Subprocess::Start(argv, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}}, log);
-    EXPECT_TRUE(p.ok()) << p.status();
-    CommandResult r;
-    if (!p.ok()) return r;
-    r.exit_code = p->Wait(timeout_s);
-    r.output = ReadFile(log);
-    return r;
+  // A program, or the CLI, against this test's scheduler.
+  CommandResult Run(const std::vector<std::string>& argv) {
+    return ProcessTest::Run(argv, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}}, 180);
   }
-
   CommandResult Cli(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {bin_ + "/client/normsweep"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return Run(argv);
+    return ProcessTest::Cli(args, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}}, 180);
   }
 
-  std::string bin_, src_, dir_;
   int64_t sweep_id_ = 0;
   std::map<std::tuple<std::string, int, double, int>, int64_t> trial_ids_;  // (placement, warm-up, lr, seed)
-  std::optional<testing::SchedulerProcess> scheduler_;
+  testing::SchedulerProcess* scheduler_ = nullptr;
 };
 
 TEST_F(ReportCliTest, WritesThePageOfARealSweep) {

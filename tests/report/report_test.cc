@@ -108,6 +108,13 @@ void ExpectSelfContained(const std::string& html) {
   EXPECT_THAT(without_ns, Not(HasSubstr("https:")));
 }
 
+// How often `what` stands in html.
+size_t Count(const std::string& html, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
+  return n;
+}
+
 TEST(ReportSummaryTest, SameFiguresAsThePlacementSensitivityView) {
   std::vector<PlacementSummary> rows = SummariesFromAnalysis(WithAnalysis(Grid()).analysis);
   ASSERT_EQ(rows.size(), 2u);
@@ -154,12 +161,7 @@ TEST(ReportHtmlTest, HeatmapCellsDivergenceAndSummary) {
   // The NaN seed is left out of its cell (2.5 alone, no std).
   EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 100, lr 1e-03: 2.500 </title>"));
   // Only the best cell is within 5%; it is outlined.
-  size_t near = 0;
-  for (size_t p = html.find("class=\"cell near\"><title>"); p != std::string::npos;
-       p = html.find("class=\"cell near\"><title>", p + 1)) {
-    ++near;
-  }
-  EXPECT_EQ(near, 1u);
+  EXPECT_EQ(Count(html, "class=\"cell near\"><title>"), 1u);
   EXPECT_THAT(html, HasSubstr("class=\"cell near\"><title>Pre-LN, warm-up 0, lr 1e-02: 2.000"));
   // Axis labels and the colour scale from the best to the worst cell.
   EXPECT_THAT(html, HasSubstr(">peak learning rate</text>"));
@@ -174,18 +176,9 @@ TEST(ReportHtmlTest, HeatmapCellsDivergenceAndSummary) {
                               "<td>2.250</td><td>1 / 4 (25%)</td>"));
   // Curves: one per trial with points (16), a cross for each diverged one
   // that reported a finite point (4).
-  size_t curves = 0;
-  for (size_t p = html.find("<polyline class=\"curve\" fill=\"none\" stroke=\"#"); p != std::string::npos;
-       p = html.find("<polyline class=\"curve\" fill=\"none\" stroke=\"#", p + 1)) {
-    ++curves;
-  }
-  EXPECT_EQ(curves, 16u + 4u);  // 16 trials, and W1/W2 for two placements
-  size_t crosses = 0;
-  for (size_t p = html.find("class=\"diverged-mark\""); p != std::string::npos;
-       p = html.find("class=\"diverged-mark\"", p + 1)) {
-    ++crosses;
-  }
-  EXPECT_EQ(crosses, 4u);
+  // 16 trials, and W1/W2 for two placements.
+  EXPECT_EQ(Count(html, "<polyline class=\"curve\" fill=\"none\" stroke=\"#"), 16u + 4u);
+  EXPECT_EQ(Count(html, "class=\"diverged-mark\""), 4u);
   EXPECT_THAT(html, HasSubstr(">colour: peak lr</text>"));
   EXPECT_THAT(html, HasSubstr(">dash: warm-up steps</text>"));
   ExpectFiniteGeometry(html);
@@ -295,12 +288,6 @@ std::map<std::string, Mark> Crosses(const std::string& html, const std::string& 
     m.y += 5;
   }
   return out;
-}
-
-size_t Count(const std::string& html, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
-  return n;
 }
 
 // The part of the page under a heading, up to the next one.
