@@ -22,11 +22,6 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
   return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));  // as PostgreSQL keeps it
 }
 
-absl::Status NoSweep(int64_t id) { return absl::NotFoundError(absl::StrCat("sweep_id ", id, ": no such sweep")); }
-absl::Status NoTrial(int64_t id) { return absl::NotFoundError(absl::StrCat("trial_id ", id, ": no such trial")); }
-absl::Status NoWorker(int64_t id) {
-  return absl::NotFoundError(absl::StrCat("worker_id ", id, ": no such worker (register first)"));
-}
 
 bool HoldsLease(const v1::Trial& t, int64_t worker_id, int32_t attempt) {
   return t.state() == v1::TRIAL_RUNNING && t.worker_id() == worker_id && t.attempts() == attempt;

@@ -24,7 +24,6 @@ namespace {
 // A sweep at least this large is followed by ANALYZE trials (see CreateSweep).
 constexpr size_t kAnalyzeAfterTrials = 500;
 
-absl::Status NoSweep(int64_t id) { return absl::NotFoundError(absl::StrCat("sweep_id ", id, ": no such sweep")); }
 
 // Fills counts for the given sweeps (one query).
 absl::Status FillCounts(PgConnection& conn, std::vector<v1::Sweep>& sweeps) {
@@ -77,10 +76,6 @@ PgConnectOptions HotConnectOptions(PgConnectOptions options) {
 
 }  // namespace
 
-absl::Status NoTrial(int64_t id) { return absl::NotFoundError(absl::StrCat("trial_id ", id, ": no such trial")); }
-absl::Status NoWorker(int64_t id) {
-  return absl::NotFoundError(absl::StrCat("worker_id ", id, ": no such worker (register first)"));
-}
 
 absl::StatusOr<v1::Trial> LoadTrial(PgConnection& conn, int64_t trial_id) {
   ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat("SELECT ", sql::kTrialColumns, " FROM trials t WHERE t.id = $1"),

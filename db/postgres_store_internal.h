@@ -22,9 +22,6 @@
 
 namespace normsweep::db {
 
-absl::Status NoTrial(int64_t id);
-absl::Status NoWorker(int64_t id);
-
 absl::StatusOr<v1::Trial> LoadTrial(PgConnection& conn, int64_t trial_id);
 
 // Runs fn on a pooled connection; retries once on a fresh connection when a

@@ -13,6 +13,12 @@ namespace {
 constexpr char kDatabaseErrorPayload[] = "type.normsweep/database_error";
 }  // namespace
 
+absl::Status NoSweep(int64_t id) { return absl::NotFoundError(absl::StrCat("sweep_id ", id, ": no such sweep")); }
+absl::Status NoTrial(int64_t id) { return absl::NotFoundError(absl::StrCat("trial_id ", id, ": no such trial")); }
+absl::Status NoWorker(int64_t id) {
+  return absl::NotFoundError(absl::StrCat("worker_id ", id, ": no such worker (register first)"));
+}
+
 absl::Status MarkDatabaseError(absl::Status status) {
   if (!status.ok()) status.SetPayload(kDatabaseErrorPayload, absl::Cord("1"));
   return status;

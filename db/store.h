@@ -168,6 +168,12 @@ class Store {
   virtual absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double tolerance);
 };
 
+// The NOT_FOUND errors of a missing sweep, trial or worker, the same words
+// from both stores ("sweep_id 7: no such sweep").
+absl::Status NoSweep(int64_t id);
+absl::Status NoTrial(int64_t id);
+absl::Status NoWorker(int64_t id);
+
 // Errors that carry the database's own words (libpq's messages, with SQL,
 // parameters, server paths) are marked, so that the scheduler's gRPC edge
 // logs them and tells clients a plain message instead.

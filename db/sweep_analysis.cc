@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "db/pg_rows.h"
+#include "db/store.h"
 
 namespace normsweep::db {
 namespace {
@@ -59,7 +60,7 @@ absl::Status ReadView(PgConnection& conn, const char* sql, const PgParams& param
 absl::StatusOr<v1::GetSweepAnalysisResponse> QuerySweepAnalysis(PgConnection& conn, int64_t sweep_id,
                                                                  double tolerance) {
   ASSIGN_OR_RETURN(PgResult exists, conn.Exec("SELECT 1 FROM sweeps WHERE id = $1", PgParams().Add(sweep_id)));
-  if (exists.rows() == 0) return absl::NotFoundError(absl::StrCat("sweep_id ", sweep_id, ": no such sweep"));
+  if (exists.rows() == 0) return NoSweep(sweep_id);
   v1::GetSweepAnalysisResponse out;
   RETURN_IF_ERROR(ReadView(conn, kCells, PgParams().Add(sweep_id), *out.mutable_cells()));
   RETURN_IF_ERROR(ReadView(conn, kPlacements, PgParams().Add(sweep_id).Add(tolerance), *out.mutable_placements(),
