@@ -47,9 +47,7 @@ class ReportCliTest : public testing::ProcessTest {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
-    auto store = testing::OpenStore(conninfo_);
-    ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_NO_FATAL_FAILURE(FillSweep(**store));
+    ASSERT_NO_FATAL_FAILURE(FillSweep());
     scheduler_ = StartScheduler();
     ASSERT_NE(scheduler_, nullptr);
   }
@@ -60,7 +58,11 @@ class ReportCliTest : public testing::ProcessTest {
   // l0 is kL0 for all. Diagnostics at every validation step (0, 20, ...):
   // layer 1's attention logit is the larger, 2 + step/100, or 3 * 2^(step/8)
   // when the trial diverges; layer 1's fc2 moves the most.
-  void FillSweep(db::Store& store) {
+  // Written through the store on this test's database, as a worker would.
+  void FillSweep() {
+    auto opened = testing::OpenStore(conninfo_);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    db::Store& store = **opened;
     v1::SweepSpec spec;
     spec.set_name("report <e2e> & \"co\"");
     spec.set_max_attempts(1);

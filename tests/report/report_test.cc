@@ -176,8 +176,7 @@ TEST(ReportHtmlTest, HeatmapCellsDivergenceAndSummary) {
                               "<td>2.250</td><td>1 / 4 (25%)</td>"));
   // Curves: one per trial with points (16), a cross for each diverged one
   // that reported a finite point (4).
-  // 16 trials, and W1/W2 for two placements.
-  EXPECT_EQ(Count(html, "<polyline class=\"curve\" fill=\"none\" stroke=\"#"), 16u + 4u);
+  EXPECT_EQ(Count(html, "<polyline class=\"curve\" fill=\"none\" stroke=\"#"), 16u + 4u);  // and W1/W2 twice
   EXPECT_EQ(Count(html, "class=\"diverged-mark\""), 4u);
   EXPECT_THAT(html, HasSubstr(">colour: peak lr</text>"));
   EXPECT_THAT(html, HasSubstr(">dash: warm-up steps</text>"));

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace normsweep::worker::testing {
 
@@ -167,9 +168,8 @@ absl::StatusOr<v1::HeartbeatResponse> FakeSchedulerClient::Heartbeat(const v1::H
 
 absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(const v1::ReportProgressRequest& request) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<TrialRecord*> held = HeldTrial(request.worker_id(), request.trial_id(), request.attempt());
-  if (!held.ok()) return held.status();
-  TrialRecord& r = **held;
+  ASSIGN_OR_RETURN(TrialRecord * held, HeldTrial(request.worker_id(), request.trial_id(), request.attempt()));
+  TrialRecord& r = *held;
   ++r.progress_calls;
   r.points.insert(r.points.end(), request.points().begin(), request.points().end());
   r.norms.insert(r.norms.end(), request.layer_grad_norms().begin(), request.layer_grad_norms().end());
@@ -182,9 +182,8 @@ absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(c
 
 absl::StatusOr<v1::FinishTrialResponse> FakeSchedulerClient::FinishTrial(const v1::FinishTrialRequest& request) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<TrialRecord*> held = HeldTrial(request.worker_id(), request.trial_id(), request.attempt());
-  if (!held.ok()) return held.status();
-  TrialRecord& r = **held;
+  ASSIGN_OR_RETURN(TrialRecord * held, HeldTrial(request.worker_id(), request.trial_id(), request.attempt()));
+  TrialRecord& r = *held;
   r.held = false;
   if (r.finishes.empty()) r.finished_at = absl::Now();
   r.trial.set_state(request.outcome());

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
@@ -98,15 +99,24 @@ class WorkerTest : public ::testing::Test {
     EXPECT_TRUE(run_status_.ok()) << run_status_;
     worker_.reset();
   }
-  // Starts the worker with one trial and waits until it is finished: *record
-  // is what the scheduler got, *took the time from the worker's start.
-  void RunOneTrial(const v1::TrainConfig& config, FakeSchedulerClient::TrialRecord* record, absl::Duration* took) {
-    const int64_t id = fake_.AddTrial(config);
+  // Starts the worker with one trial of the fake trainer (`script`, which
+  // writes its pid to a file, `steps`) that the worker must kill: it ends
+  // FAILED, with an error holding each of `errors`, within 5 s (*took), and
+  // its process is gone.
+  void ExpectKilled(const std::string& script, int steps, const std::vector<std::string>& errors,
+                    absl::Duration* took) {
+    const std::string pidfile = dir_ + "/killed.pid";
+    const int64_t id = fake_.AddTrial(Config(script + ",pidfile=" + pidfile, steps));
     const absl::Time start = absl::Now();
     Start();
     ASSERT_TRUE(WaitFinished(id));
     *took = absl::Now() - start;
-    *record = fake_.Get(id);
+    const FakeSchedulerClient::TrialRecord record = fake_.Get(id);
+    ASSERT_FALSE(record.finishes.empty());
+    EXPECT_EQ(record.finishes[0].outcome(), v1::TRIAL_FAILED);
+    for (const std::string& e : errors) EXPECT_THAT(record.finishes[0].result().error(), HasSubstr(e));
+    EXPECT_LT(*took, absl::Seconds(5));
+    EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
   }
 
   bool WaitFinished(int64_t id, absl::Duration timeout = absl::Seconds(10)) {
@@ -318,31 +328,20 @@ TEST_F(WorkerTest, MissingTrainerIsFailedNotFatal) {
 
 TEST_F(WorkerTest, SilentTrialIsKilledAfterStallTimeout) {
   options_.stall_timeout = absl::Milliseconds(400);
-  const std::string pidfile = dir_ + "/hang.pid";
   // Silent after step 3 (it still obeys SIGTERM, with a final CANCELLED
   // event that the worker overrides: the trial FAILED).
-  FakeSchedulerClient::TrialRecord ra;
   absl::Duration took;
-  ASSERT_NO_FATAL_FAILURE(RunOneTrial(Config("mode=hang,crash_at=3,pidfile=" + pidfile, 50), &ra, &took));
-  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
-  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("no progress event for"));
-  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("--stall-timeout-s=0.4"));
-  EXPECT_LT(took, absl::Seconds(5));
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectKilled("mode=hang,crash_at=3", 50, {"no progress event for", "--stall-timeout-s=0.4"}, &took));
   Stop();
 }
 
 TEST_F(WorkerTest, TrialPastItsTimeLimitIsKilledEvenIfItIgnoresSigterm) {
   options_.trial_timeout = absl::Milliseconds(500);
-  const std::string pidfile = dir_ + "/slow.pid";
-  FakeSchedulerClient::TrialRecord ra;
   absl::Duration took;
-  ASSERT_NO_FATAL_FAILURE(RunOneTrial(Config("mode=ignore_term,step_ms=10,pidfile=" + pidfile, 100000), &ra, &took));
-  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
-  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("exceeded the trial time limit (--trial-timeout-s=0.5)"));
+  ASSERT_NO_FATAL_FAILURE(ExpectKilled("mode=ignore_term,step_ms=10", 100000,
+                                       {"exceeded the trial time limit (--trial-timeout-s=0.5)"}, &took));
   EXPECT_GE(took, absl::Milliseconds(900));  // 0.5 s limit + 0.5 s SIGTERM grace, then SIGKILL
-  EXPECT_LT(took, absl::Seconds(5));
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
   Stop();
 }
 
