@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "tests/common/fresh_database.h"
+#include "tests/common/test_time.h"
 
 namespace normsweep::testing {
 
@@ -22,7 +23,7 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> AnalysisFromViews(const std::vector
   ASSIGN_OR_RETURN(std::unique_ptr<db::Store> opened, OpenStore(conninfo));
   db::Store& store = *opened;
 
-  const absl::Time now = absl::FromUnixSeconds(1767225600);
+  const absl::Time now = kT0;
   v1::SweepSpec spec = fixture.spec;
   if (spec.name().empty()) spec.set_name("views-fixture");
   spec.set_max_attempts(100);

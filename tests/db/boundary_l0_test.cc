@@ -16,11 +16,12 @@
 #include "scheduler/sweep_expander.h"
 #include "tests/common/store_kinds.h"
 #include "tests/common/specs.h"
+#include "tests/common/test_time.h"
 
 namespace normsweep::db {
 namespace {
 
-const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
+using testing::kT0;
 const absl::Duration kLease = absl::Seconds(30);
 constexpr double kL0 = 5.8;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();

@@ -30,6 +30,7 @@
 #include "tests/common/fresh_database.h"
 #include "tests/common/specs.h"
 #include "tests/common/store_kinds.h"
+#include "tests/common/test_time.h"
 
 namespace normsweep::db {
 namespace {
@@ -44,7 +45,7 @@ using schema::LineState;
 using schema::Probe;
 using schema::ProbeOutcome;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
+using testing::kT0;
 const absl::Duration kLease = absl::Seconds(30);
 constexpr double kL0 = 5.8;
 

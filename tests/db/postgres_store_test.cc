@@ -17,15 +17,15 @@
 #include "tests/common/fresh_database.h"
 #include "tests/common/postgres_instance.h"
 #include "tests/common/requests.h"
+#include "tests/common/test_time.h"
 
 namespace normsweep::db {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using ::testing::Not;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
+using testing::kT0;
 
 // The helpers below fail the test and return an empty value ("" or null)
 // when they cannot do their part; every caller checks the pointer fatally.
@@ -240,13 +240,13 @@ TEST(PgConnectionTest, DescribeNeverShowsThePassword) {
   options.conninfo = NewDatabase("describe") + " password=hunter2-secret";
   auto conn = PgConnection::Connect(options);  // trust auth ignores the password
   ASSERT_TRUE(conn.ok()) << conn.status();
-  EXPECT_THAT((*conn)->Describe(), Not(HasSubstr("hunter2")));
+  EXPECT_THAT((*conn)->Describe(), ::testing::Not(HasSubstr("hunter2")));
   EXPECT_THAT((*conn)->Describe(), HasSubstr("as postgres"));
   PgConnectOptions unreachable;
   unreachable.conninfo = "postgresql://user:hunter2-secret@127.0.0.1:1/db";
   auto failed = PgConnection::Connect(unreachable);
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(failed.status().message()), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(std::string(failed.status().message()), ::testing::Not(HasSubstr("hunter2")));
 }
 
 // The client's own deadline, statement_timeout plus client_timeout_margin:

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/store_kinds.h"
 #include "tests/common/requests.h"
+#include "tests/common/test_time.h"
 
 namespace normsweep::db {
 namespace {
@@ -23,7 +24,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1767225600);
+using testing::kT0;
 const absl::Duration kLease = absl::Seconds(30);
 
 class StoreTest : public testing::BothStoresTest {
