@@ -15,6 +15,7 @@
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "common/grpc_status.h"
 #include "tests/common/postgres_instance.h"
+#include "tests/common/process_test.h"
 #include "tests/common/subprocess.h"
 
 namespace normsweep {
@@ -37,20 +38,24 @@ grpc::Status Submit(v1::SweepService::Stub& stub, const std::string& request_id,
   return stub.SubmitSweep(&ctx, req, resp);
 }
 
-TEST(DbOutageTest, SchedulerWaitsForTheDatabaseAndRecoversWithoutRestart) {
+// A server of its own, which the test stops and starts.
+class DbOutageTest : public testing::ProcessTest {
+ protected:
+  DbOutageTest() : ProcessTest(/*with_database=*/false) {}
+};
+
+TEST_F(DbOutageTest, SchedulerWaitsForTheDatabaseAndRecoversWithoutRestart) {
   auto pg = testing::PostgresInstance::Start();
   ASSERT_TRUE(pg.ok()) << pg.status();
   auto conninfo = (*pg)->CreateDatabase("outage");
   ASSERT_TRUE(conninfo.ok());
   ASSERT_TRUE((*pg)->Stop().ok());
 
-  const char* bin_dir = std::getenv("NORMSWEEP_BINARY_DIR");
-  ASSERT_NE(bin_dir, nullptr) << "run under ctest (NORMSWEEP_BINARY_DIR)";
   const std::string dir = (*pg)->dir();
   const std::string log = dir + "/scheduler.log";
   // The password in the URL must never reach the log (trust auth ignores it).
   auto scheduler = testing::Subprocess::Start(
-      {absl::StrCat(bin_dir, "/scheduler/normsweep-scheduler"), "--host=127.0.0.1", "--port=0",
+      {bin_ + "/scheduler/normsweep-scheduler", "--host=127.0.0.1", "--port=0",
        "--metrics_port=-1", "--port_file=" + dir + "/ports", "--maintenance_interval_ms=200"},
       {{"NORMSWEEP_DATABASE_URL", *conninfo + " password=s3cret-pw connect_timeout=2"}}, log);
   ASSERT_TRUE(scheduler.ok()) << scheduler.status();
@@ -83,7 +88,7 @@ TEST(DbOutageTest, SchedulerWaitsForTheDatabaseAndRecoversWithoutRestart) {
   EXPECT_EQ(gctx.GetServerTrailingMetadata().count(kDatabaseUnavailableKey), 1u);
   // And the CLI says so, rather than "cannot reach the scheduler".
   const std::string cli_log = dir + "/cli-during.out";
-  auto cli = testing::Subprocess::Start({absl::StrCat(bin_dir, "/client/normsweep"), "list"},
+  auto cli = testing::Subprocess::Start({bin_ + "/client/normsweep", "list"},
                                         {{"NORMSWEEP_SCHEDULER", absl::StrCat("127.0.0.1:", std::atoi(ports->c_str()))}},
                                         cli_log);
   ASSERT_TRUE(cli.ok()) << cli.status();
