@@ -4,8 +4,9 @@
 // as root, PostgreSQL (which refuses root) runs as `nobody` via runuser and
 // the directory is chown'ed to it.
 //
-// One instance per test binary is enough; give each test its own database
-// with CreateDatabase. Not thread-safe: set up from the test's main thread.
+// One instance per test binary is enough (SharedPostgres); give each test
+// its own database with FreshDatabase (fresh_database.h). Not thread-safe:
+// set up from the test's main thread.
 #ifndef NORMSWEEP_TESTS_COMMON_POSTGRES_INSTANCE_H_
 #define NORMSWEEP_TESTS_COMMON_POSTGRES_INSTANCE_H_
 
