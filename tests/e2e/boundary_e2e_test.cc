@@ -110,7 +110,7 @@ TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
 }
 
 // The shipped sweep file on the paper's model (deploy/sweeps/boundary.yaml),
-// for its measured result in scheduler/README.md: minutes of CPU, so run by
+// for its measured result in docs/paper.md (section 6): minutes of CPU, so run by
 // hand: NORMSWEEP_CORPUS=FILE boundary_e2e_test --gtest_also_run_disabled_tests
 // --gtest_filter='*PaperModel*' (the corpus as deploy/local/run.sh writes it).
 TEST_F(BoundaryEndToEndTest, DISABLED_PaperModelBoundary) {
