@@ -31,15 +31,8 @@ std::vector<std::pair<double, double>> ValCurve(const v1::GetTrialResponse& t) {
 
 std::string CurvesSvg(const VariantView& v, const std::string& placement, const CurveStyle& style,
                       const Frame& scale) {
-  const double w = 470, h = 300;
-  Frame f = scale;
-  f.left = 58;
-  f.top = 30;
-  f.width = w - f.left - 14;
-  f.height = h - f.top - 50;
-  const std::string title = PlacementTitle(placement);
-  std::string s = SvgOpen(w, h, title + ": validation loss curves");
-  s += Text(f.left + f.width / 2, 18, title, "class=\"chart-title\" text-anchor=\"middle\"");
+  Frame f;
+  std::string s = OpenPlacementPanel(placement, "validation loss curves", scale, f);
   s += Axes(f, Ticks(f.x0, f.x1, 5), Ticks(f.y0, f.y1, 5), "step", "validation loss");
   const size_t placement_index = std::find(v.placements.begin(), v.placements.end(), placement) - v.placements.begin();
   const std::string clip = absl::StrCat("clip-", v.index, "-", placement_index);

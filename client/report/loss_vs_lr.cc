@@ -70,15 +70,9 @@ std::vector<double> LogLrTicks(const std::vector<double>& lrs) {
 
 std::string LossVsLrSvg(const VariantView& v, const std::string& placement,
                         const std::vector<std::vector<LossPoint>>& lines, const Frame& scale) {
-  const double w = 470, h = 300;
-  Frame f = scale;
-  f.left = 58;
-  f.top = 30;
-  f.width = w - f.left - 14;
-  f.height = h - f.top - 50;
+  Frame f;
+  std::string s = OpenPlacementPanel(placement, "final validation loss against peak lr", scale, f);
   const std::string title = PlacementTitle(placement);
-  std::string s = SvgOpen(w, h, title + ": final validation loss against peak lr");
-  s += Text(f.left + f.width / 2, 18, title, "class=\"chart-title\" text-anchor=\"middle\"");
   s += Axes(f, LogLrTicks(v.lrs), Ticks(f.y0, f.y1, 5), "peak learning rate (log scale)", "final validation loss",
             LogLrLabel);
   const std::optional<double> l0 = PlacementL0(v, placement);

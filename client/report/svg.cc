@@ -105,6 +105,20 @@ std::string SvgOpen(double w, double h, const std::string& label, const std::str
       extra_attrs.empty() ? "" : " ", extra_attrs);
 }
 
+std::string OpenPlacementPanel(const std::string& placement, const std::string& what, const Frame& scale,
+                               Frame& frame) {
+  const double w = 470, h = 300;
+  frame = scale;
+  frame.left = 58;
+  frame.top = 30;
+  frame.width = w - frame.left - 14;
+  frame.height = h - frame.top - 50;
+  const std::string title = PlacementTitle(placement);
+  std::string s = SvgOpen(w, h, title + ": " + what);
+  s += Text(frame.left + frame.width / 2, 18, title, "class=\"chart-title\" text-anchor=\"middle\"");
+  return s;
+}
+
 std::string Text(double x, double y, const std::string& text, const std::string& attrs) {
   return absl::StrCat("<text x=\"", Px(x), "\" y=\"", Px(y), "\"", attrs.empty() ? "" : " ", attrs, ">",
                       Escape(text), "</text>\n");

@@ -77,6 +77,11 @@ struct Frame {
 // <svg ...> of w x h pixels; label is its aria-label. extra_attrs (e.g.
 // class="boundary") goes after the others.
 std::string SvgOpen(double w, double h, const std::string& label, const std::string& extra_attrs = "");
+// A placement's 470 x 300 panel (the loss-against-lr and the curves
+// figures): scale's data ranges in the panel's plot area; opens the SVG,
+// labelled "<title>: <what>", with the placement's title on top.
+std::string OpenPlacementPanel(const std::string& placement, const std::string& what, const Frame& scale,
+                               Frame& frame);
 // <text> at (x, y), text escaped.
 std::string Text(double x, double y, const std::string& text, const std::string& attrs = "");
 std::string Line(double x1, double y1, double x2, double y2, const std::string& attrs);
