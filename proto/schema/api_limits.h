@@ -22,6 +22,8 @@ inline constexpr int kMaxTrialsPerSweep = 10000;  // the grid's size (random_sea
 inline constexpr int kMaxAxisValues = 1000;       // values per axis
 inline constexpr int kDefaultMaxAttempts = 3;     // SweepSpec.max_attempts 0
 inline constexpr int kMaxMaxAttempts = 100;
+inline constexpr int kDefaultMaxInterruptions = 20;  // SweepSpec.max_interruptions 0
+inline constexpr int kMaxMaxInterruptions = 1000;
 inline constexpr int kMaxPriority = 1000;         // SweepSpec.priority in [-kMaxPriority, kMaxPriority]
 
 // ---- requests ----
