@@ -11,9 +11,11 @@
 
 namespace normsweep::client {
 
-// "" without attempts; else a header and one line each:
-//   attempt  worker  ended                 then       reason
-//   1        3       2026-12-01T08:10:49Z  re-queued  normsweep-train killed by signal 9 ...
+// "" without attempts; else a header and one line each. "counted as": the
+// interruption's cause (TrialAttempt.interruption), "own failure" (counted
+// against max_attempts), or "-" (the attempt ended the trial itself):
+//   attempt  worker  ended                 then       counted as        reason
+//   1        3       2026-12-01T08:10:49Z  re-queued  external_signal   normsweep-train killed by signal 9 ...
 std::string RenderAttemptsTable(const google::protobuf::RepeatedPtrField<v1::TrialAttempt>& attempts);
 
 }  // namespace normsweep::client

@@ -51,7 +51,7 @@ Usage:
                    [--dry-run] [--request-id ID]
   normsweep submit --name NAME --placements post,pre [--warmup-steps 0,100,500 (default 0)] \
                    --lrs 5e-4,1e-3,3e-3 [--seeds 0,1,2 (default 0)] [--set FIELD=VALUE ...]
-                   [--max-attempts N] [--priority N] [--max-concurrent N] [--watch]
+                   [--max-attempts N] [--max-interruptions N] [--priority N] [--max-concurrent N] [--watch]
   normsweep watch ID          live progress until the sweep ends, then its results
   normsweep list [--state running|completed|cancelled]
   normsweep show ID           the sweep and every trial

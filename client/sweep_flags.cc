@@ -160,6 +160,7 @@ absl::StatusOr<v1::SweepSpec> SpecFromFlags(const CliArgs& args) {
   }
   if (absl::Status s = AddIntegers("--seeds", args.Get("seeds", "0"), spec.mutable_seeds()); !s.ok()) return s;
   for (const auto& [flag, set] : {std::pair{"max-attempts", &v1::SweepSpec::set_max_attempts},
+                                  std::pair{"max-interruptions", &v1::SweepSpec::set_max_interruptions},
                                   std::pair{"priority", &v1::SweepSpec::set_priority},
                                   std::pair{"max-concurrent", &v1::SweepSpec::set_max_concurrent_trials}}) {
     if (absl::Status s = SetInt32(args, flag, set, &spec); !s.ok()) return s;

@@ -1,5 +1,6 @@
 #include "client/sweep_tables.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/attempts_table.h"
 #include "client/results.h"
 #include "google/protobuf/util/time_util.h"
@@ -55,8 +57,9 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
       "cancelled)\ncreated %s\n",
       sweep.id(), sweep.name(), SweepStateLabel(sweep.state()), sweep.trial_count(), c.pending(), c.running(),
       c.succeeded(), c.diverged(), c.failed(), c.cancelled(), TimeUtil::ToString(sweep.created_at()));
-  absl::StrAppendFormat(&out, "\n%-8s %-5s %-6s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-10s %s\n", "trial", "idx",
-                        "place", "warmup", "lr", "seed", "variant", "state", "attempts", "step", "val_loss", "note");
+  absl::StrAppendFormat(&out, "\n%-8s %-5s %-6s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-6s %-10s %s\n", "trial", "idx",
+                        "place", "warmup", "lr", "seed", "variant", "state", "attempts", "interr", "step", "val_loss",
+                        "note");
   for (const v1::Trial& t : trials) {
     const std::string val = t.result().has_final_val_loss() ? absl::StrFormat("%.4f", t.result().final_val_loss())
                             : t.has_last_val_loss()          ? absl::StrFormat("(%.4f)", t.last_val_loss())
@@ -65,10 +68,12 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
                              : t.result().has_diverged_step()
                                  ? absl::StrCat("diverged at step ", t.result().diverged_step())
                                  : "";
-    absl::StrAppendFormat(&out, "%-8d %-5d %-6s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-10s %s\n", t.id(), t.index(),
-                          t.config().placement(), t.config().warmup_steps(), FormatLr(t.config().lr()),
-                          t.config().seed(), t.variant().substr(0, 20), TrialStateLabel(t.state()), t.attempts(),
-                          t.last_step(), val, note);
+    // attempts: the trial's own (what max_attempts counts); interr: the
+    // interruptions, counted apart.
+    absl::StrAppendFormat(&out, "%-8d %-5d %-6s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-6d %-10s %s\n", t.id(),
+                          t.index(), t.config().placement(), t.config().warmup_steps(), FormatLr(t.config().lr()),
+                          t.config().seed(), t.variant().substr(0, 20), TrialStateLabel(t.state()),
+                          t.attempts() - t.interruptions(), t.interruptions(), t.last_step(), val, note);
   }
   return out;
 }
@@ -128,6 +133,20 @@ std::string RenderTrialDetail(const v1::GetTrialResponse& response) {
                                     trial.id(), trial.sweep_id(), TrialStateLabel(trial.state()), config.placement(),
                                     config.warmup_steps(), FormatLr(config.lr()), config.seed(),
                                     trial.variant().empty() ? "" : ", " + trial.variant());
+  if (trial.interruptions() > 0 || trial.attempts() > 1) {
+    // Every interruption's cause, in the order of their first occurrence.
+    std::vector<std::pair<std::string, int>> causes;
+    for (const v1::TrialAttempt& a : response.attempts()) {
+      if (a.interruption().empty()) continue;
+      auto it = std::find_if(causes.begin(), causes.end(), [&](const auto& c) { return c.first == a.interruption(); });
+      if (it == causes.end()) causes.emplace_back(a.interruption(), 1); else ++it->second;
+    }
+    absl::StrAppendFormat(&out, "attempts %d (the trial's own, counted against max_attempts), interruptions %d%s\n",
+                          trial.attempts() - trial.interruptions(), trial.interruptions(),
+                          causes.empty() ? "" : absl::StrCat(" (", absl::StrJoin(causes, ", ", [](std::string* o, const auto& c) {
+                            absl::StrAppend(o, c.first, " ", c.second);
+                          }), ")"));
+  }
   // l0: the trial's result, else its step-0 evaluation (while it runs).
   const v1::MetricPoint* step0 = nullptr;
   bool log_z = false;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 #include "proto/schema/boundary_search.h"
+#include "proto/schema/interruptions.h"
 
 namespace normsweep::db {
 namespace {
@@ -22,6 +23,9 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
   return TimeUtil::MicrosecondsToTimestamp(absl::ToUnixMicros(t));  // as PostgreSQL keeps it
 }
 
+absl::Time FromProto(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixMicros(TimeUtil::TimestampToMicroseconds(t));
+}
 
 bool HoldsLease(const v1::Trial& t, int64_t worker_id, int32_t attempt) {
   return t.state() == v1::TRIAL_RUNNING && t.worker_id() == worker_id && t.attempts() == attempt;
@@ -56,9 +60,10 @@ void MemoryStore::MaybeComplete(int64_t sweep_id, absl::Time now) {
 }
 
 absl::StatusOr<CreateSweepResult> MemoryStore::CreateSweep(const std::string& request_id,
-                                                           const v1::SweepSpec& spec,
+                                                           const v1::SweepSpec& requested,
                                                            const std::vector<NewTrial>& trials,
                                                            absl::Time now) {
+  const v1::SweepSpec spec = StoredSpec(requested);
   absl::MutexLock lock(&mu_);
   if (!request_id.empty()) {
     auto it = sweep_by_request_.find(request_id);
@@ -334,9 +339,16 @@ absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest&
   v1::Trial& t = it->second.trial;
   if (req.retry()) {
     auto a = attempts_.find({t.id(), req.attempt()});
-    if (a != attempts_.end() && a->second.worker_id() == req.worker_id()) return t;  // a re-sent retry
+    if (a != attempts_.end() && a->second.worker_id() == req.worker_id()) {  // a re-sent retry
+      // The worker names the cause of an interruption better than the
+      // scheduler that found its lease expired.
+      if (!req.interruption().empty() && !a->second.interruption().empty()) {
+        a->second.set_interruption(req.interruption());
+      }
+      return t;
+    }
     if (!HoldsLease(t, req.worker_id(), req.attempt())) return LeaseNotHeld(t);
-    EndAttempt(it->second, req.result().error(), now);
+    EndAttempt(it->second, req.result().error(), req.interruption(), now);
     if (finished_now != nullptr) *finished_now = true;
     return t;
   }
@@ -356,7 +368,8 @@ absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest&
   return t;
 }
 
-v1::TrialState MemoryStore::EndAttempt(StoredTrial& st, const std::string& reason, absl::Time now) {
+v1::TrialState MemoryStore::EndAttempt(StoredTrial& st, const std::string& reason, const std::string& cause,
+                                       absl::Time now) {
   v1::Trial& t = st.trial;
   const v1::Sweep& s = sweeps_.at(t.sweep_id()).sweep;
   v1::TrialAttempt& a = attempts_[{t.id(), t.attempts()}];
@@ -364,13 +377,17 @@ v1::TrialState MemoryStore::EndAttempt(StoredTrial& st, const std::string& reaso
   a.set_worker_id(t.worker_id());
   *a.mutable_ended_at() = ToProto(now);
   a.set_reason(reason);
+  a.set_interruption(cause);
   t.clear_lease_expires_at();
+  if (!cause.empty()) t.set_interruptions(t.interruptions() + 1);
+  const int own = t.attempts() - t.interruptions();
   if (s.state() == v1::SWEEP_CANCELLED) {
     t.set_state(v1::TRIAL_CANCELLED);
     *t.mutable_finished_at() = ToProto(now);
-  } else if (t.attempts() >= s.spec().max_attempts()) {
+  } else if (cause.empty() ? own >= s.spec().max_attempts() : t.interruptions() >= s.spec().max_interruptions()) {
     t.set_state(v1::TRIAL_FAILED);
-    t.mutable_result()->set_error(RetriedAttemptError(reason, t.attempts()));
+    t.mutable_result()->set_error(cause.empty() ? RetriedAttemptError(reason, own)
+                                                : InterruptedError(cause, t.interruptions()));
     *t.mutable_finished_at() = ToProto(now);
   } else {
     t.set_state(v1::TRIAL_PENDING);
@@ -382,14 +399,21 @@ v1::TrialState MemoryStore::EndAttempt(StoredTrial& st, const std::string& reaso
   return t.state();
 }
 
-absl::StatusOr<ExpiryResult> MemoryStore::ExpireLeases(absl::Time now) {
+absl::StatusOr<ExpiryResult> MemoryStore::ExpireLeases(absl::Time now, const Outage& outage) {
   absl::MutexLock lock(&mu_);
   ExpiryResult result;
   const auto now_proto = ToProto(now);
   for (auto& [id, st] : trials_) {
     v1::Trial& t = st.trial;
     if (t.state() != v1::TRIAL_RUNNING || !(t.lease_expires_at() < now_proto)) continue;
-    switch (EndAttempt(st, "lease expired", now)) {
+    const absl::Time expired_at = FromProto(t.lease_expires_at());
+    auto w = workers_.find(t.worker_id());
+    const bool superseded = w != workers_.end() && w->second.superseded_by != 0;
+    const std::string cause(!superseded && expired_at >= outage.from && expired_at <= outage.until
+                                ? schema::kLeaseLost
+                                : schema::kWorkerLost);
+    ++result.interruptions[cause];
+    switch (EndAttempt(st, "lease expired", cause, now)) {
       case v1::TRIAL_CANCELLED: ++result.cancelled; break;
       case v1::TRIAL_FAILED: ++result.failed; break;
       default: ++result.requeued; break;

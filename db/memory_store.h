@@ -40,7 +40,8 @@ class MemoryStore : public Store {
                                                 absl::Time now) override;
   absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
                                         bool* finished_now) override;
-  absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) override;
+  using Store::ExpireLeases;
+  absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now, const Outage& outage) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
 
@@ -69,7 +70,9 @@ class MemoryStore : public Store {
   // Ends t's current attempt for `reason` (lease expiry, a retried
   // FinishTrial): records it, then PENDING, FAILED or CANCELLED by the rule
   // of RetriedAttemptError. Returns the new state.
-  v1::TrialState EndAttempt(StoredTrial& t, const std::string& reason, absl::Time now)
+  // Ends the current lease of t: cause "" for the trial's own failure, else
+  // the interruption's (the rule of retry_trial.sql and expire_leases.sql).
+  v1::TrialState EndAttempt(StoredTrial& t, const std::string& reason, const std::string& cause, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;

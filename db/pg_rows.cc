@@ -109,6 +109,7 @@ absl::StatusOr<TrialColumns> TrialColumns::Of(const PgResult& r) {
       {"finished_us", &TrialColumns::finished_us},
       {"update_seq", &TrialColumns::update_seq},
       {"boundary_line", &TrialColumns::boundary_line},
+      {"interruptions", &TrialColumns::interruptions},
   };
   TrialColumns c;
   for (const auto& [name, column] : kNames) {
@@ -128,6 +129,7 @@ absl::StatusOr<v1::Trial> ParseTrial(const PgResult& r, const TrialColumns& c, i
   t.set_variant(r.GetString(row, c.variant));
   t.set_state(TrialStateFromName(r.GetString(row, c.state)));
   t.set_attempts(GetInt32(r, row, c.attempts));
+  t.set_interruptions(GetInt32(r, row, c.interruptions));
   t.set_worker_id(r.GetInt64(row, c.worker_id));
   NS_SET_TIME(r, row, c.lease_expires_us, t, lease_expires_at);
   t.set_last_step(GetInt32(r, row, c.last_step));
@@ -179,6 +181,9 @@ absl::StatusOr<std::vector<v1::Sweep>> ParseSweeps(const PgResult& r) {
     s.set_trial_count(GetInt32(r, i, 5));
     NS_SET_TIME(r, i, 6, s, created_at);
     NS_SET_TIME(r, i, 7, s, finished_at);
+    // A sweep stored before max_interruptions existed (0015) has it only in
+    // its column, which holds the default for it.
+    if (s.spec().max_interruptions() == 0) s.mutable_spec()->set_max_interruptions(GetInt32(r, i, 8));
     out.push_back(std::move(s));
   }
   return out;

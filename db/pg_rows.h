@@ -76,7 +76,8 @@ absl::Status AppendRows(const PgResult& r, google::protobuf::RepeatedPtrField<M>
 struct TrialColumns {
   int id, sweep_id, trial_index, config, variant, state, attempts, worker_id, lease_expires_us, last_step,
       last_train_loss, last_val_loss, final_val_loss, best_val_loss, final_train_loss, final_val_accuracy,
-      diverged_step, tokens_per_s, error, init_val_loss, created_us, started_us, finished_us, update_seq;
+      diverged_step, tokens_per_s, error, init_val_loss, created_us, started_us, finished_us, update_seq,
+      interruptions;
 
   int boundary_line;  // NULL but in boundary_search sweeps
 
@@ -91,7 +92,7 @@ absl::StatusOr<v1::Trial> ParseFirstTrial(const PgResult& r);
 // A sweep's columns (sweeps s), in the order ParseSweeps reads them.
 inline constexpr char kSweepColumns[] =
     "s.id, s.request_id, s.name, s.spec::text, s.state, s.trial_count, " NS_MICROS("s.created_at")
-    ", " NS_MICROS("s.finished_at");
+    ", " NS_MICROS("s.finished_at") ", s.max_interruptions";
 
 // Rows of kSweepColumns; counts are left to the caller.
 absl::StatusOr<std::vector<v1::Sweep>> ParseSweeps(const PgResult& r);

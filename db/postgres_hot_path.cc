@@ -455,7 +455,7 @@ void PostgresStore::RetryStatement(FinishItem& item) {
   const std::string& reason = req.result().error();
   PgParams p;
   p.Add(req.trial_id()).Add(req.worker_id()).Add(static_cast<int64_t>(req.attempt())).Add(reason);
-  p.Add(RetriedAttemptError(reason, req.attempt())).AddMicros(item.now);
+  p.Add(req.interruption()).AddMicros(item.now);
   absl::StatusOr<v1::Trial> retried = WithConnection<v1::Trial>(pool_, [&](PgConnection& conn) -> absl::StatusOr<v1::Trial> {
     ASSIGN_OR_RETURN(PgResult r, conn.Exec(sql::kRetryTrial, p));
     if (r.rows() == 1) {
@@ -464,11 +464,17 @@ void PostgresStore::RetryStatement(FinishItem& item) {
       return t;
     }
     // Not written: a re-sent retry of this lease (its attempt is recorded)
-    // is a no-op.
+    // is a no-op, but for the cause of an interrupted attempt, which the
+    // worker names better than the scheduler that found its lease expired.
     ASSIGN_OR_RETURN(PgResult seen, conn.Exec(
-        "SELECT 1 FROM trial_attempts WHERE trial_id = $1 AND attempt = $2 AND worker_id = $3",
-        PgParams().Add(req.trial_id()).Add(static_cast<int64_t>(req.attempt())).Add(req.worker_id())));
-    return RecheckNotWritten(LoadTrial(conn, req.trial_id()), [&](const v1::Trial&) { return seen.rows() > 0; });
+        "WITH seen AS (SELECT trial_id, attempt, cause FROM trial_attempts"
+        " WHERE trial_id = $1 AND attempt = $2 AND worker_id = $3 FOR UPDATE),"
+        " fix AS (UPDATE trial_attempts a SET cause = $4 FROM seen WHERE a.trial_id = seen.trial_id"
+        " AND a.attempt = seen.attempt AND $4 <> '' AND seen.cause <> '' AND seen.cause <> $4 RETURNING 1)"
+        " SELECT (SELECT count(*) FROM seen), (SELECT count(*) FROM fix)",
+        PgParams().Add(req.trial_id()).Add(static_cast<int64_t>(req.attempt())).Add(req.worker_id())
+            .Add(req.interruption())));
+    return RecheckNotWritten(LoadTrial(conn, req.trial_id()), [&](const v1::Trial&) { return seen.GetInt64(0, 0) > 0; });
   });
   item.result = std::move(retried);
 }

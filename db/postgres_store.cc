@@ -117,9 +117,10 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options)
 void PostgresStore::OpenPool() { (void)AcquireAll(pool_, pool_size_); }
 
 absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& request_id,
-                                                             const v1::SweepSpec& spec,
+                                                             const v1::SweepSpec& requested,
                                                              const std::vector<NewTrial>& trials,
                                                              absl::Time now) {
+  const v1::SweepSpec spec = StoredSpec(requested);
   int64_t sweep_id = 0;
   bool created = false;
   absl::Status status = InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
@@ -128,7 +129,8 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
     p.Add(spec.name()).Add(schema::ToJson(spec)).Add(static_cast<int64_t>(spec.priority()))
         .Add(static_cast<int64_t>(spec.max_attempts()))
         .Add(static_cast<int64_t>(spec.max_concurrent_trials()))
-        .Add(static_cast<int64_t>(trials.size())).AddMicros(now);
+        .Add(static_cast<int64_t>(trials.size())).AddMicros(now)
+        .Add(static_cast<int64_t>(spec.max_interruptions()));
     ASSIGN_OR_RETURN(PgResult ins, conn.Exec(sql::kInsertSweep, p));
     if (ins.rows() == 0) {  // request_id seen before
       ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat("SELECT ", kSweepColumns,
@@ -310,7 +312,7 @@ absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
     }
     ASSIGN_OR_RETURN(PgResult a, conn.Exec(
         "SELECT attempt, COALESCE(worker_id, 0), " NS_MICROS("ended_at") ", outcome, reason"
-        " FROM trial_attempts WHERE trial_id = $1 ORDER BY attempt", PgParams().Add(trial_id)));
+        ", cause FROM trial_attempts WHERE trial_id = $1 ORDER BY attempt", PgParams().Add(trial_id)));
     for (int i = 0; i < a.rows(); ++i) {
       v1::TrialAttempt& at = h.attempts.emplace_back();
       at.set_attempt(GetInt32(a, i, 0));
@@ -318,6 +320,7 @@ absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
       NS_SET_TIME(a, i, 2, at, ended_at);
       at.set_outcome(TrialStateFromName(a.GetString(i, 3)));
       at.set_reason(a.GetString(i, 4));
+      at.set_interruption(a.GetString(i, 5));
     }
     return h;
   });
@@ -368,18 +371,23 @@ absl::StatusOr<HeartbeatResult> PostgresStore::Heartbeat(int64_t worker_id,
   });
 }
 
-absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now) {
+absl::StatusOr<ExpiryResult> PostgresStore::ExpireLeases(absl::Time now, const Outage& outage) {
+  // No outage (infinite bounds): an empty interval that fits in microseconds.
+  const bool none = outage.from > outage.until;
+  const absl::Time from = none ? now : outage.from;
+  const absl::Time until = none ? now - absl::Seconds(1) : outage.until;
   return WithConnection<ExpiryResult>(pool_, [&](PgConnection& conn) -> absl::StatusOr<ExpiryResult> {
-    ASSIGN_OR_RETURN(PgResult r, conn.Exec(sql::kExpireLeases, PgParams().AddMicros(now)));
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(sql::kExpireLeases, PgParams().AddMicros(now).AddMicros(from).AddMicros(until)));
     ExpiryResult result;
     for (int i = 0; i < r.rows(); ++i) {
-      int n = static_cast<int>(r.GetInt64(i, 1));
+      int n = static_cast<int>(r.GetInt64(i, 2));
       switch (TrialStateFromName(r.GetString(i, 0))) {
-        case v1::TRIAL_PENDING: result.requeued = n; break;
-        case v1::TRIAL_FAILED: result.failed = n; break;
-        case v1::TRIAL_CANCELLED: result.cancelled = n; break;
+        case v1::TRIAL_PENDING: result.requeued += n; break;
+        case v1::TRIAL_FAILED: result.failed += n; break;
+        case v1::TRIAL_CANCELLED: result.cancelled += n; break;
         default: break;
       }
+      result.interruptions[r.GetString(i, 1)] += n;
     }
     RETURN_IF_ERROR(CompleteSweeps(conn, {}, now));
     return result;

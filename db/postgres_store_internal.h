@@ -82,7 +82,8 @@ class PostgresStore final : public Store {
   void LeaseTrialAsync(int64_t worker_id, absl::Time now, absl::Duration lease, LeaseDone done) override;
   void ReportProgressAsync(const v1::ReportProgressRequest& request, absl::Time now, ProgressDone done) override;
   void FinishTrialAsync(const v1::FinishTrialRequest& request, absl::Time now, FinishDone done) override;
-  absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) override;
+  using Store::ExpireLeases;
+  absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now, const Outage& outage) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
   absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double tolerance) override;

@@ -6,6 +6,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
 #include "absl/strings/str_cat.h"
+#include "proto/schema/api_limits.h"
 
 namespace normsweep::db {
 
@@ -55,6 +56,17 @@ std::optional<double> TrialL0(std::optional<double> init_val_loss, std::optional
 
 std::string RetriedAttemptError(const std::string& reason, int attempts) {
   return absl::StrCat(reason, " after ", attempts, attempts == 1 ? " attempt" : " attempts");
+}
+
+v1::SweepSpec StoredSpec(const v1::SweepSpec& spec) {
+  v1::SweepSpec s = spec;
+  if (s.max_interruptions() == 0) s.set_max_interruptions(schema::kDefaultMaxInterruptions);
+  return s;
+}
+
+std::string InterruptedError(const std::string& cause, int interruptions) {
+  return absl::StrCat("interrupted ", interruptions, interruptions == 1 ? " time" : " times",
+                      " (max_interruptions), the last by ", cause);
 }
 
 void AddToCounts(v1::TrialState state, v1::TrialCounts* c, int64_t n) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,8 +49,18 @@ struct ProgressResult {
 
 struct ExpiryResult {
   int requeued = 0;   // back to PENDING
-  int failed = 0;     // out of attempts
+  int failed = 0;     // out of interruptions (max_interruptions)
   int cancelled = 0;  // their sweep was cancelled
+  // All of them, by cause ("worker_lost", "lease_lost").
+  std::map<std::string, int> interruptions;
+};
+
+// When the scheduler saw its database fail: a lease that expired within
+// [from, until] could not be renewed through it, its worker stopped the
+// trainer ("lease_lost", not "worker_lost"). The default is no outage.
+struct Outage {
+  absl::Time from = absl::InfiniteFuture();
+  absl::Time until = absl::InfinitePast();
 };
 
 struct TrialHistory {
@@ -119,9 +130,13 @@ class Store {
   // *finished_now (when given) says whether this call ended the lease: made
   // the trial final, or (retry) queued it again (false for a re-sent
   // FinishTrial). With request.retry the attempt is recorded and the trial
-  // goes back to PENDING while attempts remain (FAILED after the last,
-  // CANCELLED in a cancelled sweep); a re-sent retry for the same lease is a
-  // no-op.
+  // goes back to PENDING while its count allows (FAILED after the last,
+  // CANCELLED in a cancelled sweep): with request.interruption empty it was
+  // the trial's own failure, counted against max_attempts (attempts -
+  // interruptions), else an interruption, counted against max_interruptions.
+  // A re-sent retry for the same lease is a no-op, except that an
+  // interruption's cause names the recorded one of an interrupted attempt
+  // (the worker knows why a lease the scheduler found expired was lost).
   virtual absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
                                                 bool* finished_now = nullptr) = 0;
   // The three calls of every trial's lifecycle, answered through a callback
@@ -146,10 +161,15 @@ class Store {
     done(std::move(trial), finished_now);
   }
 
-  // Leases that ended before now: PENDING again while attempts remain, else
-  // FAILED (CANCELLED when the sweep was cancelled), each recorded as an
-  // attempt ("lease expired"). Also completes sweeps whose trials are all final.
-  virtual absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) = 0;
+  // Leases that ended before now, each an interruption (never counted
+  // against max_attempts): PENDING again while the trial's interruptions
+  // stay below max_interruptions, else FAILED (CANCELLED when the sweep was
+  // cancelled), each recorded as an attempt ("lease expired") with its cause:
+  // "lease_lost" when it expired within the outage and its worker was not
+  // superseded, else "worker_lost". Also completes sweeps whose trials are
+  // all final.
+  virtual absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now, const Outage& outage) = 0;
+  absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now) { return ExpireLeases(now, Outage{}); }
 
   virtual absl::StatusOr<StoreStats> Stats(absl::Time live_since) = 0;
   // Every registered worker by id, live when its last heartbeat is at or
@@ -167,6 +187,10 @@ class Store {
   // keep a second copy of their arithmetic.
   virtual absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double tolerance);
 };
+
+// The spec as both stores keep it: a max_interruptions of 0 (a spec from a
+// caller that does not set it) is the default, as the column's default is.
+v1::SweepSpec StoredSpec(const v1::SweepSpec& spec);
 
 // The NOT_FOUND errors of a missing sweep, trial or worker, the same words
 // from both stores ("sweep_id 7: no such sweep").
@@ -198,6 +222,8 @@ std::optional<double> TrialL0(std::optional<double> init_val_loss, std::optional
 // PENDING while attempts remain, FAILED after the last, CANCELLED when the
 // sweep was cancelled. Both stores decide by this rule (PostgresStore in SQL).
 std::string RetriedAttemptError(const std::string& reason, int attempts);
+// The error of a trial FAILED by its last interruption (max_interruptions).
+std::string InterruptedError(const std::string& cause, int interruptions);
 
 // The states' stored names ("PENDING", ...; "RUNNING", ...) and which are
 // final: the schema's one definition.

@@ -270,11 +270,15 @@ void Scheduler::FinishTrialAsync(const v1::FinishTrialRequest& request, Done<v1:
   if (absl::Status st = ValidateFinish(request); !st.ok()) return done(st);
   store_.FinishTrialAsync(
       request, clock_.Now(),
-      [this, retry = request.retry(), done = std::move(done)](absl::StatusOr<v1::Trial> trial, bool finished_now) {
+      [this, retry = request.retry(), cause = request.interruption(), done = std::move(done)](
+          absl::StatusOr<v1::Trial> trial, bool finished_now) {
         if (!trial.ok()) return done(trial.status());
         // A re-sent FinishTrial counts once (finished_now is false for it).
         if (finished_now && db::IsFinal(trial->state())) metrics_.TrialsCompleted(trial->state());
-        if (finished_now && retry && trial->state() == v1::TRIAL_PENDING) metrics_.AttemptsRequeued("killed");
+        if (finished_now && retry && trial->state() == v1::TRIAL_PENDING) {
+          metrics_.AttemptsRequeued(cause.empty() ? "failed" : "interrupted");
+        }
+        if (finished_now && !cause.empty()) metrics_.Interrupted(cause);
         NotifyChange();
         v1::FinishTrialResponse response;
         *response.mutable_trial() = *std::move(trial);
@@ -283,7 +287,13 @@ void Scheduler::FinishTrialAsync(const v1::FinishTrialRequest& request, Done<v1:
 }
 
 absl::Status Scheduler::ExpireLeases(absl::Time now) {
-  ASSIGN_OR_RETURN(db::ExpiryResult expired, store_.ExpireLeases(now));
+  db::Outage outage;
+  {
+    absl::MutexLock lock(&outage_mu_);
+    if (outage_from_.has_value()) outage = {*outage_from_, outage_last_ + options_.lease_duration};
+  }
+  ASSIGN_OR_RETURN(db::ExpiryResult expired, store_.ExpireLeases(now, outage));
+  for (const auto& [cause, n] : expired.interruptions) metrics_.Interrupted(cause, n);
   metrics_.TrialsCompleted(v1::TRIAL_FAILED, expired.failed);
   metrics_.TrialsCompleted(v1::TRIAL_CANCELLED, expired.cancelled);
   metrics_.AttemptsRequeued("lease_expired", expired.requeued);
@@ -293,10 +303,23 @@ absl::Status Scheduler::ExpireLeases(absl::Time now) {
 
 absl::Status Scheduler::RunMaintenance() {
   const absl::Time now = clock_.Now();
-  RETURN_IF_ERROR(ExpireLeases(now));
-  ASSIGN_OR_RETURN(db::StoreStats stats, store_.Stats(now - options_.worker_timeout));
-  metrics_.SetStats(stats);
-  return absl::OkStatus();
+  absl::Status status = ExpireLeases(now);
+  absl::StatusOr<db::StoreStats> stats = status.ok() ? store_.Stats(now - options_.worker_timeout) : status;
+  if (stats.ok()) metrics_.SetStats(*stats);
+  NoteStoreOutcome(stats.status(), now);
+  return stats.status();
+}
+
+void Scheduler::NoteStoreOutcome(const absl::Status& status, absl::Time now) {
+  absl::MutexLock lock(&outage_mu_);
+  if (status.ok()) {
+    in_outage_ = false;
+    return;
+  }
+  if (status.code() != absl::StatusCode::kUnavailable) return;  // the database answered
+  if (!in_outage_) outage_from_ = now;  // a new outage: it replaces the one before
+  in_outage_ = true;
+  outage_last_ = now;
 }
 
 }  // namespace normsweep::scheduler

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -101,12 +102,21 @@ class Scheduler {
   // Leases that ended before now back to the queue (or FAILED/CANCELLED),
   // counted in the metrics.
   absl::Status ExpireLeases(absl::Time now);
+  // Keeps the latest outage of the database, as maintenance saw it
+  // (UNAVAILABLE): a lease that expired within it, up to a lease after its
+  // last failure, was lost to it ("lease_lost"), not to its worker.
+  void NoteStoreOutcome(const absl::Status& status, absl::Time now);
 
   void NotifyChange();
   db::Store& store_;
   Clock& clock_;
   SchedulerMetrics& metrics_;
   const SchedulerOptions options_;
+
+  absl::Mutex outage_mu_;
+  std::optional<absl::Time> outage_from_ ABSL_GUARDED_BY(outage_mu_);
+  absl::Time outage_last_ ABSL_GUARDED_BY(outage_mu_);
+  bool in_outage_ ABSL_GUARDED_BY(outage_mu_) = false;
 
   absl::Mutex watch_mu_;
   uint64_t changes_ ABSL_GUARDED_BY(watch_mu_) = 0;

@@ -1,6 +1,7 @@
 #include "scheduler/scheduler_metrics.h"
 
 #include "absl/status/status.h"
+#include "proto/schema/interruptions.h"
 
 namespace normsweep::scheduler {
 
@@ -27,8 +28,16 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
       requeued_(prometheus::BuildCounter()
                     .Name("normsweep_scheduler_attempts_requeued_total")
                     .Help("Attempts that ended without finishing their trial and were queued again, by reason: "
-                          "lease_expired, or killed (the worker saw its trainer killed by the machine)")
+                          "lease_expired; interrupted (the worker reported an interruption: a signal from "
+                          "outside, a lease it could not renew, a drain); failed (the trial's own failure, "
+                          "retried while max_attempts allows)")
                     .Register(registry)),
+      interruptions_(prometheus::BuildCounter()
+                         .Name("normsweep_scheduler_interruptions_total")
+                         .Help("Attempts ended through no fault of their trial, by cause (worker_lost, "
+                               "lease_lost, scheduler_restart, external_signal, worker_drained), as this "
+                               "scheduler recorded them; never counted against max_attempts")
+                         .Register(registry)),
       live_workers_family_(prometheus::BuildGauge()
                                .Name("normsweep_scheduler_live_workers")
                                .Help("Workers that heartbeated recently")
@@ -51,7 +60,8 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
   }
   for (const char* s : {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}) completed_.Add({{"outcome", s}});
   for (const char* s : {"RUNNING", "COMPLETED", "CANCELLED"}) sweeps_.Add({{"state", s}});
-  for (const char* r : {"lease_expired", "killed"}) requeued_.Add({{"reason", r}});
+  for (const char* r : {"lease_expired", "interrupted", "failed"}) requeued_.Add({{"reason", r}});
+  for (absl::string_view c : schema::kInterruptionCauses) interruptions_.Add({{"cause", std::string(c)}});
 }
 
 void SchedulerMetrics::ObserveLeaseLatency(absl::Duration latency) {
@@ -64,6 +74,10 @@ void SchedulerMetrics::TrialsCompleted(v1::TrialState outcome, int n) {
 
 void SchedulerMetrics::AttemptsRequeued(const char* reason, int n) {
   if (n > 0) requeued_.Add({{"reason", reason}}).Increment(n);
+}
+
+void SchedulerMetrics::Interrupted(const std::string& cause, int n) {
+  if (n > 0) interruptions_.Add({{"cause", cause}}).Increment(n);
 }
 
 void SchedulerMetrics::RpcError(const std::string& method, absl::StatusCode code) {

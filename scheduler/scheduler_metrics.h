@@ -26,8 +26,11 @@ class SchedulerMetrics {
   void ObserveLeaseLatency(absl::Duration latency);
   void TrialsCompleted(v1::TrialState outcome, int n = 1);
   // Attempts that ended without finishing their trial, which went back to
-  // the queue: reason "lease_expired" or "killed" (FinishTrialRequest.retry).
+  // the queue: reason "lease_expired", "interrupted" or "failed"
+  // (FinishTrialRequest.retry with or without an interruption).
   void AttemptsRequeued(const char* reason, int n = 1);
+  // Interruptions recorded, by cause (proto/schema/interruptions.h).
+  void Interrupted(const std::string& cause, int n = 1);
   void RpcError(const std::string& method, absl::StatusCode code);
   // Progress accepted by ReportProgress: metric points and step-0 layer
   // gradient norms (a re-sent batch counts again; the store writes it once).
@@ -43,6 +46,7 @@ class SchedulerMetrics {
   prometheus::Histogram& lease_latency_;
   prometheus::Family<prometheus::Counter>& completed_;
   prometheus::Family<prometheus::Counter>& requeued_;
+  prometheus::Family<prometheus::Counter>& interruptions_;
   prometheus::Family<prometheus::Gauge>& live_workers_family_;
   prometheus::Gauge& live_workers_;
   prometheus::Family<prometheus::Counter>& rpc_errors_;

@@ -143,6 +143,7 @@ void AssignBoundaryLines(const v1::SweepSpec& spec, std::vector<db::NewTrial>& t
 v1::SweepSpec NormalizedSpec(const v1::SweepSpec& spec) {
   v1::SweepSpec s = spec;
   if (s.max_attempts() == 0) s.set_max_attempts(schema::kDefaultMaxAttempts);
+  if (s.max_interruptions() == 0) s.set_max_interruptions(schema::kDefaultMaxInterruptions);
   if (s.has_boundary_search()) {
     // The defaults as the search uses them (schema::BoundarySettingsOf), so
     // that the stored spec says them.

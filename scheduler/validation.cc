@@ -8,12 +8,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/quote.h"
 #include "common/status_macros.h"
 #include "db/store.h"
 #include "google/protobuf/reflection.h"
 #include "proto/schema/api_limits.h"
 #include "proto/schema/boundary_search.h"
+#include "proto/schema/interruptions.h"
 #include "proto/schema/train_config.h"
 #include "trainer/config.h"
 
@@ -315,6 +317,13 @@ absl::Status ValidateFinish(const v1::FinishTrialRequest& request) {
     if (request.outcome() != v1::TRIAL_FAILED) return Invalid("retry", "only with outcome TRIAL_FAILED");
     if (request.result().error().empty()) return Invalid("result.error", "required with retry: say what happened");
   }
+  if (!request.interruption().empty()) {
+    if (!request.retry()) return Invalid("interruption", "only with retry");
+    if (!schema::IsInterruptionCause(request.interruption())) {
+      return Invalid("interruption", absl::StrCat("unknown cause ", QuoteForError(request.interruption()), "; one of ",
+                                                  absl::StrJoin(schema::kInterruptionCauses, ", ")));
+    }
+  }
   RETURN_IF_ERROR(CheckStoredText("result.error", request.result().error(), schema::kMaxErrorLength));
   if (request.result().has_diverged_step() && request.result().diverged_step() < 0) {
     return Invalid("result.diverged_step", "must be >= 0");
@@ -348,6 +357,10 @@ absl::Status CheckScalarFields(const v1::SweepSpec& spec) {
   if (spec.max_attempts() < 0 || spec.max_attempts() > schema::kMaxMaxAttempts) {
     return Invalid("spec.max_attempts", absl::StrCat("must be in [1, ", schema::kMaxMaxAttempts, "] (0: default ",
                                                      schema::kDefaultMaxAttempts, ")"));
+  }
+  if (spec.max_interruptions() < 0 || spec.max_interruptions() > schema::kMaxMaxInterruptions) {
+    return Invalid("spec.max_interruptions", absl::StrCat("must be in [1, ", schema::kMaxMaxInterruptions,
+                                                          "] (0: default ", schema::kDefaultMaxInterruptions, ")"));
   }
   if (spec.priority() < -schema::kMaxPriority || spec.priority() > schema::kMaxPriority) {
     return Invalid("spec.priority", absl::StrCat("must be in [", -schema::kMaxPriority, ", ", schema::kMaxPriority, "]"));

@@ -7,6 +7,7 @@ namespace normsweep::client {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::Sweep Sweep() {
   v1::Sweep s;
@@ -77,21 +78,22 @@ TEST(SweepTablesTest, SweepDetail) {
   diverged.mutable_result()->set_diverged_step(37);
   v1::Trial failed = Trial(104, 3, v1::TRIAL_FAILED);
   failed.set_attempts(3);
+  failed.set_interruptions(2);
   failed.mutable_result()->set_error(std::string(70, 'e'));
   EXPECT_EQ(RenderSweepDetail(Sweep(), {ok, running, diverged, failed}),
             "sweep 7 \"ln-warmup-a-name-longer-than-28-characters\": running, 12 trials (3 pending, 2 running, 4 "
             "succeeded, 2 diverged, 1 failed, 0 cancelled)\n"
             "created 2026-12-01T08:10:49Z\n"
             "\n"
-            "trial    idx   place  warmup   lr        seed  variant              state      attempts step   "
+            "trial    idx   place  warmup   lr        seed  variant              state      attempts interr step   "
             "val_loss   note\n"
-            "101      0     pre    400      1e-03     2                          succeeded  1        100    "
+            "101      0     pre    400      1e-03     2                          succeeded  1        0      100    "
             "2.3457     \n"
-            "102      1     pre    400      1e-03     2     layers=12,optimizer= running    1        100    "
+            "102      1     pre    400      1e-03     2     layers=12,optimizer= running    1        0      100    "
             "(3.5000)   \n"
-            "103      2     pre    400      1e-03     2                          diverged   1        100               "
+            "103      2     pre    400      1e-03     2                          diverged   1        0      100               "
             "diverged at step 37\n"
-            "104      3     pre    400      1e-03     2                          failed     3        100               " +
+            "104      3     pre    400      1e-03     2                          failed     1        2      100               " +
                 std::string(60, 'e') + "\n");
 }
 
@@ -131,6 +133,21 @@ TEST(SweepTablesTest, TrialDetail) {
   const std::string with = RenderTrialDetail(r);
   EXPECT_THAT(with, HasSubstr("seed 2, layers=12\n"));
   EXPECT_THAT(with, HasSubstr("L1.ffn.fc2=0.3333\n\nattempt  worker  ended"));
+  EXPECT_THAT(with, Not(HasSubstr("interruptions")));  // one lease: nothing to say
+
+  // Four leases: two interruptions by their causes, one failure of its own.
+  r.mutable_trial()->set_attempts(4);
+  r.mutable_trial()->set_interruptions(2);
+  r.clear_attempts();
+  for (const char* cause : {"worker_lost", "", "lease_lost"}) {
+    v1::TrialAttempt* ended = r.add_attempts();
+    ended->set_attempt(r.attempts_size());
+    ended->set_outcome(v1::TRIAL_PENDING);
+    ended->set_interruption(cause);
+  }
+  EXPECT_THAT(RenderTrialDetail(r),
+              HasSubstr("seed 2, layers=12\nattempts 2 (the trial's own, counted against max_attempts), "
+                        "interruptions 2 (worker_lost 1, lease_lost 1)\n"));
 }
 
 // Issue 16's figures in `normsweep trial`: l0, log Z beside each point, the

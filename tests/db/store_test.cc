@@ -5,6 +5,7 @@
 #include <cmath>
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -57,10 +58,13 @@ class StoreTest : public testing::BothStoresTest {
     return out;
   }
 
+  // max_interruptions 0: the default (the stores fill it in, as the
+  // expander does).
   v1::Sweep Create(const std::string& name, int trials, int priority = 0, int max_attempts = 3,
-                   int max_concurrent = 0) {
-    auto r = store_->CreateSweep("", Spec(name, trials, priority, max_attempts, max_concurrent),
-                                 Trials(trials), kT0);
+                   int max_concurrent = 0, int max_interruptions = 0) {
+    v1::SweepSpec spec = Spec(name, trials, priority, max_attempts, max_concurrent);
+    spec.set_max_interruptions(max_interruptions);
+    auto r = store_->CreateSweep("", spec, Trials(trials), kT0);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? r->sweep : v1::Sweep();
   }
@@ -228,20 +232,26 @@ TEST_P(StoreTest, CancelStopsLeasingAndTellsRunningTrials) {
   EXPECT_EQ(again->finished_at().seconds(), after->finished_at().seconds());
 }
 
-TEST_P(StoreTest, ExpiredLeasesRequeueUntilMaxAttemptsThenFail) {
-  v1::Sweep sweep = Create("s", 1, 0, /*max_attempts=*/2);
+// An expired lease is an interruption ("worker_lost"): it never counts
+// against max_attempts, only against max_interruptions.
+TEST_P(StoreTest, ExpiredLeasesAreInterruptionsUntilMaxInterruptionsThenFail) {
+  v1::Sweep sweep = Create("s", 1, 0, /*max_attempts=*/1, 0, /*max_interruptions=*/2);
+  EXPECT_EQ(sweep.spec().max_interruptions(), 2);
   int64_t w = Worker();
   v1::Trial first = Lease(w, kT0);
   auto e0 = store_->ExpireLeases(kT0 + kLease - absl::Seconds(1));  // not yet
   ASSERT_TRUE(e0.ok()) << e0.status();
   EXPECT_EQ(e0->requeued, 0);
+  EXPECT_THAT(e0->interruptions, IsEmpty());
   auto e1 = store_->ExpireLeases(kT0 + kLease + absl::Seconds(1));
   ASSERT_TRUE(e1.ok());
   EXPECT_EQ(e1->requeued, 1);
+  EXPECT_EQ(e1->interruptions, (std::map<std::string, int>{{"worker_lost", 1}}));
   auto t = store_->GetTrial(first.id());
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ(t->state(), v1::TRIAL_PENDING);
+  EXPECT_EQ(t->state(), v1::TRIAL_PENDING);  // max_attempts 1, yet queued again
   EXPECT_EQ(t->attempts(), 1);
+  EXPECT_EQ(t->interruptions(), 1);
   EXPECT_EQ(t->worker_id(), 0);
 
   // The old lease is dead: its progress and result are refused.
@@ -256,6 +266,7 @@ TEST_P(StoreTest, ExpiredLeasesRequeueUntilMaxAttemptsThenFail) {
   v1::Trial second = Lease(w, t1);
   EXPECT_EQ(second.id(), first.id());
   EXPECT_EQ(second.attempts(), 2);
+  EXPECT_EQ(second.interruptions(), 1);
   EXPECT_EQ(Finish(w, first, v1::TRIAL_SUCCEEDED, t1).status().code(), absl::StatusCode::kFailedPrecondition);
   auto e2 = store_->ExpireLeases(t1 + kLease + absl::Seconds(1));
   ASSERT_TRUE(e2.ok());
@@ -263,7 +274,8 @@ TEST_P(StoreTest, ExpiredLeasesRequeueUntilMaxAttemptsThenFail) {
   t = store_->GetTrial(first.id());
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->state(), v1::TRIAL_FAILED);
-  EXPECT_THAT(t->result().error(), HasSubstr("lease expired after 2 attempts"));
+  EXPECT_EQ(t->interruptions(), 2);
+  EXPECT_EQ(t->result().error(), "interrupted 2 times (max_interruptions), the last by worker_lost");
   auto s = store_->GetSweep(sweep.id());
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->state(), v1::SWEEP_COMPLETED);
@@ -285,9 +297,37 @@ TEST_P(StoreTest, ExpiredLeasesAreInTheTrialsAttemptHistory) {
   EXPECT_EQ(h->attempts[0].worker_id(), w);
   EXPECT_EQ(h->attempts[0].outcome(), v1::TRIAL_PENDING);
   EXPECT_EQ(h->attempts[0].reason(), "lease expired");
+  EXPECT_EQ(h->attempts[0].interruption(), "worker_lost");
   EXPECT_EQ(h->attempts[0].ended_at().seconds(), absl::ToUnixSeconds(kT0 + kLease + absl::Seconds(1)));
   EXPECT_EQ(h->attempts[1].attempt(), 2);
-  EXPECT_EQ(h->attempts[1].outcome(), v1::TRIAL_FAILED);
+  EXPECT_EQ(h->attempts[1].outcome(), v1::TRIAL_PENDING);  // max_attempts 2 is not what counts them
+  EXPECT_EQ(h->attempts[1].interruption(), "worker_lost");
+}
+
+// A lease that expired while the scheduler saw its database fail was lost
+// to the outage, unless its worker has registered again since (restarted).
+TEST_P(StoreTest, LeasesExpiredWithinAnOutageWereLostToIt) {
+  Create("s", 3);
+  const int64_t w1 = Worker("w1"), w2 = Worker("w2"), w3 = Worker("w3");
+  const v1::Trial before = Lease(w1, kT0 - absl::Minutes(5));  // expires before the outage
+  const v1::Trial during = Lease(w2, kT0);                      // expires within it
+  v1::RegisterWorkerRequest again;
+  again.set_name("w3");
+  again.set_hostname("host");
+  const v1::Trial restarted = Lease(w3, kT0);
+  ASSERT_TRUE(store_->RegisterWorker(again, kT0 + absl::Seconds(10)).ok());  // w3 restarted
+  const Outage outage{kT0 - absl::Seconds(5), kT0 + absl::Minutes(2)};
+  auto e = store_->ExpireLeases(kT0 + absl::Minutes(3), outage);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->requeued, 3);
+  EXPECT_EQ(e->interruptions, (std::map<std::string, int>{{"lease_lost", 1}, {"worker_lost", 2}}));
+  for (const auto& [trial, cause] : {std::pair{before, "worker_lost"}, std::pair{during, "lease_lost"},
+                                     std::pair{restarted, "worker_lost"}}) {
+    auto h = store_->GetTrialHistory(trial.id());
+    ASSERT_TRUE(h.ok()) << h.status();
+    ASSERT_EQ(h->attempts.size(), 1u);
+    EXPECT_EQ(h->attempts[0].interruption(), cause) << "trial " << trial.id();
+  }
 }
 
 // A trainer the machine killed: the worker finishes the attempt with retry.
@@ -375,6 +415,96 @@ TEST_P(StoreTest, RetryInACancelledSweepCancelsTheTrial) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->counts().cancelled(), 1);
   EXPECT_EQ(s->counts().running(), 0);
+}
+
+// A retry that names an interruption: the worker saw its trainer killed
+// from outside, could not renew the lease, or was drained.
+absl::StatusOr<v1::Trial> Interrupted(Store& store, int64_t worker, const v1::Trial& t, const std::string& cause,
+                                      absl::Time now, bool* finished_now = nullptr) {
+  v1::FinishTrialRequest req = testing::FinishOf(worker, t, v1::TRIAL_FAILED);
+  req.set_retry(true);
+  req.set_interruption(cause);
+  req.mutable_result()->set_error("normsweep-train killed by signal 15 without a final event");
+  return store.FinishTrial(req, now, finished_now);
+}
+
+// Interruptions and the trial's own failures are counted apart: with
+// max_attempts 1, neither an expired lease nor a reported interruption
+// fails the trial; its own first failure does.
+TEST_P(StoreTest, InterruptionsNeverSpendTheTrialsAttempts) {
+  Create("s", 1, 0, /*max_attempts=*/1, 0, /*max_interruptions=*/3);
+  const int64_t w = Worker();
+  const v1::Trial first = Lease(w);
+  ASSERT_TRUE(store_->ExpireLeases(kT0 + kLease + absl::Seconds(1)).ok());
+  const v1::Trial second = Lease(w, kT0 + absl::Minutes(1));
+  bool finished_now = false;
+  auto r = Interrupted(*store_, w, second, "external_signal", kT0 + absl::Minutes(1), &finished_now);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(finished_now);
+  EXPECT_EQ(r->state(), v1::TRIAL_PENDING);
+  EXPECT_EQ(r->interruptions(), 2);
+  const v1::Trial third = Lease(w, kT0 + absl::Minutes(2));
+  EXPECT_EQ(third.attempts(), 3);
+  auto failed = Retry(*store_, w, third, kT0 + absl::Minutes(3));
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->state(), v1::TRIAL_FAILED);
+  EXPECT_EQ(failed->interruptions(), 2);
+  EXPECT_EQ(failed->result().error(), "normsweep-train killed by signal 9 without a final event after 1 attempt");
+  auto h = store_->GetTrialHistory(first.id());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->attempts.size(), 3u);
+  EXPECT_EQ(h->attempts[0].interruption(), "worker_lost");
+  EXPECT_EQ(h->attempts[1].interruption(), "external_signal");
+  EXPECT_EQ(h->attempts[1].outcome(), v1::TRIAL_PENDING);
+  EXPECT_EQ(h->attempts[2].interruption(), "");
+  EXPECT_EQ(h->attempts[2].outcome(), v1::TRIAL_FAILED);
+}
+
+TEST_P(StoreTest, ReportedInterruptionsFailTheTrialAtMaxInterruptions) {
+  Create("s", 1, 0, /*max_attempts=*/3, 0, /*max_interruptions=*/1);
+  const int64_t w = Worker();
+  const v1::Trial t = Lease(w);
+  auto r = Interrupted(*store_, w, t, "worker_drained", kT0 + absl::Seconds(1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->state(), v1::TRIAL_FAILED);
+  EXPECT_EQ(r->result().error(), "interrupted 1 time (max_interruptions), the last by worker_drained");
+}
+
+// The scheduler found a lease expired ("worker_lost"); the worker, back in
+// touch, says why it let it go. The cause is corrected; nothing is counted
+// twice, and the trial's next lease is left alone.
+TEST_P(StoreTest, TheWorkerNamesTheCauseOfALeaseFoundExpired) {
+  Create("s", 1);
+  const int64_t w1 = Worker("w1"), w2 = Worker("w2");
+  const v1::Trial first = Lease(w1);
+  ASSERT_TRUE(store_->ExpireLeases(kT0 + kLease + absl::Seconds(1)).ok());
+  const v1::Trial second = Lease(w2, kT0 + kLease + absl::Seconds(2));
+  // A retry without an interruption does not turn it into an own failure.
+  bool finished_now = true;
+  ASSERT_TRUE(Retry(*store_, w1, first, kT0 + kLease + absl::Seconds(3), &finished_now).ok());
+  EXPECT_FALSE(finished_now);
+  auto r = Interrupted(*store_, w1, first, "scheduler_restart", kT0 + kLease + absl::Seconds(3), &finished_now);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(finished_now);
+  EXPECT_EQ(r->state(), v1::TRIAL_RUNNING);
+  EXPECT_EQ(r->worker_id(), w2);
+  EXPECT_EQ(r->interruptions(), 1);
+  auto h = store_->GetTrialHistory(first.id());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->attempts.size(), 1u);
+  EXPECT_EQ(h->attempts[0].interruption(), "scheduler_restart");
+  EXPECT_EQ(h->attempts[0].reason(), "lease expired");
+  // Another worker cannot rename it.
+  EXPECT_EQ(Interrupted(*store_, w2, first, "lease_lost", kT0 + kLease + absl::Seconds(4)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // An own failure recorded as such keeps its word.
+  auto own = Retry(*store_, w2, second, kT0 + kLease + absl::Seconds(5));
+  ASSERT_TRUE(own.ok()) << own.status();
+  ASSERT_TRUE(Interrupted(*store_, w2, second, "lease_lost", kT0 + kLease + absl::Seconds(6)).ok());
+  h = store_->GetTrialHistory(first.id());
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->attempts.size(), 2u);
+  EXPECT_EQ(h->attempts[1].interruption(), "");
 }
 
 TEST_P(StoreTest, ARestartedWorkerSupersedesItsEarlierRegistrations) {
