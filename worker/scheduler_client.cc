@@ -6,6 +6,7 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include "absl/strings/cord.h"
 #include "common/grpc_status.h"
 #include "common/scheduler_channel.h"
 
@@ -24,6 +25,33 @@ bool IsRetryable(const absl::Status& status) {
     default:
       return false;
   }
+}
+
+namespace {
+
+// The payload of DatabaseUnavailableError.
+constexpr char kDatabaseUnavailableUrl[] = "type.normsweep/worker.DatabaseUnavailable";
+
+// FromGrpcStatus, with UNAVAILABLE marked when the scheduler's trailing
+// metadata says its database is down.
+absl::Status FromAnswer(const grpc::Status& status, const grpc::ClientContext& ctx) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      ctx.GetServerTrailingMetadata().count(kDatabaseUnavailableKey) > 0) {
+    return DatabaseUnavailableError(status.error_message());
+  }
+  return FromGrpcStatus(status);
+}
+
+}  // namespace
+
+absl::Status DatabaseUnavailableError(absl::string_view message) {
+  absl::Status status = absl::UnavailableError(message);
+  status.SetPayload(kDatabaseUnavailableUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsDatabaseUnavailable(const absl::Status& status) {
+  return absl::IsUnavailable(status) && status.GetPayload(kDatabaseUnavailableUrl).has_value();
 }
 
 namespace {
@@ -95,7 +123,7 @@ class GrpcSchedulerClient::ProgressStream {
     if (!Wait(deadline)) return absl::DeadlineExceededError("StreamProgress: no status within the deadline");
     finished_ = true;
     if (status.ok()) return absl::UnavailableError("StreamProgress: the scheduler closed the stream");
-    return FromGrpcStatus(status);
+    return FromAnswer(status, ctx_);
   }
   bool reused() const { return reused_; }
   void set_reused() { reused_ = true; }
@@ -143,7 +171,7 @@ absl::StatusOr<Response> Invoke(grpc::Channel& channel, absl::Duration timeout, 
   AttachApiToken(&ctx, api_token);
   Response response;
   grpc::Status status = call(&ctx, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
+  if (!status.ok()) return FromAnswer(status, ctx);
   return response;
 }
 

@@ -3,8 +3,9 @@
 // (tests/worker/fake_scheduler_client.h) and runs against gRPC in production.
 //
 // Errors: UNAVAILABLE / DEADLINE_EXCEEDED mean "try again later" (the
-// scheduler is unreachable); FAILED_PRECONDITION means the lease is no longer
-// held; anything else is a permanent refusal.
+// scheduler is unreachable, or its database is down: IsDatabaseUnavailable);
+// FAILED_PRECONDITION means the lease is no longer held; anything else is a
+// permanent refusal.
 #ifndef NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_
 #define NORMSWEEP_WORKER_SCHEDULER_CLIENT_H_
 
@@ -18,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
 
@@ -35,6 +37,14 @@ class SchedulerClient {
 
 // True for errors after which the same call may succeed later.
 bool IsRetryable(const absl::Status& status);
+
+// UNAVAILABLE from a scheduler that answered but whose database is down (the
+// trailing metadata kDatabaseUnavailableKey, common/grpc_status.h), told
+// apart from a scheduler that could not be reached: a lease that could not
+// be renewed then is "lease_lost", not "scheduler_restart". A payload on the
+// status marks it; the message is the scheduler's.
+absl::Status DatabaseUnavailableError(absl::string_view message);
+bool IsDatabaseUnavailable(const absl::Status& status);
 
 // Over a gRPC channel; every call has a deadline, and waits for most of it
 // for the channel to connect before it goes out (fail-fast), so that a call

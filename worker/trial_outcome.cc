@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/schema/api_limits.h"
+#include "proto/schema/interruptions.h"
 #include "proto/schema/state_names.h"
 
 namespace normsweep::worker {
@@ -32,15 +33,34 @@ TrialVerdict FromFinalEvent(const v1::TrainEvent& final_event, const ProcessEnd&
   return v;
 }
 
+std::string WithStderr(std::string error, const ProcessEnd& process) {
+  const std::string tail = TrimmedTail(process.stderr_tail);
+  if (!tail.empty()) absl::StrAppend(&error, "; stderr: ", tail);
+  return error;
+}
+
+// Only called when the worker sent no signal.
 TrialVerdict WithoutFinalEvent(const ProcessEnd& process) {
   TrialVerdict v;
   v.outcome = v1::TRIAL_FAILED;
-  std::string error = absl::StrCat("normsweep-train ", process.description, " without a final event");
-  const std::string tail = TrimmedTail(process.stderr_tail);
-  if (!tail.empty()) absl::StrAppend(&error, "; stderr: ", tail);
-  v.result.set_error(error);
-  // Only called when the worker sent no signal: the machine's doing.
-  v.retry = IsKilledFromOutside(process.term_signal);
+  if (process.term_signal == SIGKILL && process.oom_killed) {
+    // It asked for more memory than the machine has: its own failure.
+    v.result.set_error(WithStderr(
+        absl::StrCat("normsweep-train killed by the OOM killer (", process.description, ") without a final event"),
+        process));
+    v.retry = true;
+    return v;
+  }
+  v.result.set_error(
+      WithStderr(absl::StrCat("normsweep-train ", process.description, " without a final event"), process));
+  if (IsKilledFromOutside(process.term_signal)) {
+    v.retry = true;
+    v.interruption = std::string(schema::kExternalSignal);
+  } else {
+    // A crash signal or an exit without an outcome: the trial's own failure,
+    // run again while attempts remain (the scheduler FAILs it after the last).
+    v.retry = true;
+  }
   return v;
 }
 
@@ -48,7 +68,7 @@ TrialVerdict WithoutFinalEvent(const ProcessEnd& process) {
 
 bool IsKilledFromOutside(int term_signal) {
   switch (term_signal) {
-    case SIGKILL:  // the OOM killer, kill -9
+    case SIGKILL:  // kill -9 (or the OOM killer: ProcessEnd.oom_killed)
     case SIGTERM:  // a service manager stopping the machine's processes
     case SIGINT:
     case SIGHUP:
@@ -64,9 +84,20 @@ TrialVerdict DecideOutcome(const TrialEnd& end) {
     case TrialStop::kLost:
       v.action = TrialVerdict::Action::kForget;
       return v;
+    case TrialStop::kExpired:
+      v = InterruptionVerdict(end.database_down ? schema::kLeaseLost : schema::kSchedulerRestart,
+                      end.database_down ? "the worker stopped the trainer: its lease could not be renewed in time "
+                                          "(the scheduler's database was unavailable)"
+                                        : "the worker stopped the trainer: its lease could not be renewed in time "
+                                          "(no scheduler answered)");
+      break;
     case TrialStop::kHandBack:
-      v.action = TrialVerdict::Action::kHandBack;
-      return v;
+      v = InterruptionVerdict(schema::kWorkerDrained,
+                              "handed back: the worker was drained and the trial outlasted its grace period");
+      break;
+    case TrialStop::kRefused:
+      v = RefusedProgressVerdict(end.stop_reason);
+      break;
     case TrialStop::kTimeout:
       v.outcome = v1::TRIAL_FAILED;
       if (end.final_event.has_value()) v.result = ResultFromFinal(*end.final_event);
@@ -85,6 +116,24 @@ TrialVerdict DecideOutcome(const TrialEnd& end) {
   if (!v.result.has_init_val_loss() && end.step0_val_loss.has_value() && std::isfinite(*end.step0_val_loss)) {
     v.result.set_init_val_loss(*end.step0_val_loss);
   }
+  return v;
+}
+
+TrialVerdict InterruptionVerdict(absl::string_view cause, std::string error) {
+  TrialVerdict v;
+  v.outcome = v1::TRIAL_FAILED;
+  v.retry = true;
+  v.interruption = std::string(cause);
+  v.result.set_error(KeepEnd(std::move(error), schema::kMaxErrorLength));
+  return v;
+}
+
+TrialVerdict RefusedProgressVerdict(absl::string_view message) {
+  TrialVerdict v;
+  v.outcome = v1::TRIAL_FAILED;
+  v.retry = true;
+  v.result.set_error(
+      KeepEnd(absl::StrCat("the scheduler refused the trainer's progress: ", message), schema::kMaxErrorLength));
   return v;
 }
 

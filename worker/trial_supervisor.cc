@@ -53,9 +53,15 @@ PollAction TrialSupervisor::BeforeFinal(const PollState& poll) {
   if (poll.lease.lost) {
     stop_ = TrialStop::kLost;
     stop_reason_ = "the lease was lost";
+  } else if (poll.lease.expired) {
+    stop_ = TrialStop::kExpired;
+    stop_reason_ = "the lease could not be renewed in time";
   } else if (poll.lease.cancel_requested) {
     stop_ = TrialStop::kCancel;
     stop_reason_ = "the sweep was cancelled";
+  } else if (poll.lease.refused) {
+    stop_ = TrialStop::kRefused;
+    stop_reason_ = "the scheduler refused its progress";
   } else if (poll.lease.drain_expired) {
     stop_ = TrialStop::kHandBack;
     stop_reason_ = "the drain's grace period ended";

@@ -20,9 +20,11 @@ namespace normsweep::worker {
 
 // The lease's state at one poll, as the heartbeat and reporter threads left it.
 struct LeaseFlags {
-  bool lost = false;
+  bool lost = false;  // the scheduler said so
   bool cancel_requested = false;
   bool drain_expired = false;  // draining and the grace period is over
+  bool expired = false;        // not renewed in time: the scheduler may have given it away
+  bool refused = false;        // the scheduler refused its progress as invalid
 };
 
 // What the slot saw at one poll.
@@ -62,10 +64,12 @@ class TrialSupervisor {
   void OnEvent(absl::Time now) { watchdog_.OnEvent(now); }
 
   // After each poll of the process. Once the final event is in, the run's
-  // outcome stands: only a lost lease still stops it (without a signal),
-  // and a process still there kill_after later gets SIGKILL. Before it,
-  // the first of lost lease, cancel, drain over and the watchdog's limits
-  // sends SIGTERM, and SIGKILL follows kill_after later.
+  // outcome stands: only a lost lease still stops it (without a signal; an
+  // expired one does not: the outcome goes to the scheduler, which refuses
+  // it if the lease is gone), and a process still there kill_after later
+  // gets SIGKILL. Before it, the first of lost lease, expired lease, cancel,
+  // refused progress, drain over and the watchdog's limits sends SIGTERM,
+  // and SIGKILL follows kill_after later.
   PollAction OnPoll(const PollState& poll);
 
   // Why the worker stopped the trial (kNone: it did not), and its words for

@@ -9,8 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "proto/schema/api_limits.h"
+#include "proto/schema/interruptions.h"
 #include "proto/schema/state_names.h"
 #include "proto/schema/train_config.h"
+#include "worker/memory_events.h"
 #include "worker/trial_process.h"
 #include "worker/trial_supervisor.h"
 
@@ -193,18 +196,20 @@ void Worker::RunSlot(int slot) {
         EraseLease(lease->trial.id(), lease.get());
         continue;
       }
-      if (draining_) {
-        lease->state = LeaseState::kHandedBack;
-        Log(absl::StrCat("draining: handing back ", LeaseName(lease->trial), " unstarted"));
-        continue;
-      }
       cancelled = lease->cancel_requested;
-      if (!cancelled) lease->state = LeaseState::kRunning;
+      if (!cancelled && !draining_) lease->state = LeaseState::kRunning;
     }
     if (cancelled) {
       Log(absl::StrCat(LeaseName(lease->trial), " CANCELLED before it started"));
-      QueueFinish(lease, v1::TRIAL_CANCELLED, v1::TrialResult());
+      TrialVerdict verdict;
+      verdict.outcome = v1::TRIAL_CANCELLED;
+      QueueFinish(lease, verdict);
       metrics_.TrialEnded(lease->trial.id(), v1::TRIAL_CANCELLED);
+      continue;
+    }
+    if (lease->state != LeaseState::kRunning) {  // draining
+      QueueFinish(lease, InterruptionVerdict(schema::kWorkerDrained,
+                                             "handed back unstarted: the worker was drained"));
       continue;
     }
     next = RunTrial(slot, lease, &idle_since);
@@ -214,11 +219,12 @@ void Worker::RunSlot(int slot) {
 Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional<absl::Time>* idle_since) {
   const v1::Trial& trial = lease->trial;
   const TrialLaunch launch = MakeTrialLaunch(options_, options_.slots[slot], trial);
+  const std::optional<int64_t> oom_kills_before = ReadOomKills(options_.memory_events_file);
   absl::StatusOr<std::unique_ptr<TrialProcess>> started = StartTrainer(launch);
   if (!started.ok()) {
     Log(absl::StrCat(LeaseName(trial), ": cannot start the trainer: ", started.status().ToString()));
     const TrialVerdict verdict = StartFailureVerdict(started.status());
-    QueueFinish(lease, verdict.outcome, verdict.result);
+    QueueFinish(lease, verdict);
     metrics_.TrialEnded(trial.id(), verdict.outcome);
     return nullptr;
   }
@@ -232,7 +238,7 @@ Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional
                    config.seed(), ")"));
   Supervised run = Supervise(proc, lease, config.steps());
   *idle_since = absl::Now();
-  Conclude(lease, run, proc, launch.dir);
+  Conclude(lease, run, proc, OomKillsGrew(oom_kills_before, ReadOomKills(options_.memory_events_file)), launch.dir);
   return run.next;
 }
 
@@ -244,9 +250,14 @@ absl::StatusOr<std::unique_ptr<TrialProcess>> Worker::StartTrainer(const TrialLa
   return TrialProcess::Start(launch.argv, launch.dir + "/stderr.log");
 }
 
-LeaseFlags Worker::FlagsOf(const Lease& lease, absl::Time now) const {
+LeaseFlags Worker::FlagsOf(Lease& lease, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  return LeaseFlags{lease.lost || now >= lease.held_until, lease.cancel_requested, draining_ && now >= drain_deadline_};
+  // Why it could not be renewed, as it stood when the worker gave it up.
+  if (now >= lease.held_until && !lease.expired_database_down.has_value()) {
+    lease.expired_database_down = renewal_database_down_;
+  }
+  return LeaseFlags{lease.lost, lease.cancel_requested, draining_ && now >= drain_deadline_, now >= lease.held_until,
+                    !lease.refused.empty()};
 }
 
 Worker::Supervised Worker::Supervise(TrialProcess& proc, const LeasePtr& lease, int steps) {
@@ -295,52 +306,64 @@ void Worker::RecordEvent(Lease& lease, const v1::TrainEvent& event, absl::Time n
   lease.progress.Add(event, now);
 }
 
-void Worker::Conclude(const LeasePtr& lease, const Supervised& run, const TrialProcess& proc, const std::string& dir) {
+void Worker::Conclude(const LeasePtr& lease, const Supervised& run, const TrialProcess& proc, bool oom_killed,
+                      const std::string& dir) {
   const v1::Trial& trial = lease->trial;
-  const TrialVerdict verdict = DecideOutcome(
-      TrialEnd{run.final_event, ProcessEnd{proc.term_signal(), proc.ExitDescription(), proc.stderr_tail()}, run.stop,
-               run.stop_reason, run.step0_val_loss});
-  switch (verdict.action) {
-    case TrialVerdict::Action::kForget: {
-      Log(absl::StrCat(LeaseName(trial), ": lease lost; stopped (", proc.ExitDescription(), "), not reported"));
-      metrics_.TrialEnded(trial.id(), v1::TRIAL_STATE_UNSPECIFIED);
-      absl::MutexLock lock(&mu_);
-      EraseLease(trial.id(), lease.get());
-      return;
+  TrialEnd end{run.final_event,
+               ProcessEnd{proc.term_signal(), proc.ExitDescription(), proc.stderr_tail(), oom_killed},
+               run.stop,
+               run.stop_reason,
+               run.step0_val_loss};
+  {
+    absl::MutexLock lock(&mu_);
+    end.database_down = lease->expired_database_down.value_or(renewal_database_down_);
+    // Given up for want of renewal: reported even if the scheduler has since
+    // said the lease is lost, so that it records the interruption's cause.
+    if (end.stop == TrialStop::kExpired) lease->lost = false;
+    // Refused progress makes the attempt the trial's failure, even when the
+    // refusal came after the final event or the drain's stop.
+    if (!lease->refused.empty() &&
+        (end.stop == TrialStop::kNone || end.stop == TrialStop::kHandBack || end.stop == TrialStop::kRefused)) {
+      end.stop = TrialStop::kRefused;
+      end.stop_reason = lease->refused;
     }
-    case TrialVerdict::Action::kHandBack: {
-      Log(absl::StrCat(LeaseName(trial), ": handed back (", proc.ExitDescription(),
-                       "); the scheduler re-queues it when the lease expires"));
-      metrics_.TrialEnded(trial.id(), v1::TRIAL_STATE_UNSPECIFIED);
-      absl::MutexLock lock(&mu_);
-      lease->state = LeaseState::kHandedBack;
-      return;
-    }
-    case TrialVerdict::Action::kFinish:
-      break;
+  }
+  const TrialVerdict verdict = DecideOutcome(end);
+  if (verdict.action == TrialVerdict::Action::kForget) {
+    Log(absl::StrCat(LeaseName(trial), ": lease lost; stopped (", proc.ExitDescription(), "), not reported"));
+    metrics_.TrialEnded(trial.id(), v1::TRIAL_STATE_UNSPECIFIED);
+    absl::MutexLock lock(&mu_);
+    EraseLease(trial.id(), lease.get());
+    return;
   }
   const std::string& error = verdict.result.error();
-  if (verdict.retry) {
-    Log(absl::StrCat(LeaseName(trial), " ended at step ", run.last_step, ": ", error,
-                     "; not the trial's fault, asking the scheduler to run it again"));
-  } else {
+  if (verdict.retry && verdict.interruption.empty()) {
+    Log(absl::StrCat(LeaseName(trial), " failed at step ", run.last_step, ": ", error,
+                     "; the trial's own failure, run again while attempts remain"));
+  } else if (!verdict.retry) {
     Log(absl::StrCat(LeaseName(trial), " ", schema::TrialStateName(verdict.outcome), " at step ", run.last_step,
                      error.empty() ? "" : absl::StrCat(": ", error)));
-  }
-  QueueFinish(lease, verdict.outcome, verdict.result, verdict.retry);
+  }  // an interruption: QueueFinish logs it
+  QueueFinish(lease, verdict);
   metrics_.TrialEnded(trial.id(), verdict.retry ? v1::TRIAL_STATE_UNSPECIFIED : verdict.outcome);
   std::error_code ec;
   if (verdict.outcome != v1::TRIAL_FAILED && !options_.keep_trial_dirs) std::filesystem::remove_all(dir, ec);
 }
 
-void Worker::QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result, bool retry) {
+void Worker::QueueFinish(const LeasePtr& lease, const TrialVerdict& verdict) {
+  if (!verdict.interruption.empty()) {
+    Log(absl::StrCat(LeaseName(lease->trial), " interrupted (", verdict.interruption, "): ", verdict.result.error(),
+                     "; the scheduler runs it again without counting an attempt"));
+    metrics_.Interrupted(verdict.interruption);
+  }
   absl::MutexLock lock(&mu_);
   v1::FinishTrialRequest& f = lease->finish;
   f.set_trial_id(lease->trial.id());
   f.set_attempt(lease->trial.attempts());
-  f.set_outcome(outcome);
-  f.set_retry(retry);
-  *f.mutable_result() = std::move(result);
+  f.set_outcome(verdict.outcome);
+  f.set_retry(verdict.retry);
+  f.set_interruption(verdict.interruption);
+  *f.mutable_result() = verdict.result;
   lease->state = LeaseState::kFinishing;
 }
 
@@ -364,7 +387,8 @@ void Worker::NoteRpc(const absl::Status& status, const char* what) {
     }
   } else if (IsRetryable(status)) {
     if (!scheduler_unreachable_.exchange(true)) {
-      Log(absl::StrCat("scheduler unreachable (", what, ": ", status.ToString(),
+      Log(absl::StrCat(IsDatabaseUnavailable(status) ? "scheduler's database unavailable (" : "scheduler unreachable (",
+                       what, ": ", status.ToString(absl::StatusToStringMode::kWithNoExtraData),
                        "); trials keep running, progress is buffered"));
     }
   }
@@ -389,11 +413,7 @@ void Worker::ReportPass() {
         it = leases_.erase(it);
         continue;
       }
-      const bool closing = l.state == LeaseState::kFinishing || l.state == LeaseState::kHandedBack;
-      if (l.state == LeaseState::kHandedBack && l.progress.empty()) {
-        it = leases_.erase(it);
-        continue;
-      }
+      const bool closing = l.state == LeaseState::kFinishing;
       if (l.retry_at <= now &&
           (l.state == LeaseState::kFinishing ||
            (!l.progress.empty() &&
@@ -448,6 +468,20 @@ void Worker::Report(const LeasePtr& lease) {
         EraseLease(id, lease.get());
       } else if (IsRetryable(r.status())) {
         fail(r.status(), "FinishTrial");
+      } else if (absl::IsInvalidArgument(r.status()) && !lease->result_refused) {
+        // Values the API rejects: the trial's own failure, said once more
+        // with nothing but the error (not left to expire as a lost lease).
+        Log(absl::StrCat(LeaseName(lease->trial), ": FinishTrial refused as invalid: ", r.status().message(),
+                         "; reporting the attempt as the trial's failure"));
+        lease->result_refused = true;
+        v1::FinishTrialRequest& f = lease->finish;
+        f.set_outcome(v1::TRIAL_FAILED);
+        f.set_retry(true);
+        f.clear_interruption();
+        f.clear_result();
+        f.mutable_result()->set_error(KeepEnd(
+            absl::StrCat("the scheduler refused the trial's result: ", r.status().message()), schema::kMaxErrorLength));
+        continue;
       } else {
         Log(absl::StrCat(LeaseName(lease->trial), ": FinishTrial refused: ", r.status().ToString()));
         EraseLease(id, lease.get());
@@ -466,22 +500,49 @@ void Worker::Report(const LeasePtr& lease) {
         lease->cancel_requested = true;
       }
       // More to send only if the trial is closing, or a full batch is waiting.
-      const bool closing = lease->state == LeaseState::kFinishing || lease->state == LeaseState::kHandedBack;
+      const bool closing = lease->state == LeaseState::kFinishing;
       if (!closing && !lease->progress.ShouldFlush(clock_.Now(), options_.flush_interval, options_.flush_points)) {
         return;
       }
     } else if (IsRetryable(r.status())) {
       fail(r.status(), "ReportProgress");
       return;
+    } else if ((absl::IsFailedPrecondition(r.status()) || absl::IsNotFound(r.status())) &&
+               lease->state == LeaseState::kFinishing && !lease->finish.interruption().empty()) {
+      // An interrupted attempt whose lease the scheduler has already let
+      // expire: its progress is moot, but FinishTrial still goes, so that the
+      // scheduler records the interruption's cause (or refuses it too).
+      lease->progress = ProgressBuffer();
+      continue;
     } else if (absl::IsFailedPrecondition(r.status()) || absl::IsNotFound(r.status())) {
       fail(r.status(), "ReportProgress");
       return;
+    } else if (absl::IsInvalidArgument(r.status())) {
+      lease->progress.Ack(batch);
+      RefuseProgress(*lease, r.status());
     } else {
       // A batch the scheduler will never take (a bug on one side): drop it
       // rather than retry forever.
       Log(absl::StrCat(LeaseName(lease->trial), ": progress batch refused, dropped: ", r.status().ToString()));
       lease->progress.Ack(batch);
     }
+  }
+}
+
+void Worker::RefuseProgress(Lease& lease, const absl::Status& status) {
+  Log(absl::StrCat(LeaseName(lease.trial), ": progress refused as invalid, dropped: ", status.message(),
+                   lease.refused.empty() ? "; the attempt ends as the trial's failure" : ""));
+  if (!lease.refused.empty()) return;
+  lease.refused = std::string(status.message());
+  // Already concluded: the result becomes the refusal (the slot's Conclude
+  // does the same for a trial still running).
+  if (lease.state == LeaseState::kFinishing) {
+    const TrialVerdict verdict = RefusedProgressVerdict(lease.refused);
+    v1::FinishTrialRequest& f = lease.finish;
+    f.set_outcome(verdict.outcome);
+    f.set_retry(verdict.retry);
+    f.clear_interruption();
+    *f.mutable_result() = verdict.result;
   }
 }
 
@@ -495,7 +556,7 @@ void Worker::HeartbeatLoop(absl::Duration interval) {
     {
       absl::MutexLock lock(&mu_);
       for (const auto& [id, l] : leases_) {
-        if (l->lost || l->state == LeaseState::kHandedBack) continue;
+        if (l->lost) continue;
         v1::TrialLease* t = request.add_leases();
         t->set_trial_id(id);
         t->set_attempt(l->trial.attempts());
@@ -507,10 +568,15 @@ void Worker::HeartbeatLoop(absl::Duration interval) {
     if (!r.ok()) {
       if (!failing && !IsRetryable(r.status())) Log(absl::StrCat("heartbeat refused: ", r.status().ToString()));
       failing = true;
+      if (IsDatabaseUnavailable(r.status())) {
+        absl::MutexLock lock(&mu_);
+        renewal_database_down_ = true;
+      }
       continue;
     }
     failing = false;
     absl::MutexLock lock(&mu_);
+    renewal_database_down_ = false;
     for (const v1::TrialLease& t : request.leases()) {  // renewed, unless lost below
       auto it = leases_.find(t.trial_id());
       if (it != leases_.end()) it->second->held_until = sent + lease_hold_;

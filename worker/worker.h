@@ -24,9 +24,17 @@
 // Draining (Drain(), e.g. on SIGTERM): no new leases; a lease prefetched
 // but not started is handed back; running trials get grace_period to end
 // normally (then finished as usual); after that they are stopped and handed
-// back: their progress so far is sent, FinishTrial is not, heartbeats stop,
-// so the scheduler re-queues them when the lease expires (the API has no
-// call to release a lease early; the hand-back costs one attempt).
+// back: their progress so far is sent, then FinishTrial(FAILED, retry,
+// interruption "worker_drained"), so the scheduler re-queues them at once
+// without counting an attempt against them (it counts an interruption).
+//
+// Interruptions (schema/interruptions.h) the worker reports with
+// FinishTrial(retry): a trainer killed by a signal it did not send
+// ("external_signal"; not the OOM killer's, which is the trial's own
+// failure), a lease it gave up because it could not renew it in time
+// ("lease_lost" when the scheduler answered that its database was down,
+// else "scheduler_restart"), a drain ("worker_drained"). Each is logged
+// with its cause and counted in normsweep_worker_interruptions_total.
 #ifndef NORMSWEEP_WORKER_WORKER_H_
 #define NORMSWEEP_WORKER_WORKER_H_
 
@@ -86,7 +94,6 @@ class Worker {
     kPrefetched,  // leased, process not started yet
     kRunning,     // the slot's process is running
     kFinishing,   // outcome known: remaining progress, then FinishTrial
-    kHandedBack,  // drained: remaining progress, no FinishTrial, no heartbeat
   };
   struct Lease {
     v1::Trial trial;  // as leased; never changes
@@ -99,6 +106,13 @@ class Worker {
     // failed, e.g. during a database outage), so its trainer is stopped as
     // for a lost lease: never two trainers for one trial.
     absl::Time held_until = absl::InfiniteFuture();
+    // Set when held_until is first seen passed: whether the failed renewals
+    // were answered by a scheduler whose database was down.
+    std::optional<bool> expired_database_down;
+    // The scheduler refused a progress batch as invalid (INVALID_ARGUMENT):
+    // its message. The attempt then ends as the trial's own failure.
+    std::string refused;
+    bool result_refused = false;  // FinishTrial was refused once (INVALID_ARGUMENT)
     ProgressBuffer progress;
     v1::FinishTrialRequest finish;  // set when state becomes kFinishing
     absl::Time retry_at = absl::InfinitePast();
@@ -131,13 +145,16 @@ class Worker {
   Supervised Supervise(TrialProcess& proc, const LeasePtr& lease, int steps);
   // One event: metrics, then the final event or the lease's progress.
   void RecordEvent(Lease& lease, const v1::TrainEvent& event, absl::Time now, Supervised* run);
-  LeaseFlags FlagsOf(const Lease& lease, absl::Time now) const;
-  // Carries out DecideOutcome: FinishTrial queued, lease forgotten or handed back.
-  void Conclude(const LeasePtr& lease, const Supervised& run, const TrialProcess& proc, const std::string& dir);
+  LeaseFlags FlagsOf(Lease& lease, absl::Time now);
+  // Carries out DecideOutcome: FinishTrial queued or the lease forgotten.
+  // oom_killed: the cgroup's oom_kill count grew while the trainer ran.
+  void Conclude(const LeasePtr& lease, const Supervised& run, const TrialProcess& proc, bool oom_killed,
+                const std::string& dir);
   // LeaseTrial; nullptr when there is nothing to lease or the call failed.
   LeasePtr LeaseOne();
-  // retry: FinishTrialRequest.retry (the attempt ended through no fault of the trial).
-  void QueueFinish(const LeasePtr& lease, v1::TrialState outcome, v1::TrialResult result, bool retry = false);
+  // FinishTrial with the verdict's outcome, result, retry and interruption
+  // (an interruption is logged with its cause and counted).
+  void QueueFinish(const LeasePtr& lease, const TrialVerdict& verdict);
   // Waits up to d, returning early once draining.
   void SleepUnlessDraining(absl::Duration d);
   bool draining() const;
@@ -150,6 +167,9 @@ class Worker {
   // Logs when the scheduler becomes unreachable or reachable again (then
   // ends every back-off). Called without mu_ held.
   void NoteRpc(const absl::Status& status, const char* what);
+  // The scheduler refused a progress batch or the result as invalid
+  // (INVALID_ARGUMENT): the attempt ends as the trial's own failure.
+  void RefuseProgress(Lease& lease, const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void HeartbeatLoop(absl::Duration interval);
   void EraseLease(int64_t trial_id, const Lease* lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -166,6 +186,10 @@ class Worker {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time drain_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Duration lease_hold_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();  // 3/4 of the lease
+  // Since the last successful Heartbeat, a failed one was answered by a
+  // scheduler whose database was down: a lease that expires meanwhile is
+  // "lease_lost", else "scheduler_restart".
+  bool renewal_database_down_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Notification stop_background_;  // reporter and heartbeat threads
   std::atomic<bool> scheduler_unreachable_{false};  // for logging state changes only

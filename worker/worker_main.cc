@@ -34,6 +34,7 @@
 #include "worker/slots.h"
 #include "worker/worker.h"
 #include "worker/worker_metrics.h"
+#include "worker/memory_events.h"
 #include "worker/worker_options.h"
 
 ABSL_FLAG(std::string, scheduler, "localhost:50051", "Scheduler address host:port");
@@ -51,6 +52,9 @@ ABSL_FLAG(double, stall_timeout_s, 600, "Kill a trial that prints no event for t
 ABSL_FLAG(double, grace_period_s, 30, "On SIGTERM, let running trials finish for this long, then hand them back");
 ABSL_FLAG(double, kill_after_s, 3, "SIGKILL a trial this long after its SIGTERM");
 ABSL_FLAG(double, prefetch_lead_s, 3, "Lease a slot's next trial when its running one should end within this long");
+ABSL_FLAG(std::string, memory_events_file, "",
+          "cgroup v2 memory.events whose oom_kill count tells an OOM kill of a trainer from a SIGKILL from "
+          "outside (default: the worker's cgroup, from /proc/self/cgroup; none: do not tell them apart)");
 ABSL_FLAG(bool, keep_trial_dirs, false, "Keep the work dir of every trial (FAILED ones are always kept)");
 ABSL_FLAG(std::string, tls_ca, "",
           "TLS: PEM CA that signed the scheduler's certificate (default $NORMSWEEP_TLS_CA; unset: plaintext)");
@@ -109,7 +113,8 @@ int main(int argc, char** argv) {
       "TLS: --tls-ca (or NORMSWEEP_TLS_CA) verifies the scheduler; --tls-cert/--tls-key (or NORMSWEEP_TLS_CERT,\n"
       "NORMSWEEP_TLS_KEY) present a client certificate to a scheduler that requires one.\n"
       "SIGTERM/SIGINT drain: no new leases; running trials get --grace-period-s to finish, then are\n"
-      "stopped and handed back (not reported: the scheduler re-queues them when their lease expires).");
+      "stopped and handed back (FinishTrial with the interruption worker_drained: the scheduler re-queues them\n"
+      "at once without counting an attempt).");
   // absl spells flags with underscores; accept the dashed names too.
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i < args.size(); ++i) {
@@ -163,6 +168,22 @@ int main(int argc, char** argv) {
   options.kill_after = absl::Seconds(absl::GetFlag(FLAGS_kill_after_s));
   options.prefetch_lead = absl::Seconds(absl::GetFlag(FLAGS_prefetch_lead_s));
   options.keep_trial_dirs = absl::GetFlag(FLAGS_keep_trial_dirs);
+  const std::string memory_events = absl::GetFlag(FLAGS_memory_events_file);
+  if (memory_events == "none") {
+    options.memory_events_file = "";
+  } else if (!memory_events.empty()) {
+    if (!normsweep::worker::ReadOomKills(memory_events).has_value()) {
+      return Fail(absl::StrCat("--memory-events-file: no oom_kill count can be read from '", memory_events, "'"));
+    }
+    options.memory_events_file = memory_events;
+  } else {
+    options.memory_events_file = normsweep::worker::DefaultMemoryEventsFile();
+    if (!normsweep::worker::ReadOomKills(options.memory_events_file).has_value()) {
+      options.memory_events_file = "";
+      Log("no cgroup v2 memory.events with an oom_kill count: a SIGKILLed trainer counts as killed from outside, "
+          "the OOM killer's too (--memory-events-file)");
+    }
+  }
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
   if (metrics_port < 0 || metrics_port > 65535) return Fail("--metrics-port: must be in [0, 65535]");
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "proto/schema/interruptions.h"
 #include "proto/schema/state_names.h"
 #include "trainer/config.h"
 
@@ -43,6 +44,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
                     .Name("normsweep_worker_trials_finished_total")
                     .Help("Trials this worker finished, by outcome")
                     .Register(registry)),
+      interruptions_(prometheus::BuildCounter()
+                         .Name("normsweep_worker_interruptions_total")
+                         .Help("Trial attempts this worker ended as interruptions (not the trial's fault), by cause")
+                         .Register(registry)),
       idle_family_(prometheus::BuildHistogram()
                        .Name("normsweep_worker_slot_idle_seconds")
                        .Help("Gap on a slot between one trial's process ending and the next starting")
@@ -51,6 +56,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
                                                                           0.25, 0.5, 1, 2.5, 5})) {
   for (v1::TrialState s : {v1::TRIAL_SUCCEEDED, v1::TRIAL_DIVERGED, v1::TRIAL_FAILED, v1::TRIAL_CANCELLED}) {
     finished_.Add({{"outcome", schema::TrialStateName(s)}});
+  }
+  // The causes a worker reports (worker_lost is the scheduler's finding).
+  for (absl::string_view cause : schema::kInterruptionCauses) {
+    if (cause != schema::kWorkerLost) interruptions_.Add({{"cause", std::string(cause)}});
   }
 }
 
@@ -133,6 +142,8 @@ void WorkerMetrics::UpdateDeviceThroughput(const std::string& device) {
   }
   tokens_per_s_.Add({{"device", device}}).Set(sum);
 }
+
+void WorkerMetrics::Interrupted(const std::string& cause) { interruptions_.Add({{"cause", cause}}).Increment(); }
 
 void WorkerMetrics::TrialEnded(int64_t trial_id, v1::TrialState outcome) {
   if (outcome != v1::TRIAL_STATE_UNSPECIFIED) finished_.Add({{"outcome", schema::TrialStateName(outcome)}}).Increment();

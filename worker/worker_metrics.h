@@ -12,6 +12,8 @@
 //   normsweep_worker_tokens_per_second{device}   summed over the device's slots
 //   normsweep_worker_busy_slots{device}
 //   normsweep_worker_trials_finished_total{outcome}
+//   normsweep_worker_interruptions_total{cause}   attempts this worker ended as
+//       interruptions (FinishTrialRequest.interruption; schema/interruptions.h)
 //   normsweep_worker_slot_idle_seconds            histogram: a slot's gap between
 //       one trial's process ending and the next one starting
 // Thread-safe: mu_ guards the per-trial and per-slot bookkeeping; the
@@ -48,6 +50,8 @@ class WorkerMetrics {
   // handed back).
   void TrialEnded(int64_t trial_id, v1::TrialState outcome);
   void SlotIdle(absl::Duration gap);
+  // An attempt this worker ended as an interruption, with its cause.
+  void Interrupted(const std::string& cause);
 
  private:
   // One block's diagnostic gauges, made at its first evaluation.
@@ -82,6 +86,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Gauge>& tokens_per_s_;
   prometheus::Family<prometheus::Gauge>& busy_slots_;
   prometheus::Family<prometheus::Counter>& finished_;
+  prometheus::Family<prometheus::Counter>& interruptions_;
   prometheus::Family<prometheus::Histogram>& idle_family_;
   prometheus::Histogram& idle_;
 

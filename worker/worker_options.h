@@ -52,6 +52,10 @@ struct WorkerOptions {
   absl::Duration heartbeat_interval = absl::ZeroDuration();
   // After the slots stop, pending FinishTrial/progress get this long.
   absl::Duration final_flush_timeout = absl::Seconds(10);
+  // The cgroup v2 memory.events file whose oom_kill count tells an OOM kill
+  // of the trainer from a SIGKILL from outside (memory_events.h); "" = the
+  // worker cannot tell (every such SIGKILL is an external_signal).
+  std::string memory_events_file;
   // Keep trial directories of trials that SUCCEEDED/DIVERGED/CANCELLED
   // (FAILED ones are always kept for inspection).
   bool keep_trial_dirs = false;

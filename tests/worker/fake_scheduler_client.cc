@@ -19,9 +19,20 @@ int64_t FakeSchedulerClient::AddTrial(const v1::TrainConfig& config) {
   return id;
 }
 
-void FakeSchedulerClient::SetUnavailable(bool unavailable) {
+void FakeSchedulerClient::SetUnavailable(bool unavailable, bool database_down) {
   absl::MutexLock lock(&mu_);
   unavailable_ = unavailable;
+  database_down_ = database_down;
+}
+
+void FakeSchedulerClient::SetLeaseSeconds(int seconds) {
+  absl::MutexLock lock(&mu_);
+  lease_seconds_ = seconds;
+}
+
+void FakeSchedulerClient::RefuseProgress(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  refuse_progress_[id] = true;
 }
 
 void FakeSchedulerClient::CancelTrial(int64_t id, bool via_progress) {
@@ -92,9 +103,14 @@ int FakeSchedulerClient::DiagnosticStepsLocked(int64_t id) {
 
 bool FakeSchedulerClient::HeldLocked(int64_t id) { return trials_[id].held; }
 
+int FakeSchedulerClient::RefusedFinishesLocked(int64_t id) {
+  return static_cast<int>(trials_[id].refused_finishes.size());
+}
+
 absl::Status FakeSchedulerClient::Reachable() {
   if (!unavailable_) return absl::OkStatus();
   ++unavailable_calls_;
+  if (database_down_) return DatabaseUnavailableError("fake scheduler's database down");
   return absl::UnavailableError("fake scheduler down");
 }
 
@@ -123,7 +139,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> FakeSchedulerClient::RegisterWorker(c
   worker_id_ = 42 + registrations_++;
   worker_known_ = true;
   r.set_worker_id(worker_id_);
-  r.set_lease_seconds(60);
+  r.set_lease_seconds(lease_seconds_);
   r.set_heartbeat_interval_ms(heartbeat_ms_);
   return r;
 }
@@ -169,6 +185,9 @@ absl::StatusOr<v1::HeartbeatResponse> FakeSchedulerClient::Heartbeat(const v1::H
 absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(const v1::ReportProgressRequest& request) {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(TrialRecord * held, HeldTrial(request.worker_id(), request.trial_id(), request.attempt()));
+  if (refuse_progress_.count(request.trial_id())) {
+    return absl::InvalidArgumentError("points[0].train_loss: must be finite");
+  }
   TrialRecord& r = *held;
   ++r.progress_calls;
   r.points.insert(r.points.end(), request.points().begin(), request.points().end());
@@ -182,8 +201,10 @@ absl::StatusOr<v1::ReportProgressResponse> FakeSchedulerClient::ReportProgress(c
 
 absl::StatusOr<v1::FinishTrialResponse> FakeSchedulerClient::FinishTrial(const v1::FinishTrialRequest& request) {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(TrialRecord * held, HeldTrial(request.worker_id(), request.trial_id(), request.attempt()));
-  TrialRecord& r = *held;
+  absl::StatusOr<TrialRecord*> held = HeldTrial(request.worker_id(), request.trial_id(), request.attempt());
+  if (absl::IsFailedPrecondition(held.status())) trials_[request.trial_id()].refused_finishes.push_back(request);
+  if (!held.ok()) return held.status();
+  TrialRecord& r = **held;
   r.held = false;
   if (r.finishes.empty()) r.finished_at = absl::Now();
   r.trial.set_state(request.outcome());

@@ -1,7 +1,8 @@
 // An in-memory WorkerService for the Worker's unit tests: trials to lease,
 // lease checks like the real scheduler's (FAILED_PRECONDITION for a lease
 // not held), every accepted call recorded, and switches for what tests
-// need: the scheduler unreachable, a trial cancelled, a lease lost.
+// need: the scheduler unreachable (or its database down), a trial
+// cancelled, a lease lost, progress refused as invalid.
 //
 // Thread-safe: mu_ guards everything; the Worker calls it from several
 // threads while the test inspects it.
@@ -32,6 +33,7 @@ class FakeSchedulerClient : public SchedulerClient {
     int progress_calls = 0;                     // accepted
     std::vector<v1::FinishTrialRequest> finishes;  // accepted
     int refused_calls = 0;                      // FAILED_PRECONDITION
+    std::vector<v1::FinishTrialRequest> refused_finishes;  // FAILED_PRECONDITION
     absl::Time leased_at = absl::InfinitePast();   // latest lease
     absl::Time finished_at = absl::InfinitePast(); // first accepted FinishTrial
   };
@@ -39,7 +41,14 @@ class FakeSchedulerClient : public SchedulerClient {
   // A PENDING trial; returns its id.
   int64_t AddTrial(const v1::TrainConfig& config);
 
-  void SetUnavailable(bool unavailable);
+  // database_down: the scheduler answers, but its database is down
+  // (DatabaseUnavailableError) rather than not at all.
+  void SetUnavailable(bool unavailable, bool database_down = false);
+  // RegisterWorker's lease_seconds (default 60).
+  void SetLeaseSeconds(int seconds);
+  // ReportProgress for the trial is refused as INVALID_ARGUMENT, as the
+  // scheduler refuses values the API rejects.
+  void RefuseProgress(int64_t id);
   // The sweep was cancelled: Heartbeat lists the trial in cancelled_trial_ids,
   // and ReportProgress says cancel_requested unless via_progress is false.
   void CancelTrial(int64_t id, bool via_progress = true);
@@ -63,6 +72,7 @@ class FakeSchedulerClient : public SchedulerClient {
   int MaxStepLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int DiagnosticStepsLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // StepDiagnostics received
   bool HeldLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int RefusedFinishesLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(const v1::RegisterWorkerRequest& request) override;
   absl::StatusOr<v1::LeaseTrialResponse> LeaseTrial(const v1::LeaseTrialRequest& request) override;
@@ -87,6 +97,9 @@ class FakeSchedulerClient : public SchedulerClient {
   int registrations_ ABSL_GUARDED_BY(mu_) = 0;
   int heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 100;
   bool unavailable_ ABSL_GUARDED_BY(mu_) = false;
+  bool database_down_ ABSL_GUARDED_BY(mu_) = false;
+  int lease_seconds_ ABSL_GUARDED_BY(mu_) = 60;
+  std::map<int64_t, bool> refuse_progress_ ABSL_GUARDED_BY(mu_);
   int unavailable_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int leases_granted_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<int64_t> pending_ ABSL_GUARDED_BY(mu_);

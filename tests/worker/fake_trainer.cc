@@ -7,7 +7,10 @@
 //   crash        after crash_at steps: a message on stderr, exit status 3,
 //                no final event
 //   segv         after crash_at steps: killed by SIGSEGV
-//   oomkill      after crash_at steps: killed by SIGKILL, as by the OOM killer
+//   sigkill      after crash_at steps: killed by SIGKILL, as by kill -9
+//   oom          after crash_at steps: adds one to the oom_kill count of the
+//                memory.events file memory_events=PATH, then SIGKILL, as
+//                the OOM killer does
 //   hang         after crash_at steps: silent until signalled (SIGTERM
 //                still ends it with a final CANCELLED event)
 //   ignore_term  like ok, but ignores SIGTERM (only SIGKILL stops it)
@@ -47,6 +50,22 @@ void Emit(const std::string& json) {
   std::fputs(json.c_str(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+}
+
+// memory.events with its oom_kill count one higher, as the kernel's OOM
+// killer leaves it.
+void BumpOomKills(const std::string& path) {
+  std::ifstream in(path);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    int64_t n = 0;
+    if (line.rfind("oom_kill ", 0) == 0 && absl::SimpleAtoi(line.substr(9), &n)) {
+      line = "oom_kill " + std::to_string(n + 1);
+    }
+    out += line + "\n";
+  }
+  in.close();
+  std::ofstream(path, std::ios::trunc) << out;
 }
 
 }  // namespace
@@ -99,7 +118,7 @@ int main(int argc, char** argv) {
   namespace v1 = normsweep::v1;
   auto grad_norms = [&](int at) {
     Emit(normsweep::schema::TrainEventToJson(normsweep::testing::GradNormsEvent(
-        at, layers, [&](int l, const std::string& m) { return 1.0 + l + (m[5] == '2' ? 0.5 : 0) + at / 1000.0; })));
+        at, layers, [&](int l, const std::string& m) { return 1.0 + l + (m[6] == '2' ? 0.5 : 0) + at / 1000.0; })));
   };
   auto add_diagnostics = [&](v1::TrainEvent& ev) {
     if (!diag) return;
@@ -160,7 +179,11 @@ int main(int argc, char** argv) {
         std::fflush(stderr);
         raise(SIGSEGV);
       }
-      if (mode == "oomkill") raise(SIGKILL);
+      if (mode == "sigkill") raise(SIGKILL);
+      if (mode == "oom") {
+        BumpOomKills(script["memory_events"]);
+        raise(SIGKILL);
+      }
       if (mode == "hang") {
         while (!g_stop) pause();
       }

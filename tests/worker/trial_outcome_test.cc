@@ -1,6 +1,7 @@
 // DecideOutcome, every branch: what the slot saw (final event or not, how
 // the process ended, whether and why the worker stopped it) to the outcome,
-// the error and FinishTrialRequest.retry. No process, no scheduler.
+// the error, FinishTrialRequest.retry and its interruption. No process, no
+// scheduler.
 #include "worker/trial_outcome.h"
 
 #include <signal.h>
@@ -15,6 +16,7 @@ namespace normsweep::worker {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Action = TrialVerdict::Action;
 
 v1::TrainEvent Final(const std::string& outcome, const std::string& error = "") {
@@ -40,7 +42,12 @@ ProcessEnd Killed(int sig, const std::string& stderr_tail = "") {
 
 TrialEnd End(std::optional<v1::TrainEvent> final_event, ProcessEnd process, TrialStop stop = TrialStop::kNone,
              std::string reason = "") {
-  return TrialEnd{std::move(final_event), std::move(process), stop, std::move(reason)};
+  TrialEnd end;
+  end.final_event = std::move(final_event);
+  end.process = std::move(process);
+  end.stop = stop;
+  end.stop_reason = std::move(reason);
+  return end;
 }
 
 TEST(DecideOutcomeTest, LostLeaseIsForgottenWithOrWithoutAFinalEvent) {
@@ -49,9 +56,50 @@ TEST(DecideOutcomeTest, LostLeaseIsForgottenWithOrWithoutAFinalEvent) {
   EXPECT_EQ(DecideOutcome(End(Final("SUCCEEDED"), Exited(0), TrialStop::kLost)).action, Action::kForget);
 }
 
-TEST(DecideOutcomeTest, HandedBackIsNotFinished) {
-  EXPECT_EQ(DecideOutcome(End(std::nullopt, Killed(SIGTERM), TrialStop::kHandBack, "grace")).action,
-            Action::kHandBack);
+TEST(DecideOutcomeTest, HandedBackIsAWorkerDrainedInterruption) {
+  for (const std::optional<v1::TrainEvent>& final_event :
+       {std::optional<v1::TrainEvent>(), std::optional(Final("CANCELLED"))}) {
+    TrialVerdict v = DecideOutcome(End(final_event, Killed(SIGTERM), TrialStop::kHandBack, "grace"));
+    EXPECT_EQ(v.action, Action::kFinish);
+    EXPECT_EQ(v.outcome, v1::TRIAL_FAILED);
+    EXPECT_TRUE(v.retry);
+    EXPECT_EQ(v.interruption, "worker_drained");
+    EXPECT_EQ(v.result.error(), "handed back: the worker was drained and the trial outlasted its grace period");
+    EXPECT_FALSE(v.result.has_final_val_loss());  // the trainer's CANCELLED figures are not the trial's
+  }
+}
+
+TEST(DecideOutcomeTest, ALeaseThatCouldNotBeRenewedIsLeaseLostOrSchedulerRestart) {
+  TrialEnd end = End(std::nullopt, Killed(SIGTERM), TrialStop::kExpired, "the lease could not be renewed in time");
+  end.database_down = true;
+  TrialVerdict v = DecideOutcome(end);
+  EXPECT_EQ(v.action, Action::kFinish);
+  EXPECT_EQ(v.outcome, v1::TRIAL_FAILED);
+  EXPECT_TRUE(v.retry);
+  EXPECT_EQ(v.interruption, "lease_lost");
+  EXPECT_EQ(v.result.error(),
+            "the worker stopped the trainer: its lease could not be renewed in time (the scheduler's database was "
+            "unavailable)");
+  end.database_down = false;
+  end.final_event = Final("CANCELLED");  // its answer to the SIGTERM
+  v = DecideOutcome(end);
+  EXPECT_TRUE(v.retry);
+  EXPECT_EQ(v.interruption, "scheduler_restart");
+  EXPECT_EQ(v.result.error(),
+            "the worker stopped the trainer: its lease could not be renewed in time (no scheduler answered)");
+}
+
+TEST(DecideOutcomeTest, RefusedProgressIsTheTrialsOwnFailure) {
+  TrialVerdict v =
+      DecideOutcome(End(Final("SUCCEEDED"), Exited(0), TrialStop::kRefused, "points[0].train_loss: must be finite"));
+  EXPECT_EQ(v.action, Action::kFinish);
+  EXPECT_EQ(v.outcome, v1::TRIAL_FAILED);
+  EXPECT_TRUE(v.retry);
+  EXPECT_EQ(v.interruption, "");
+  EXPECT_EQ(v.result.error(), "the scheduler refused the trainer's progress: points[0].train_loss: must be finite");
+  EXPECT_FALSE(v.result.has_final_val_loss());
+  v = RefusedProgressVerdict(std::string(5000, 'm'));
+  EXPECT_EQ(v.result.error().size(), static_cast<size_t>(schema::kMaxErrorLength));
 }
 
 TEST(DecideOutcomeTest, TimeoutFailsWithTheWatchdogsWords) {
@@ -60,7 +108,8 @@ TEST(DecideOutcomeTest, TimeoutFailsWithTheWatchdogsWords) {
   EXPECT_EQ(v.outcome, v1::TRIAL_FAILED);
   EXPECT_EQ(v.result.error(), "no progress event for 11 s");
   EXPECT_FALSE(v.result.has_final_val_loss());
-  EXPECT_FALSE(v.retry);  // the worker stopped it: the trial's own fault
+  EXPECT_FALSE(v.retry);  // the worker stopped it: the trial's own fault, FAILED at once
+  EXPECT_EQ(v.interruption, "");
   // A final event that came in meanwhile keeps its figures; the error is the timeout.
   v = DecideOutcome(End(Final("FAILED", "its own"), Exited(0), TrialStop::kTimeout, "time limit"));
   EXPECT_EQ(v.outcome, v1::TRIAL_FAILED);
@@ -124,34 +173,68 @@ TEST(DecideOutcomeTest, AnUnknownOrUnfinishedOutcomeFails) {
   }
 }
 
-TEST(DecideOutcomeTest, NoFinalEventFailsSayingHowTheProcessEnded) {
+// An exit without an outcome is the trial's own failure: run again while
+// attempts remain (FinishTrialRequest.retry without an interruption).
+TEST(DecideOutcomeTest, NoFinalEventFailsSayingHowTheProcessEndedAndIsRetried) {
   TrialVerdict v = DecideOutcome(End(std::nullopt, Exited(3, "Traceback\nValueError\n")));
   EXPECT_EQ(v.action, Action::kFinish);
   EXPECT_EQ(v.outcome, v1::TRIAL_FAILED);
   EXPECT_EQ(v.result.error(), "normsweep-train exit status 3 without a final event; stderr: Traceback\nValueError");
-  EXPECT_FALSE(v.retry);
+  EXPECT_TRUE(v.retry);
+  EXPECT_EQ(v.interruption, "");
   v = DecideOutcome(End(std::nullopt, Exited(0, " \n")));  // nothing on stderr: no "; stderr"
   EXPECT_EQ(v.result.error(), "normsweep-train exit status 0 without a final event");
-  EXPECT_FALSE(v.retry);
+  EXPECT_TRUE(v.retry);
+  EXPECT_EQ(v.interruption, "");
 }
 
-TEST(DecideOutcomeTest, KilledFromOutsideIsRetriedAndItsOwnCrashIsNot) {
+TEST(DecideOutcomeTest, KilledFromOutsideIsAnInterruptionItsOwnCrashIsItsFailure) {
   for (int sig : {SIGKILL, SIGTERM, SIGINT, SIGHUP}) {
     TrialVerdict v = DecideOutcome(End(std::nullopt, Killed(sig)));
     EXPECT_EQ(v.outcome, v1::TRIAL_FAILED) << sig;
     EXPECT_TRUE(v.retry) << sig;
+    EXPECT_EQ(v.interruption, "external_signal") << sig;
     EXPECT_EQ(v.result.error(), absl::StrCat("normsweep-train killed by signal ", sig, " without a final event"));
   }
   for (int sig : {SIGSEGV, SIGABRT, SIGFPE, SIGILL, SIGBUS}) {
     TrialVerdict v = DecideOutcome(End(std::nullopt, Killed(sig, "Segmentation fault")));
     EXPECT_EQ(v.outcome, v1::TRIAL_FAILED) << sig;
-    EXPECT_FALSE(v.retry) << sig;
+    EXPECT_TRUE(v.retry) << sig;
+    EXPECT_EQ(v.interruption, "") << sig;
     EXPECT_THAT(v.result.error(), HasSubstr("; stderr: Segmentation fault"));
   }
   // A final event came first: the outcome stands whatever killed the process after.
-  EXPECT_FALSE(DecideOutcome(End(Final("SUCCEEDED"), Killed(SIGKILL))).retry);
+  TrialVerdict v = DecideOutcome(End(Final("SUCCEEDED"), Killed(SIGKILL)));
+  EXPECT_FALSE(v.retry);
+  EXPECT_EQ(v.interruption, "");
   // The worker's own SIGTERM (kTimeout, kCancel) is never the machine's.
-  EXPECT_FALSE(DecideOutcome(End(std::nullopt, Killed(SIGKILL), TrialStop::kTimeout, "t")).retry);
+  v = DecideOutcome(End(std::nullopt, Killed(SIGKILL), TrialStop::kTimeout, "t"));
+  EXPECT_FALSE(v.retry);
+  EXPECT_EQ(v.interruption, "");
+}
+
+// A SIGKILL while the cgroup's oom_kill count grew: the OOM killer's, the
+// trial's own failure. Any other ending is decided as without the count.
+TEST(DecideOutcomeTest, TheOomKillersSigkillIsTheTrialsOwnFailure) {
+  ProcessEnd oom = Killed(SIGKILL, "allocating 80 GB");
+  oom.oom_killed = true;
+  TrialVerdict v = DecideOutcome(End(std::nullopt, oom));
+  EXPECT_EQ(v.outcome, v1::TRIAL_FAILED);
+  EXPECT_TRUE(v.retry);
+  EXPECT_EQ(v.interruption, "");
+  EXPECT_EQ(v.result.error(),
+            "normsweep-train killed by the OOM killer (killed by signal 9) without a final event; stderr: allocating "
+            "80 GB");
+  ProcessEnd term = Killed(SIGTERM);
+  term.oom_killed = true;  // another process's OOM kill meanwhile
+  EXPECT_EQ(DecideOutcome(End(std::nullopt, term)).interruption, "external_signal");
+  ProcessEnd segv = Killed(SIGSEGV);
+  segv.oom_killed = true;
+  v = DecideOutcome(End(std::nullopt, segv));
+  EXPECT_EQ(v.interruption, "");
+  EXPECT_THAT(v.result.error(), Not(HasSubstr("OOM")));
+  // Its final event came first: the outcome stands.
+  EXPECT_EQ(DecideOutcome(End(Final("SUCCEEDED"), oom)).outcome, v1::TRIAL_SUCCEEDED);
 }
 
 TEST(DecideOutcomeTest, ErrorsAreCutToTheApiLimitKeepingTheEnd) {
@@ -171,6 +254,7 @@ TEST(DecideOutcomeTest, StartFailure) {
   EXPECT_EQ(v.action, Action::kFinish);
   EXPECT_EQ(v.outcome, v1::TRIAL_FAILED);
   EXPECT_FALSE(v.retry);
+  EXPECT_EQ(v.interruption, "");
   EXPECT_EQ(v.result.error(), "worker could not start the trainer: cannot create /w/trial-1-1: Permission denied");
   v = StartFailureVerdict(absl::InternalError(std::string(5000, 'z')));
   EXPECT_EQ(v.result.error().size(), static_cast<size_t>(schema::kMaxErrorLength));

@@ -1,8 +1,8 @@
 // normsweep-worker end to end against a real normsweep-scheduler on a
 // throwaway PostgreSQL, running the real normsweep-train: a tiny sweep
 // completes with every metric row stored; /metrics counts the trials;
-// SIGTERM drains (a trial past the grace period is handed back and the
-// scheduler re-queues it).
+// SIGTERM drains (a trial past the grace period is handed back with
+// FinishTrial's interruption worker_drained and the scheduler re-queues it).
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <netinet/in.h>
@@ -227,7 +227,8 @@ TEST_F(WorkerIntegrationTest, SigtermHandsBackTrialsPastTheGracePeriod) {
   const absl::Time stop = absl::Now();
   EXPECT_EQ(worker->Stop(SIGTERM), 0);
   EXPECT_LT(absl::Now() - stop, absl::Seconds(5));
-  // No FinishTrial: the lease (2 s) expires and the trial is PENDING again.
+  // Handed back (FinishTrial: FAILED, retry, worker_drained): PENDING again,
+  // without waiting for the lease (2 s) to expire.
   const absl::Time requeue_deadline = absl::Now() + absl::Seconds(10);
   while (absl::Now() < requeue_deadline) {
     trial = ListTrials(sweep.id()).at(0);

@@ -333,9 +333,13 @@ TEST(TrialSupervisorTest, StopsOnTheFirstReasonInOrderThenKills) {
     TrialStop stop;
     const char* reason;
   };
-  for (const Case& c : {Case{{true, true, true}, TrialStop::kLost, "the lease was lost"},
-                        Case{{false, true, true}, TrialStop::kCancel, "the sweep was cancelled"},
-                        Case{{false, false, true}, TrialStop::kHandBack, "the drain's grace period ended"}}) {
+  // LeaseFlags: lost, cancel_requested, drain_expired, expired, refused.
+  for (const Case& c :
+       {Case{{true, true, true, true, true}, TrialStop::kLost, "the lease was lost"},
+        Case{{false, true, true, true, true}, TrialStop::kExpired, "the lease could not be renewed in time"},
+        Case{{false, true, true, false, true}, TrialStop::kCancel, "the sweep was cancelled"},
+        Case{{false, false, true, false, true}, TrialStop::kRefused, "the scheduler refused its progress"},
+        Case{{false, false, true}, TrialStop::kHandBack, "the drain's grace period ended"}}) {
     FakeClock clock;
     TrialSupervisor s(clock.Now(), 100, Limits());
     clock.Advance(absl::Seconds(20));  // the watchdog would stop it too: the lease's state comes first
@@ -347,7 +351,7 @@ TEST(TrialSupervisorTest, StopsOnTheFirstReasonInOrderThenKills) {
     EXPECT_EQ(s.stop_reason(), c.reason);
     // Decided once: later flags change nothing, no second SIGTERM.
     clock.Advance(absl::Seconds(1));
-    EXPECT_EQ(s.OnPoll(At(clock, {true, true, true})).signal, 0);
+    EXPECT_EQ(s.OnPoll(At(clock, {true, true, true, true, true})).signal, 0);
     EXPECT_EQ(s.stop(), c.stop);
     clock.Advance(absl::Seconds(2));  // kill_after since SIGTERM
     const PollAction kill = s.OnPoll(At(clock));
@@ -384,8 +388,10 @@ TEST(TrialSupervisorTest, AfterTheFinalEventOnlyALostLeaseCountsAndALingeringPro
   FakeClock clock;
   TrialSupervisor s(clock.Now(), 100, Limits());
   clock.Advance(absl::Seconds(5));
-  // Cancel and drain come too late: the outcome stands.
-  PollAction a = s.OnPoll(At(clock, {false, true, true}, /*final_seen=*/true, 100));
+  // Cancel, drain, an expired lease and refused progress come too late: the
+  // outcome stands (the worker's Conclude makes refused progress the
+  // trial's failure; the scheduler refuses the outcome of a lease it let go).
+  PollAction a = s.OnPoll(At(clock, {false, true, true, true, true}, /*final_seen=*/true, 100));
   EXPECT_EQ(a.signal, 0);
   EXPECT_TRUE(a.prefetch);  // the final event is in: lease the next trial
   EXPECT_EQ(s.stop(), TrialStop::kNone);

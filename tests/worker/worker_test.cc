@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <set>
@@ -25,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/fake_scheduler_client.h"
+#include "worker/memory_events.h"
 #include "worker/worker_metrics.h"
 
 namespace normsweep::worker {
@@ -119,6 +121,22 @@ class WorkerTest : public ::testing::Test {
     EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
   }
 
+  // Polls `pred` until it holds; false after `timeout`.
+  static bool Eventually(const std::function<bool()>& pred, absl::Duration timeout = absl::Seconds(10)) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!pred()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return true;
+  }
+  // The worker has counted an interruption with this cause.
+  bool WaitInterrupted(const std::string& cause) {
+    return Eventually([&] {
+      return absl::StrContains(Metrics(),
+                               absl::StrCat("normsweep_worker_interruptions_total{cause=\"", cause, "\"} 1"));
+    });
+  }
   bool WaitFinished(int64_t id, absl::Duration timeout = absl::Seconds(10)) {
     return fake_.WaitFor([id](FakeSchedulerClient& f) { return f.FinishedLocked(id); }, timeout);
   }
@@ -263,7 +281,14 @@ TEST_F(WorkerTest, DiagnosticsReachTheSchedulerAndTheirGaugesLiveAsLongAsTheTria
     EXPECT_DOUBLE_EQ(d.layers(1).max_attn_logit(), 3.0 + d.step() / 100.0);
     EXPECT_EQ(d.layers(0).has_update_ratio_fc1(), d.step() > 0);
   }
-  for (const v1::LayerGradNorms& g : ra.norms) norm_steps.push_back(g.step());
+  for (const v1::LayerGradNorms& g : ra.norms) {
+    norm_steps.push_back(g.step());
+    // The fake's norms: 1 + layer (+ 0.5 for W2) + step/1000.
+    for (const v1::LayerGradNorm& n : g.norms()) {
+      EXPECT_DOUBLE_EQ(n.norm(), 1.0 + n.layer() + (n.matrix() == "ffn.fc2" ? 0.5 : 0) + g.step() / 1000.0)
+          << n.ShortDebugString();
+    }
+  }
   EXPECT_EQ(diag_steps, (std::vector<int>{0, 10, 20}));  // each once
   EXPECT_EQ(norm_steps, (std::vector<int>{0, 10, 20}));
 
@@ -274,7 +299,7 @@ TEST_F(WorkerTest, DiagnosticsReachTheSchedulerAndTheirGaugesLiveAsLongAsTheTria
   EXPECT_EQ(rb.diagnostics.size(), 3u);  // steps 0, 10, 20
 }
 
-TEST_F(WorkerTest, CrashWithoutFinalEventIsFailedWithExitStatusAndStderr) {
+TEST_F(WorkerTest, CrashWithoutFinalEventIsFailedWithExitStatusAndStderrAndRetried) {
   const int64_t a = fake_.AddTrial(Config("mode=crash,crash_at=4", 50));
   const int64_t b = fake_.AddTrial(Config("mode=segv,crash_at=2", 50));
   const int64_t c = fake_.AddTrial(Config("mode=ok", 5));  // the daemon carries on
@@ -286,6 +311,8 @@ TEST_F(WorkerTest, CrashWithoutFinalEventIsFailedWithExitStatusAndStderr) {
   EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
   EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("exit status 3 without a final event"));
   EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("simulated crash at step 4"));
+  EXPECT_TRUE(ra.finishes[0].retry());  // the trial's own failure: run again while attempts remain
+  EXPECT_EQ(ra.finishes[0].interruption(), "");
   EXPECT_EQ(ra.points.size(), 4u);  // what it printed before crashing still arrives
   FakeSchedulerClient::TrialRecord rb = fake_.Get(b);
   ASSERT_EQ(rb.finishes.size(), 1u);
@@ -297,8 +324,8 @@ TEST_F(WorkerTest, CrashWithoutFinalEventIsFailedWithExitStatusAndStderr) {
   EXPECT_FALSE(std::filesystem::exists(absl::StrCat(options_.work_dir, "/trial-", c, "-1")));
 }
 
-TEST_F(WorkerTest, TrainerKilledFromOutsideIsRetriedItsOwnCrashIsNot) {
-  const int64_t a = fake_.AddTrial(Config("mode=oomkill,crash_at=3", 50));
+TEST_F(WorkerTest, TrainerKilledFromOutsideIsAnInterruptionItsOwnCrashIsItsFailure) {
+  const int64_t a = fake_.AddTrial(Config("mode=sigkill,crash_at=3", 50));
   const int64_t b = fake_.AddTrial(Config("mode=segv,crash_at=2", 50));
   const int64_t c = fake_.AddTrial(Config("mode=crash,crash_at=2", 50));
   Start();
@@ -311,9 +338,39 @@ TEST_F(WorkerTest, TrainerKilledFromOutsideIsRetriedItsOwnCrashIsNot) {
   EXPECT_TRUE(ra.finishes[0].retry());
   EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
   EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("killed by signal 9"));
+  EXPECT_EQ(ra.finishes[0].interruption(), "external_signal");
   EXPECT_EQ(ra.points.size(), 3u);  // its progress still arrives (the retry starts afresh)
-  EXPECT_FALSE(fake_.Get(b).finishes[0].retry());
-  EXPECT_FALSE(fake_.Get(c).finishes[0].retry());
+  for (int64_t own : {b, c}) {
+    const v1::FinishTrialRequest f = fake_.Get(own).finishes.at(0);
+    EXPECT_TRUE(f.retry()) << own;
+    EXPECT_EQ(f.interruption(), "") << own;
+  }
+  EXPECT_THAT(Metrics(), HasSubstr("normsweep_worker_interruptions_total{cause=\"external_signal\"} 1"));
+}
+
+// The OOM killer's SIGKILL, told by the cgroup's oom_kill count (here a file
+// the fake trainer's mode=oom bumps before it SIGKILLs itself): the trial's
+// own failure. A SIGKILL with the count unchanged is still from outside.
+TEST_F(WorkerTest, OomKillIsTheTrialsOwnFailure) {
+  const std::string events = dir_ + "/memory.events";
+  std::ofstream(events) << "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n";
+  options_.memory_events_file = events;
+  const int64_t a = fake_.AddTrial(Config("mode=oom,crash_at=3,memory_events=" + events, 50));
+  const int64_t b = fake_.AddTrial(Config("mode=sigkill,crash_at=3", 50));
+  Start();
+  ASSERT_TRUE(WaitFinished(a));
+  ASSERT_TRUE(WaitFinished(b));
+  Stop();
+  EXPECT_EQ(ReadOomKills(events), 1);
+  const v1::FinishTrialRequest fa = fake_.Get(a).finishes.at(0);
+  EXPECT_EQ(fa.outcome(), v1::TRIAL_FAILED);
+  EXPECT_TRUE(fa.retry());
+  EXPECT_EQ(fa.interruption(), "");
+  EXPECT_THAT(fa.result().error(), HasSubstr("normsweep-train killed by the OOM killer (killed by signal 9"));
+  const v1::FinishTrialRequest fb = fake_.Get(b).finishes.at(0);
+  EXPECT_TRUE(fb.retry());
+  EXPECT_EQ(fb.interruption(), "external_signal");
+  EXPECT_THAT(fb.result().error(), Not(HasSubstr("OOM")));
 }
 
 TEST_F(WorkerTest, MissingTrainerIsFailedNotFatal) {
@@ -436,9 +493,16 @@ TEST_F(WorkerTest, DrainLetsRunningTrialsFinishWithinGracePeriod) {
   Stop();  // returns once the running trial has finished
   EXPECT_EQ(fake_.Get(a).finishes.size(), 1u);
   EXPECT_EQ(fake_.Get(a).finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
-  // b may have been prefetched near a's end; it was never started or reported.
-  EXPECT_TRUE(fake_.Get(b).finishes.empty());
-  EXPECT_TRUE(fake_.Get(b).points.empty());
+  // b may have been prefetched near a's end; it was never started, and if
+  // leased, handed back at once.
+  const FakeSchedulerClient::TrialRecord rb = fake_.Get(b);
+  EXPECT_TRUE(rb.points.empty());
+  EXPECT_FALSE(rb.held);
+  if (!rb.finishes.empty()) {
+    EXPECT_TRUE(rb.finishes[0].retry());
+    EXPECT_EQ(rb.finishes[0].interruption(), "worker_drained");
+    EXPECT_EQ(rb.finishes[0].result().error(), "handed back unstarted: the worker was drained");
+  }
 }
 
 TEST_F(WorkerTest, DrainPastGracePeriodHandsTrialsBack) {
@@ -452,14 +516,96 @@ TEST_F(WorkerTest, DrainPastGracePeriodHandsTrialsBack) {
   Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(4));
   FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
-  EXPECT_TRUE(ra.finishes.empty()) << "handed back: the lease expires and the trial is re-queued";
-  EXPECT_TRUE(ra.held);
+  // Handed back: FinishTrial(FAILED, retry, worker_drained) re-queues it at
+  // once, without counting an attempt.
+  ASSERT_EQ(ra.finishes.size(), 1u);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_TRUE(ra.finishes[0].retry());
+  EXPECT_EQ(ra.finishes[0].interruption(), "worker_drained");
+  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("handed back: the worker was drained"));
+  EXPECT_FALSE(ra.held);
   EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
   // Progress up to the stop was delivered (idempotent for the next attempt).
   int max_step = 0;
   for (const v1::MetricPoint& p : ra.points) max_step = std::max(max_step, p.step());
   EXPECT_GT(max_step, 10);
   EXPECT_EQ(fake_.leases_granted(), 1);
+  EXPECT_THAT(Metrics(), HasSubstr("normsweep_worker_interruptions_total{cause=\"worker_drained\"} 1"));
+}
+
+// A lease the worker could not renew in time (the heartbeats failed for 3/4
+// of the 2 s lease): the trainer is stopped and, once a scheduler answers
+// again, reported as an interruption whose cause says why it could not be
+// renewed: lease_lost when the scheduler answered that its database was
+// down, scheduler_restart when no scheduler answered.
+TEST_F(WorkerTest, ALeaseNotRenewedInTimeIsReportedWithWhyItCouldNotBe) {
+  fake_.SetLeaseSeconds(2);
+  for (const bool database_down : {true, false}) {
+    const std::string cause = database_down ? "lease_lost" : "scheduler_restart";
+    const std::string pidfile = absl::StrCat(dir_, "/", cause, ".pid");
+    const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+    if (worker_ == nullptr) Start();
+    ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
+    fake_.SetUnavailable(true, database_down);
+    ASSERT_TRUE(WaitInterrupted(cause)) << Metrics();  // decided while the scheduler is still away
+    EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+    EXPECT_TRUE(fake_.Get(a).finishes.empty());
+    fake_.SetUnavailable(false);
+    ASSERT_TRUE(WaitFinished(a));
+    const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+    ASSERT_EQ(ra.finishes.size(), 1u);
+    EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
+    EXPECT_TRUE(ra.finishes[0].retry());
+    EXPECT_EQ(ra.finishes[0].interruption(), cause);
+    EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("its lease could not be renewed in time"));
+  }
+  Stop();
+}
+
+// The scheduler let the lease go meanwhile (it refuses the progress): the
+// interruption is still reported, so that the scheduler can record its
+// cause, and forgotten when refused too.
+TEST_F(WorkerTest, AnInterruptionIsReportedEvenWhenTheSchedulerLetTheLeaseGo) {
+  fake_.SetLeaseSeconds(2);
+  const std::string pidfile = dir_ + "/expired.pid";
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
+  fake_.SetUnavailable(true, /*database_down=*/true);
+  ASSERT_TRUE(WaitInterrupted("lease_lost"));
+  fake_.LoseLease(a);
+  fake_.SetUnavailable(false);
+  ASSERT_TRUE(
+      fake_.WaitFor([a](FakeSchedulerClient& f) { return f.RefusedFinishesLocked(a) > 0; }, absl::Seconds(10)));
+  Stop();
+  const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  EXPECT_TRUE(ra.finishes.empty());
+  ASSERT_EQ(ra.refused_finishes.size(), 1u);  // refused once, then forgotten
+  EXPECT_EQ(ra.refused_finishes[0].interruption(), "lease_lost");
+}
+
+// Progress the scheduler refuses as invalid (values the API rejects): the
+// trainer is stopped and the attempt is the trial's own failure, with the
+// scheduler's words, not a lost lease.
+TEST_F(WorkerTest, ProgressRefusedAsInvalidEndsTheAttemptAsTheTrialsFailure) {
+  const std::string pidfile = dir_ + "/refused.pid";
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
+  fake_.RefuseProgress(a);
+  ASSERT_TRUE(WaitFinished(a));
+  ASSERT_TRUE(WaitFinished(b));  // the slot carries on
+  Stop();
+  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  ASSERT_EQ(ra.finishes.size(), 1u);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_TRUE(ra.finishes[0].retry());
+  EXPECT_EQ(ra.finishes[0].interruption(), "");
+  EXPECT_EQ(ra.finishes[0].result().error(),
+            "the scheduler refused the trainer's progress: points[0].train_loss: must be finite");
+  EXPECT_EQ(fake_.Get(b).finishes.at(0).outcome(), v1::TRIAL_SUCCEEDED);
 }
 
 TEST_F(WorkerTest, KeepsEverySlotBusyAndPrefetchesTheNextLease) {
