@@ -569,6 +569,18 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
     r->set_outcome(v1::TRIAL_FAILED);
     r->mutable_result()->set_error(std::string("bad\0byte", 8));
   }), C::INVALID_ARGUMENT, "result.error");
+  ExpectRejected("interruption without retry", finish([](auto* r) {
+    r->set_outcome(v1::TRIAL_FAILED);
+    r->mutable_result()->set_error("killed");
+    r->set_interruption("external_signal");
+  }), C::INVALID_ARGUMENT, "interruption: only with retry");
+  ExpectRejected("unknown interruption", finish([](auto* r) {
+    r->set_outcome(v1::TRIAL_FAILED);
+    r->mutable_result()->set_error("killed");
+    r->set_retry(true);
+    r->set_interruption("cosmic_ray");
+  }), C::INVALID_ARGUMENT, "interruption: unknown cause 'cosmic_ray'; one of worker_lost, lease_lost, "
+                           "scheduler_restart, external_signal, worker_drained");
   ExpectRejected("worker name too long", [&](auto* ctx) {
     v1::RegisterWorkerRequest r;
     r.set_name(std::string(201, 'w'));
@@ -599,7 +611,22 @@ TEST_F(GrpcApiTest, RejectsBadWorkerRequestsNamingTheField) {
   // Every rejection above is counted by method and code (as /metrics shows it).
   auto metrics = std::make_unique<std::string>(prometheus::TextSerializer().Serialize(server_->registry().Collect()));
   EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"ReportProgress\"} 4"));
-  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"FinishTrial\"} 4"));
+  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_rpc_errors_total{code=\"INVALID_ARGUMENT\",method=\"FinishTrial\"} 6"));
+
+  // A valid interruption re-queues the trial and is counted by its cause.
+  grpc::ClientContext ctx;
+  v1::FinishTrialRequest r = testing::FinishOf(worker_id_, leased_, v1::TRIAL_FAILED);
+  r.set_retry(true);
+  r.set_interruption("external_signal");
+  r.mutable_result()->set_error("normsweep-train killed by signal 9 (Killed) without a final event");
+  v1::FinishTrialResponse resp;
+  ASSERT_TRUE(workers_->FinishTrial(&ctx, r, &resp).ok());
+  EXPECT_EQ(resp.trial().state(), v1::TRIAL_PENDING);
+  EXPECT_EQ(resp.trial().interruptions(), 1);
+  metrics = std::make_unique<std::string>(prometheus::TextSerializer().Serialize(server_->registry().Collect()));
+  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_interruptions_total{cause=\"external_signal\"} 1"));
+  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_interruptions_total{cause=\"worker_lost\"} 0"));
+  EXPECT_THAT(*metrics, HasSubstr("normsweep_scheduler_attempts_requeued_total{reason=\"interrupted\"} 1"));
 }
 
 // The diagnostics' fields (issue 16): each bad value names its field, the

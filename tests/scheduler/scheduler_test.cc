@@ -42,6 +42,18 @@ double MetricValue(prometheus::Registry& registry, const std::string& name,
   return -1;
 }
 
+// The in-memory store, whose maintenance can be made to fail as a database
+// outage does (UNAVAILABLE).
+class OutageStore : public db::MemoryStore {
+ public:
+  using db::MemoryStore::ExpireLeases;
+  absl::StatusOr<db::ExpiryResult> ExpireLeases(absl::Time now, const db::Outage& outage) override {
+    if (down) return absl::UnavailableError("database down");
+    return db::MemoryStore::ExpireLeases(now, outage);
+  }
+  bool down = false;
+};
+
 class SchedulerTest : public ::testing::Test {
  protected:
   SchedulerTest() : metrics_(registry_), scheduler_(store_, clock_, metrics_, Options()) {}
@@ -113,7 +125,7 @@ class SchedulerTest : public ::testing::Test {
     return scheduler_.FinishTrial(r);
   }
 
-  db::MemoryStore store_;
+  OutageStore store_;
   FakeClock clock_;
   prometheus::Registry registry_;
   SchedulerMetrics metrics_;
@@ -147,8 +159,12 @@ TEST_F(SchedulerTest, SubmitIsIdempotentAndValidateOnlyStoresNothing) {
   EXPECT_EQ(scheduler_.ListSweeps({})->sweeps_size(), 1);
 }
 
-TEST_F(SchedulerTest, LeasesExpireWithTheClockAndFailAfterMaxAttempts) {
-  auto sweep = scheduler_.SubmitSweep(Request(/*seeds=*/1, /*max_attempts=*/2));
+// An expired lease is an interruption (worker_lost): it spends the trial's
+// max_interruptions, not its max_attempts.
+TEST_F(SchedulerTest, LeasesExpireWithTheClockAndFailAfterMaxInterruptions) {
+  v1::SubmitSweepRequest request = Request(/*seeds=*/1, /*max_attempts=*/1);
+  request.mutable_spec()->set_max_interruptions(2);
+  auto sweep = scheduler_.SubmitSweep(request);
   ASSERT_TRUE(sweep.ok());
   int64_t w = Register();
   v1::Trial t = Lease(w);
@@ -179,7 +195,8 @@ TEST_F(SchedulerTest, LeasesExpireWithTheClockAndFailAfterMaxAttempts) {
   ASSERT_TRUE(scheduler_.RunMaintenance().ok());
   auto failed = scheduler_.GetTrial(get);
   EXPECT_EQ(failed->trial().state(), v1::TRIAL_FAILED);
-  EXPECT_THAT(failed->trial().result().error(), HasSubstr("lease expired"));
+  EXPECT_EQ(failed->trial().result().error(), "interrupted 2 times (max_interruptions), the last by worker_lost");
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_interruptions_total", {{"cause", "worker_lost"}}), 2);
   v1::GetSweepRequest gs;
   gs.set_sweep_id(sweep->sweep().id());
   EXPECT_EQ(scheduler_.GetSweep(gs)->sweep().state(), v1::SWEEP_COMPLETED);
@@ -214,7 +231,8 @@ TEST_F(SchedulerTest, AKilledTrainersTrialRunsAgainAndItsHistoryTellsEachAttempt
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->trial().state(), v1::TRIAL_PENDING);
   ASSERT_TRUE(retry(t).ok());  // re-sent: counted once
-  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_attempts_requeued_total", {{"reason", "killed"}}), 1);
+  // No interruption named: the trial's own failure.
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_attempts_requeued_total", {{"reason", "failed"}}), 1);
   // The second attempt's lease expires, the third finishes.
   Lease(w);
   clock_.Advance(absl::Seconds(61));
@@ -239,6 +257,42 @@ TEST_F(SchedulerTest, AKilledTrainersTrialRunsAgainAndItsHistoryTellsEachAttempt
   EXPECT_EQ(got->attempts(2).worker_id(), w);
   EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "SUCCEEDED"}}), 1);
   EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "FAILED"}}), 0);
+}
+
+// A lease that expires while maintenance finds the database down was lost to
+// the outage (its worker could not renew it), not by its worker.
+TEST_F(SchedulerTest, LeasesThatExpireDuringAnOutageAreLeaseLost) {
+  ASSERT_TRUE(scheduler_.SubmitSweep(Request(/*seeds=*/1, /*max_attempts=*/1)).ok());
+  const int64_t w = Register();
+  const v1::Trial t = Lease(w);
+  clock_.Advance(absl::Seconds(61));  // silence before any outage: the worker's loss
+  ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  Lease(w);
+  clock_.Advance(absl::Seconds(20));
+  store_.down = true;
+  EXPECT_EQ(scheduler_.RunMaintenance().code(), absl::StatusCode::kUnavailable);
+  clock_.Advance(absl::Seconds(50));  // the lease ends within the outage
+  EXPECT_EQ(scheduler_.RunMaintenance().code(), absl::StatusCode::kUnavailable);
+  store_.down = false;
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  v1::GetTrialRequest get;
+  get.set_trial_id(t.id());
+  auto got = scheduler_.GetTrial(get);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->trial().state(), v1::TRIAL_PENDING);  // max_attempts 1 is untouched
+  EXPECT_EQ(got->trial().interruptions(), 2);
+  ASSERT_EQ(got->attempts_size(), 2);
+  EXPECT_EQ(got->attempts(0).interruption(), "worker_lost");
+  EXPECT_EQ(got->attempts(1).interruption(), "lease_lost");
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_interruptions_total", {{"cause", "worker_lost"}}), 1);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_interruptions_total", {{"cause", "lease_lost"}}), 1);
+  // A later lease that expires long after the outage is its worker's again.
+  clock_.Advance(absl::Minutes(2));
+  Lease(w);
+  clock_.Advance(absl::Minutes(10));
+  ASSERT_TRUE(scheduler_.RunMaintenance().ok());
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_interruptions_total", {{"cause", "worker_lost"}}), 2);
 }
 
 TEST_F(SchedulerTest, ARestartedWorkersTrialsAreQueuedWhenItRegistersAgain) {

@@ -169,6 +169,7 @@ TEST(SweepExpanderTest, RejectsBadSpecsNamingTheField) {
       {[](v1::SweepSpec& g) { g.mutable_base()->set_task(std::string(schema::kMaxStringFieldLength + 1, 'a')); },
        "spec.base.task: at most"},
       {[](v1::SweepSpec& g) { g.set_max_attempts(-1); }, "spec.max_attempts"},
+      {[](v1::SweepSpec& g) { g.set_max_interruptions(-1); }, "spec.max_interruptions"},
       {[](v1::SweepSpec& g) { g.set_max_concurrent_trials(-1); }, "spec.max_concurrent_trials"},
       {[](v1::SweepSpec& g) { g.set_priority(5000); }, "spec.priority"},
   };
@@ -246,11 +247,14 @@ TEST(SweepExpanderTest, EnforcesTheGridLimit) {
   EXPECT_THAT(ExpansionError(s), HasSubstr("limit"));
 }
 
-TEST(SweepExpanderTest, NormalizedSpecFillsMaxAttempts) {
+TEST(SweepExpanderTest, NormalizedSpecFillsMaxAttemptsAndMaxInterruptions) {
   EXPECT_EQ(NormalizedSpec(Grid()).max_attempts(), schema::kDefaultMaxAttempts);
+  EXPECT_EQ(NormalizedSpec(Grid()).max_interruptions(), schema::kDefaultMaxInterruptions);
   v1::SweepSpec s = Grid();
   s.set_max_attempts(7);
+  s.set_max_interruptions(9);
   EXPECT_EQ(NormalizedSpec(s).max_attempts(), 7);
+  EXPECT_EQ(NormalizedSpec(s).max_interruptions(), 9);
 }
 
 // ---- the pieces: the spec's checks (validation.h), the expansion's (sweep_expander_internal.h) ----
@@ -280,6 +284,10 @@ TEST(SweepExpanderPartsTest, ScalarFieldsInOrder) {
   s.set_max_attempts(schema::kMaxMaxAttempts + 1);
   EXPECT_EQ(Message(CheckScalarFields(s)), "spec.max_attempts: must be in [1, 100] (0: default 3)");
   s.set_max_attempts(schema::kMaxMaxAttempts);
+  EXPECT_TRUE(CheckScalarFields(s).ok());
+  s.set_max_interruptions(schema::kMaxMaxInterruptions + 1);
+  EXPECT_EQ(Message(CheckScalarFields(s)), "spec.max_interruptions: must be in [1, 1000] (0: default 20)");
+  s.set_max_interruptions(schema::kMaxMaxInterruptions);
   EXPECT_TRUE(CheckScalarFields(s).ok());
   s.set_priority(-schema::kMaxPriority - 1);
   EXPECT_EQ(Message(CheckScalarFields(s)), "spec.priority: must be in [-1000, 1000]");
