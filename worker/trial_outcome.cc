@@ -128,6 +128,10 @@ TrialVerdict InterruptionVerdict(absl::string_view cause, std::string error) {
   return v;
 }
 
+bool RefusalDecides(TrialStop stop) {
+  return stop == TrialStop::kNone || stop == TrialStop::kHandBack || stop == TrialStop::kRefused;
+}
+
 TrialVerdict RefusedProgressVerdict(absl::string_view message) {
   TrialVerdict v;
   v.outcome = v1::TRIAL_FAILED;

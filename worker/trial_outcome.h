@@ -97,6 +97,12 @@ TrialVerdict DecideOutcome(const TrialEnd& end);
 // the error saying what happened.
 TrialVerdict InterruptionVerdict(absl::string_view cause, std::string error);
 
+// Whether progress refused as invalid makes an attempt that ended with this
+// stop the trial's own failure (RefusedProgressVerdict): when the trainer
+// ended by itself, was handed back or was stopped for the refusal; not when
+// the lease was lost or expired, the sweep cancelled or the watchdog fired.
+bool RefusalDecides(TrialStop stop);
+
 // The scheduler refused the attempt's progress as invalid (INVALID_ARGUMENT:
 // the trainer sent values the API rejects): FAILED, retry, the trial's own
 // failure, error "the scheduler refused the trainer's progress: <message>".

@@ -322,11 +322,11 @@ void Worker::Conclude(const LeasePtr& lease, const Supervised& run, const TrialP
     if (end.stop == TrialStop::kExpired) lease->lost = false;
     // Refused progress makes the attempt the trial's failure, even when the
     // refusal came after the final event or the drain's stop.
-    if (!lease->refused.empty() &&
-        (end.stop == TrialStop::kNone || end.stop == TrialStop::kHandBack || end.stop == TrialStop::kRefused)) {
+    if (!lease->refused.empty() && RefusalDecides(end.stop)) {
       end.stop = TrialStop::kRefused;
       end.stop_reason = lease->refused;
     }
+    lease->stop = end.stop;
   }
   const TrialVerdict verdict = DecideOutcome(end);
   if (verdict.action == TrialVerdict::Action::kForget) {
@@ -530,13 +530,12 @@ void Worker::Report(const LeasePtr& lease) {
 }
 
 void Worker::RefuseProgress(Lease& lease, const absl::Status& status) {
-  Log(absl::StrCat(LeaseName(lease.trial), ": progress refused as invalid, dropped: ", status.message(),
-                   lease.refused.empty() ? "; the attempt ends as the trial's failure" : ""));
+  Log(absl::StrCat(LeaseName(lease.trial), ": progress refused as invalid, dropped: ", status.message()));
   if (!lease.refused.empty()) return;
   lease.refused = std::string(status.message());
   // Already concluded: the result becomes the refusal (the slot's Conclude
   // does the same for a trial still running).
-  if (lease.state == LeaseState::kFinishing) {
+  if (lease.state == LeaseState::kFinishing && RefusalDecides(lease.stop)) {
     const TrialVerdict verdict = RefusedProgressVerdict(lease.refused);
     v1::FinishTrialRequest& f = lease.finish;
     f.set_outcome(verdict.outcome);

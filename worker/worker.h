@@ -113,6 +113,7 @@ class Worker {
     // its message. The attempt then ends as the trial's own failure.
     std::string refused;
     bool result_refused = false;  // FinishTrial was refused once (INVALID_ARGUMENT)
+    TrialStop stop = TrialStop::kNone;  // how the trainer's run ended, once concluded
     ProgressBuffer progress;
     v1::FinishTrialRequest finish;  // set when state becomes kFinishing
     absl::Time retry_at = absl::InfinitePast();

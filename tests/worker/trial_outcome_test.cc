@@ -100,6 +100,14 @@ TEST(DecideOutcomeTest, RefusedProgressIsTheTrialsOwnFailure) {
   EXPECT_FALSE(v.result.has_final_val_loss());
   v = RefusedProgressVerdict(std::string(5000, 'm'));
   EXPECT_EQ(v.result.error().size(), static_cast<size_t>(schema::kMaxErrorLength));
+  // A refusal decides an attempt the trainer ended itself or that was handed
+  // back; not one lost, given up, cancelled or timed out.
+  for (TrialStop stop : {TrialStop::kNone, TrialStop::kHandBack, TrialStop::kRefused}) {
+    EXPECT_TRUE(RefusalDecides(stop)) << static_cast<int>(stop);
+  }
+  for (TrialStop stop : {TrialStop::kLost, TrialStop::kExpired, TrialStop::kCancel, TrialStop::kTimeout}) {
+    EXPECT_FALSE(RefusalDecides(stop)) << static_cast<int>(stop);
+  }
 }
 
 TEST(DecideOutcomeTest, TimeoutFailsWithTheWatchdogsWords) {

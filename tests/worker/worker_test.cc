@@ -608,6 +608,23 @@ TEST_F(WorkerTest, ProgressRefusedAsInvalidEndsTheAttemptAsTheTrialsFailure) {
   EXPECT_EQ(fake_.Get(b).finishes.at(0).outcome(), v1::TRIAL_SUCCEEDED);
 }
 
+// Refused progress of a trial that ends by itself meanwhile (its final
+// event before or after the refusal): the outcome gives way to the refusal.
+TEST_F(WorkerTest, ProgressRefusedAsInvalidOverridesTheFinalEvent) {
+  const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
+  fake_.RefuseProgress(a);
+  Start();
+  ASSERT_TRUE(WaitFinished(a));
+  Stop();
+  const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  ASSERT_EQ(ra.finishes.size(), 1u);
+  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
+  EXPECT_TRUE(ra.finishes[0].retry());
+  EXPECT_EQ(ra.finishes[0].interruption(), "");
+  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("the scheduler refused the trainer's progress"));
+  EXPECT_TRUE(ra.points.empty());
+}
+
 TEST_F(WorkerTest, KeepsEverySlotBusyAndPrefetchesTheNextLease) {
   options_.slots = {{"cpu", 1}, {"cpu", 1}};
   std::vector<int64_t> ids;
