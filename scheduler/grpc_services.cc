@@ -3,6 +3,7 @@
 #include <atomic>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/api_token.h"
 #include "common/grpc_status.h"
@@ -56,6 +57,8 @@ grpc::Status Authenticate(SchedulerMetrics& metrics, const char* method, const g
 #define NS_UNARY(Service, Method, Request, Response)                                              \
   grpc::Status Service::Method(grpc::ServerContext* context, const v1::Request* request,               \
                                v1::Response* response) {                                                 \
+    CallsInFlight::Scope in_flight(calls_);                                                             \
+    if (Refusing()) return ShuttingDown();                                                               \
     if (grpc::Status auth = Authenticate(metrics_, #Method, *context, api_token_); !auth.ok()) return auth;  \
     return Reply(metrics_, #Method, context, scheduler_.Method(*request), response);                     \
   }
@@ -303,7 +306,7 @@ void WorkerServiceImpl::Serve() {
 
 bool WorkerServiceImpl::BeginSchedulerCall() {
   absl::MutexLock lock(&mu_);
-  if (stopping_) return false;
+  if (stopping_ || closing_) return false;
   ++scheduler_calls_;
   return true;
 }
@@ -327,18 +330,42 @@ void WorkerServiceImpl::Drain() {
                     }));
 }
 
-void WorkerServiceImpl::CloseProgressStreams() {
+int WorkerServiceImpl::CloseProgressStreams() {
   absl::MutexLock lock(&mu_);
   closing_ = true;
+  refusing_.store(true);
   for (ProgressStream* stream : streams_) stream->Cancel();
+  return static_cast<int>(streams_.size());
+}
+
+int WorkerServiceImpl::calls_in_flight() {
+  absl::MutexLock lock(&mu_);
+  return scheduler_calls_ + calls_.count();
+}
+
+int SweepServiceImpl::CloseWatches() {
+  absl::MutexLock lock(&mu_);
+  closing_ = true;
+  stopping_.store(true);
+  for (grpc::ServerContext* context : watches_) context->TryCancel();
+  return static_cast<int>(watches_.size());
 }
 
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,
                                           grpc::ServerWriter<v1::WatchSweepEvent>* writer) {
   if (grpc::Status auth = Authenticate(metrics_, "WatchSweep", *context, api_token_); !auth.ok()) return auth;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return ShuttingDown();
+    watches_.insert(context);
+  }
+  absl::Cleanup closed = [this, context] {
+    absl::MutexLock lock(&mu_);
+    watches_.erase(context);
+  };
   absl::Status status = scheduler_.WatchSweep(
       *request, [writer](const v1::WatchSweepEvent& event) { return writer->Write(event); },
-      [context] { return context->IsCancelled(); });
+      [this, context] { return stopping_.load() || context->IsCancelled(); });
   if (!status.ok() && status.code() != absl::StatusCode::kCancelled) {
     metrics_.RpcError("WatchSweep", status.code());
   }

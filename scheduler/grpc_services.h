@@ -9,6 +9,7 @@
 
 #include <grpcpp/alarm.h>
 
+#include <atomic>
 #include <memory>
 #include <set>
 #include <string>
@@ -23,6 +24,26 @@
 #include "scheduler/scheduler_metrics.h"
 
 namespace normsweep::scheduler {
+
+// The sync unary calls running in a service, for the stop's log line.
+class CallsInFlight {
+ public:
+  // Counts one call for its lifetime.
+  class Scope {
+   public:
+    explicit Scope(CallsInFlight& calls) : calls_(calls) { calls_.count_.fetch_add(1, std::memory_order_relaxed); }
+    ~Scope() { calls_.count_.fetch_sub(1, std::memory_order_relaxed); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    CallsInFlight& calls_;
+  };
+  int count() const { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int> count_{0};
+};
 
 class SweepServiceImpl final : public v1::SweepService::Service {
  public:
@@ -41,10 +62,27 @@ class SweepServiceImpl final : public v1::SweepService::Service {
   grpc::Status GetSweepAnalysis(grpc::ServerContext*, const v1::GetSweepAnalysisRequest*,
                                 v1::GetSweepAnalysisResponse*) override;
 
+  // Cancels every open WatchSweep stream (its client sees CANCELLED at once
+  // and watches again elsewhere) and refuses new calls, streams or not,
+  // with UNAVAILABLE; returns how many streams it cancelled. Called before the server's Shutdown: a
+  // watch only ends at the sweep's end, so it would hold the server's stop
+  // until its deadline. Its handler returns at its next poll of the store
+  // (SchedulerOptions::watch_poll_interval), reading nothing more.
+  int CloseWatches();
+  // Unary calls running now (WatchSweep not counted).
+  int calls_in_flight() const { return calls_.count(); }
+
  private:
+  bool Refusing() const { return stopping_.load(); }
+
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
   const std::string api_token_;  // empty: calls need no token
+  CallsInFlight calls_;
+  absl::Mutex mu_;
+  std::set<grpc::ServerContext*> watches_ ABSL_GUARDED_BY(mu_);  // the open WatchSweep calls
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> stopping_{false};  // closing_, read without the lock by calls and the watches' polls
 };
 
 // The worker's hot calls (LeaseTrial, ReportProgress, StreamProgress,
@@ -96,11 +134,17 @@ class WorkerServiceImpl final : public WorkerServiceBase {
   // empty. Call from one thread, once.
   void Serve();
 
-  // Cancels every open StreamProgress stream (and refuses new ones with
-  // UNAVAILABLE): called before the server's Shutdown, so that it does not
-  // wait its deadline for streams that stay open between batches. A batch
-  // being stored meanwhile may or may not be; the worker sends it again.
-  void CloseProgressStreams();
+  // Cancels every open StreamProgress stream (and refuses new streams and
+  // calls with UNAVAILABLE): called before the server's Shutdown, so that it
+  // does not wait its deadline for streams that stay open between batches.
+  // A batch being stored meanwhile is stored, but its answer may not
+  // arrive; the worker sends it again. Returns how many it cancelled.
+  int CloseProgressStreams();
+
+  // Calls running now: the sync unary ones (RegisterWorker, Heartbeat) and
+  // the hot ones waiting for the Scheduler's answer (a progress stream's
+  // batch counts as one).
+  int calls_in_flight();
 
   // After the server's Shutdown: waits until no Scheduler call is pending
   // (their answers start operations on the queue; the store's statement
@@ -114,14 +158,17 @@ class WorkerServiceImpl final : public WorkerServiceBase {
   class ProgressStream;
 
  private:
+  bool Refusing() const { return refusing_.load(); }
   // Counts a Scheduler call whose answer is still to come; false (and not
-  // counted) once Drain has begun: the call is answered UNAVAILABLE.
+  // counted) once CloseProgressStreams or Drain has begun: the call is
+  // answered UNAVAILABLE.
   bool BeginSchedulerCall();
   void EndSchedulerCall();
 
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
   const std::string api_token_;  // empty: calls need no token
+  CallsInFlight calls_;                        // the sync unary ones
   grpc::ServerCompletionQueue* cq_ = nullptr;  // set by UseQueue
   bool draining_ = false;                      // Serve's thread only
   std::unique_ptr<grpc::Alarm> drain_alarm_;   // Drain's, fires on Serve's thread
@@ -129,7 +176,8 @@ class WorkerServiceImpl final : public WorkerServiceBase {
   int scheduler_calls_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Drain has begun
   std::set<ProgressStream*> streams_ ABSL_GUARDED_BY(mu_);  // the open ones
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // CloseProgressStreams has begun
+  std::atomic<bool> refusing_{false};          // closing_, for the sync calls
 };
 
 }  // namespace normsweep::scheduler

@@ -71,9 +71,15 @@ grpc::Status HealthServiceImpl::Watch(grpc::ServerContext* context, const Health
   }
 }
 
-void HealthServiceImpl::Shutdown() {
+int HealthServiceImpl::Shutdown() {
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
+  return watchers_;
+}
+
+int HealthServiceImpl::watchers() {
+  absl::MutexLock lock(&mu_);
+  return watchers_;
 }
 
 }  // namespace normsweep::scheduler

@@ -35,8 +35,11 @@ class HealthServiceImpl final : public grpc::health::v1::Health::Service {
   grpc::Status Watch(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest*,
                      grpc::ServerWriter<grpc::health::v1::HealthCheckResponse>*) override;
 
-  // Everything NOT_SERVING from now on; open Watch calls send it and end.
-  void Shutdown();
+  // Everything NOT_SERVING from now on; open Watch calls send it and end
+  // (at once, not at their poll). Returns how many were open.
+  int Shutdown();
+  // Watch calls whose handler is still running.
+  int watchers();
 
  private:
   // SERVICE_UNKNOWN for a name not served.

@@ -13,10 +13,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -152,7 +154,31 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
+  const absl::Time signalled = absl::Now();
   Log(absl::StrCat("signal ", sig, ", shutting down"));
-  (*server)->Shutdown();
+  // The stop is bounded: Shutdown cuts the streams at once and gives calls
+  // in flight a grace period, but a handler blocked on the database (up to
+  // its statement timeout) or a WatchSweep between polls would hold it
+  // longer. Past kStopBudget the process exits without them: a write cut so
+  // is rolled back by PostgreSQL or, if it committed, answered to no one;
+  // either way its client sees UNAVAILABLE and retries, and every write is
+  // idempotent.
+  constexpr absl::Duration kStopBudget = absl::Milliseconds(800);
+  // The server and the store are destroyed on return, once Shutdown has
+  // left them idle; never on the way out below, where threads may use them.
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    (*server)->Shutdown();
+    stopped.Notify();
+  });
+  if (!stopped.WaitForNotificationWithTimeout(kStopBudget - (absl::Now() - signalled))) {
+    Log(absl::StrCat("stopped after ", absl::FormatDuration(absl::Now() - signalled),
+                     " without waiting for the rest (", (*server)->calls_in_flight(),
+                     " calls in flight; their clients see UNAVAILABLE and retry)"));
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
+  stopper.join();
+  Log(absl::StrCat("stopped in ", absl::FormatDuration(absl::Now() - signalled)));
   return 0;
 }

@@ -9,10 +9,16 @@
 #include "common/wake_listener.h"
 
 namespace normsweep::scheduler {
+namespace {
+
+std::string Count(int n, const char* one, const char* many) { return absl::StrCat(n, " ", n == 1 ? one : many); }
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Store& store, Clock& clock,
                                                                         const SchedulerServerOptions& options) {
   std::unique_ptr<SchedulerServer> s(new SchedulerServer());
+  s->stop_grace_ = options.stop_grace;
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->metrics_ = std::make_unique<SchedulerMetrics>(*s->registry_);
   s->scheduler_ = std::make_unique<Scheduler>(store, clock, *s->metrics_, options.scheduler);
@@ -92,16 +98,38 @@ void SchedulerServer::Shutdown() {
   shut_down_ = true;
   stop_.Notify();
   if (server_ != nullptr) {  // null when Start failed to listen
-    // Health watchers and workers' progress streams stay open: end them now
-    // rather than at the shutdown deadline.
-    health_service_->Shutdown();
-    worker_service_->CloseProgressStreams();
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    // Streams stay open until their client or the sweep ends: cut them now
+    // rather than at the shutdown deadline. Each client sees its stream end
+    // and opens it again on a scheduler that answers.
+    const int watches = sweep_service_->CloseWatches();
+    const int progress = worker_service_->CloseProgressStreams();
+    const int health = health_service_->Shutdown();
+    LogLine("normsweep-scheduler",
+            absl::StrCat("stopping: cut ", Count(watches, "WatchSweep stream", "WatchSweep streams"), ", ",
+                         Count(progress, "progress stream", "progress streams"), ", ",
+                         Count(health, "health watch", "health watches"), "; ",
+                         Count(calls_in_flight(), "call", "calls"), " in flight"));
+    // New calls are refused now. Those in flight finish within the grace
+    // (health watches at once, on NOT_SERVING).
+    const absl::Time grace_end = absl::Now() + stop_grace_;
+    while ((calls_in_flight() > 0 || health_service_->watchers() > 0) && absl::Now() < grace_end) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    // Then every connection is closed after a moment for the last answers
+    // to reach the wire. A graceful shutdown would wait for each client to
+    // acknowledge the server's GOAWAY ping; an idle client channel does so
+    // only at its backup poll (every 5 s), which held the stop for 2-5 s.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
     worker_service_->Drain();
     worker_thread_.join();
   }
   if (maintenance_.joinable()) maintenance_.join();
   StopListener(metrics_port_, [this] { exposer_.reset(); });
+}
+
+int SchedulerServer::calls_in_flight() {
+  if (server_ == nullptr) return 0;
+  return sweep_service_->calls_in_flight() + worker_service_->calls_in_flight();
 }
 
 SchedulerServer::~SchedulerServer() { Shutdown(); }

@@ -36,6 +36,10 @@ struct SchedulerServerOptions {
   // their own thread (grpc_services.h); the sync ones are rare.
   int min_pollers = 1;
   int max_pollers = 2;
+  // How long Shutdown lets calls in flight finish before gRPC cancels them
+  // (their clients see CANCELLED and retry; every write is idempotent).
+  // Open streams are cut at once whatever this is.
+  absl::Duration stop_grace = absl::Milliseconds(500);
   // When not empty, every SweepService and WorkerService call must carry it
   // (common/api_token.h); health checking and reflection stay open.
   std::string api_token;
@@ -56,9 +60,18 @@ class SchedulerServer {
   Scheduler& scheduler() { return *scheduler_; }
   prometheus::Registry& registry() { return *registry_; }
 
-  // Stops accepting calls, finishes running ones (streams are cancelled),
-  // stops the maintenance thread. Idempotent.
+  // Stops accepting calls; cuts every open stream at once (WatchSweep and
+  // StreamProgress cancelled, health watches sent NOT_SERVING) and logs one
+  // line saying what it cut and how many calls were in flight; lets those
+  // calls finish for stop_grace, then gRPC cancels them; waits for the
+  // handlers to return (a WatchSweep's at its next poll, a call on the
+  // database at its statement) and stops the maintenance thread and
+  // /metrics. Idempotent. normsweep-scheduler's main bounds the whole stop
+  // (scheduler_main.cc).
   void Shutdown();
+  // Calls running now (open streams not counted): the unfinished work when
+  // a stop runs out of time.
+  int calls_in_flight();
   void Wait() { server_->Wait(); }
 
  private:
@@ -77,6 +90,7 @@ class SchedulerServer {
   std::unique_ptr<prometheus::Exposer> exposer_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  absl::Duration stop_grace_;
   absl::Notification stop_;
   std::thread maintenance_;
   absl::Mutex shutdown_mu_;
