@@ -237,7 +237,11 @@ TEST_F(WorkerIntegrationTest, SigtermHandsBackTrialsPastTheGracePeriod) {
   }
   EXPECT_EQ(trial.state(), v1::TRIAL_PENDING);
   EXPECT_EQ(trial.attempts(), 1);
+  EXPECT_EQ(trial.interruptions(), 1);  // not one of its max_attempts
   EXPECT_GE(trial.last_step(), 5);
+  const v1::GetTrialResponse full = GetTrial(trial.id());
+  ASSERT_EQ(full.attempts_size(), 1);
+  EXPECT_EQ(full.attempts(0).interruption(), "worker_drained");
   Cancel(sweep.id());
 }
 
