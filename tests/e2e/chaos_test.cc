@@ -1,23 +1,33 @@
 // Fault injection over the whole stack. A throwaway PostgreSQL, two
 // normsweep-scheduler replicas on it, four normsweep-worker daemons running
-// the real normsweep-train, and a small sweep. Each worker is given both
+// the real normsweep-train, and a sweep of 16 trials at the default
+// max_attempts (3) and max_interruptions (20). Each worker is given both
 // schedulers (a gRPC address list, in opposite orders for odd and even
 // workers; gRPC connects to the first that answers), as a DNS name with two
-// replicas would give them. While the sweep runs, a fixed schedule of faults:
-// SIGKILL of trainers, of workers (started again at once, same name), of
-// schedulers (started again on their port once the trials progress through
-// the other one), and crash restarts of PostgreSQL (pg_ctl restart -m
-// immediate). Every fault waits for conditions, never for a fixed time: the
-// previous fault has recovered (every trial that was running at it has
-// stored progress again, been re-queued, or ended), a share of the trials
-// has succeeded (so the faults spread over the sweep), and some trial's
-// current attempt is past kFaultStep with its trainer visible in /proc.
+// replicas would give them. While the sweep runs, a fixed schedule of 17
+// faults, about one per trial and mostly worker kills: SIGKILL of trainers
+// (3), of workers (9, each started again at once, same name), of schedulers
+// (3, each started again on its port once the trials progress through the
+// other one), a crash restart of PostgreSQL (pg_ctl restart -m immediate)
+// and a fast one (pg_ctl stop -m fast, start). Every fault waits for
+// conditions, never for a fixed time: the previous fault has recovered
+// (every trial that was running at it has stored progress again, been
+// re-queued, or ended), a share of the trials has succeeded (so the faults
+// spread over the sweep), and some trial's current attempt is past
+// kFaultStep with its trainer visible in /proc.
 //
-// Then: every trial SUCCEEDED (the spec's max_attempts covers the injected
-// faults), one metric row per step (step 0: l0) and one set of gradient
-// norms per evaluation each, the sweep COMPLETED, and no trial was ever run by two trainers at
-// once, nor did a trainer outlive its worker (a thread samples /proc every
-// 25 ms). It prints each fault and how long recovery took.
+// None of these faults is a trial's own (issue 23): each attempt it ends is
+// an interruption, counted against max_interruptions, never max_attempts.
+// So: every trial SUCCEEDED and the sweep COMPLETED; every trial's history
+// (GetTrial) holds one entry per lease, each ended attempt but the last
+// names a known interruption cause (a trainer killed from outside:
+// external_signal), none is an own failure, and each trial's interruptions
+// count is its attempts with a cause; one metric row per step (step 0: l0)
+// and one set of gradient norms per evaluation each; and no trial was ever
+// run by two trainers at once, nor did a trainer outlive its worker (a
+// thread samples /proc every 25 ms). It prints each fault, how long recovery
+// took and the cause recorded for the attempt it hit, and the interruptions
+// by cause.
 #include <signal.h>
 #include <unistd.h>
 
@@ -44,45 +54,48 @@
 #include "tests/common/read_file.h"
 #include "tests/common/scheduler_process.h"
 #include "tests/common/trainer_processes.h"
+#include "proto/schema/interruptions.h"
 
 namespace normsweep {
 namespace {
 
-// 12 trials of ~3 s of one core each (a 2-layer model, 800 steps).
-constexpr int kTrialSteps = 800;
+// 16 short trials (a 2-layer model, 400 steps), so that one run of 17 faults
+// stays within a few minutes on 2 loaded cores.
+constexpr int kTrials = 16;
+constexpr int kTrialSteps = 400;
 constexpr int kEvalEvery = 50;  // divides kTrialSteps
 // A fault targets a trial whose current attempt has stored at least this
 // many steps and at most kFaultStepMax (so it lands mid-trial, not after the
 // final event).
 constexpr int kFaultStep = 80;
 constexpr int kFaultStepMax = kTrialSteps * 3 / 4;
-// Leases per trial: a fault costs a trial at most one or two (a killed
-// worker's running and prefetched leases, leases expired while the database
-// was down), and no trial is hit more than a few times.
-constexpr int kMaxAttempts = 20;
 constexpr int kWorkers = 4;
 constexpr absl::Duration kPollPeriod = absl::Milliseconds(100);
 constexpr absl::Duration kSamplePeriod = absl::Milliseconds(25);
 // A trainer whose parent is not a worker for this long outlived its worker.
 constexpr absl::Duration kOrphanAfter = absl::Seconds(1);
 
-enum class FaultKind { kTrainer, kWorker, kScheduler, kPostgres };
+enum class FaultKind { kTrainer, kWorker, kScheduler, kPostgresCrash, kPostgresFast };
 
 const char* FaultName(FaultKind k) {
   switch (k) {
     case FaultKind::kTrainer: return "trainer SIGKILL";
     case FaultKind::kWorker: return "worker SIGKILL";
     case FaultKind::kScheduler: return "scheduler SIGKILL";
-    case FaultKind::kPostgres: return "PostgreSQL crash";
+    case FaultKind::kPostgresCrash: return "PostgreSQL crash";
+    case FaultKind::kPostgresFast: return "PostgreSQL restart";
   }
   return "?";
 }
 
-// Bounded: 3 trainers, 3 workers, 2 schedulers (one each), 2 database crashes.
-const FaultKind kSchedule[] = {FaultKind::kTrainer,   FaultKind::kWorker,   FaultKind::kScheduler,
-                               FaultKind::kPostgres,  FaultKind::kTrainer,  FaultKind::kWorker,
-                               FaultKind::kScheduler, FaultKind::kTrainer,  FaultKind::kPostgres,
-                               FaultKind::kWorker};
+// About one fault per trial, mostly worker kills (as issue 23's run of 64
+// trials: 18 worker, 5 scheduler, 5 trainer kills, 3 PostgreSQL restarts):
+// 9 workers, 3 trainers, 3 schedulers (alternately), 2 PostgreSQL restarts.
+constexpr FaultKind kSchedule[] = {
+    FaultKind::kTrainer, FaultKind::kWorker,    FaultKind::kScheduler,    FaultKind::kWorker, FaultKind::kPostgresCrash,
+    FaultKind::kWorker,  FaultKind::kTrainer,   FaultKind::kWorker,       FaultKind::kScheduler,
+    FaultKind::kWorker,  FaultKind::kPostgresFast, FaultKind::kWorker,    FaultKind::kTrainer,
+    FaultKind::kWorker,  FaultKind::kScheduler, FaultKind::kWorker,       FaultKind::kWorker};
 
 bool IsFinal(v1::TrialState s) {
   return s == v1::TRIAL_SUCCEEDED || s == v1::TRIAL_DIVERGED || s == v1::TRIAL_FAILED || s == v1::TRIAL_CANCELLED;
@@ -106,8 +119,8 @@ struct Poll {
 };
 
 // Calls ListTrials every kPollPeriod on its own thread, through whichever
-// scheduler answers, and keeps every answer (a minute of a 12-trial sweep is
-// a few hundred small maps). Thread-safe: mu_ guards polls_ and failed_.
+// scheduler answers, and keeps every answer (a run of a few minutes is a
+// few thousand small maps). Thread-safe: mu_ guards polls_ and failed_.
 class SweepObserver {
  public:
   SweepObserver(const std::string& target, int64_t sweep_id)
@@ -339,6 +352,77 @@ Recovery Measure(const std::vector<Poll>& polls, const Fault& f) {
   return r;
 }
 
+// ---- the trials' histories ----
+
+// The recorded interruption cause of `trial`'s attempt `attempt`, "own
+// failure (STATE)" when it has none, or "no entry".
+std::string CauseOf(const std::map<int64_t, v1::GetTrialResponse>& histories, int64_t trial, int attempt) {
+  auto h = histories.find(trial);
+  if (h == histories.end()) return "no history";
+  for (const v1::TrialAttempt& a : h->second.attempts()) {
+    if (a.attempt() != attempt) continue;
+    if (!a.interruption().empty()) return a.interruption();
+    return absl::StrCat("own failure (", v1::TrialState_Name(a.outcome()), ")");
+  }
+  return "no entry";
+}
+
+struct AttemptSummary {
+  int attempts = 0;                        // entries in the histories
+  int interrupted = 0;                     // of them, with a cause
+  std::map<std::string, int> by_cause;
+  int counted = 0;                         // the sum of Trial.interruptions
+  int most = 0;                            // the most interruptions of one trial
+  int64_t most_trial = 0;
+  std::vector<std::string> own_failures;   // ended without a cause, yet not SUCCEEDED
+  std::vector<std::string> unknown_causes; // a cause not in schema::kInterruptionCauses
+};
+
+std::string Describe(int64_t trial, const v1::TrialAttempt& a) {
+  return absl::StrCat("trial ", trial, " attempt ", a.attempt(), " (worker ", a.worker_id(), "): ",
+                      v1::TrialState_Name(a.outcome()), ", cause '", a.interruption(), "', ", a.reason());
+}
+
+AttemptSummary SummarizeAttempts(const std::map<int64_t, v1::GetTrialResponse>& histories) {
+  AttemptSummary s;
+  for (const auto& [id, h] : histories) {
+    s.counted += h.trial().interruptions();
+    if (h.trial().interruptions() > s.most) {
+      s.most = h.trial().interruptions();
+      s.most_trial = id;
+    }
+    for (const v1::TrialAttempt& a : h.attempts()) {
+      ++s.attempts;
+      if (a.interruption().empty()) {
+        if (a.outcome() != v1::TRIAL_SUCCEEDED) s.own_failures.push_back(Describe(id, a));
+        continue;
+      }
+      ++s.interrupted;
+      ++s.by_cause[a.interruption()];
+      if (!schema::IsInterruptionCause(a.interruption())) s.unknown_causes.push_back(Describe(id, a));
+    }
+  }
+  return s;
+}
+
+// One entry per lease, numbered 1..attempts, each but the last re-queued
+// the trial and the last is its outcome; Trial.interruptions counts those
+// with a cause.
+void ExpectHistory(const v1::Trial& t, const v1::GetTrialResponse& h) {
+  std::vector<int> numbers, want;
+  int with_cause = 0;
+  for (const v1::TrialAttempt& a : h.attempts()) {
+    numbers.push_back(a.attempt());
+    with_cause += !a.interruption().empty();
+    const bool last = a.attempt() == t.attempts();
+    EXPECT_EQ(a.outcome(), last ? t.state() : v1::TRIAL_PENDING) << Describe(t.id(), a);
+  }
+  for (int i = 1; i <= t.attempts(); ++i) want.push_back(i);
+  EXPECT_EQ(numbers, want) << "trial " << t.id() << ": not one history entry per lease";
+  EXPECT_EQ(h.trial().interruptions(), with_cause) << "trial " << t.id();
+  EXPECT_EQ(t.interruptions(), with_cause) << "trial " << t.id() << " (ListTrials)";
+}
+
 // ---- the test ----
 
 // A server of its own (one it crashes), not the shared one.
@@ -489,10 +573,10 @@ v1::SweepSpec ChaosSpec() {
   base->set_eval_batches(2);
   spec.add_placements("post");
   spec.add_placements("pre");
-  for (int w : {0, 20, 50}) spec.add_warmup_steps(w);
+  for (int w : {0, 20, 50, 100}) spec.add_warmup_steps(w);
   for (double lr : {1e-3, 3e-3}) spec.add_peak_lrs(lr);
   spec.add_seeds(0);
-  spec.set_max_attempts(kMaxAttempts);
+  // max_attempts and max_interruptions stay at their defaults (3 and 20).
   return spec;
 }
 
@@ -513,7 +597,7 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   const int64_t sweep_id = submitted->sweep().id();
   const int trial_count = submitted->sweep().trial_count();
-  ASSERT_EQ(trial_count, 12);
+  ASSERT_EQ(trial_count, kTrials);
 
   TrainerSampler sampler(dir_);
   SweepObserver observer(Target(0, 1), sweep_id);
@@ -576,10 +660,22 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
                               Seconds(absl::Now() - restart));
         break;
       }
-      case FaultKind::kPostgres: {
+      case FaultKind::kPostgresCrash: {
         f.what = absl::StrCat("pg_ctl restart -m immediate, while trial ", target->trial_id, " was at step ",
                               target->step);
         absl::Status st = pg_->CrashRestart();
+        ASSERT_TRUE(st.ok()) << st;
+        f.done = absl::Now();
+        f.note = absl::StrCat("accepting connections again after ", Seconds(f.done - f.at));
+        break;
+      }
+      case FaultKind::kPostgresFast: {
+        // Connections dropped, a checkpoint, no crash recovery.
+        f.what = absl::StrCat("pg_ctl stop -m fast, start, while trial ", target->trial_id, " was at step ",
+                              target->step);
+        absl::Status st = pg_->Stop();
+        ASSERT_TRUE(st.ok()) << st;
+        st = pg_->StartAgain();
         ASSERT_TRUE(st.ok()) << st;
         f.done = absl::Now();
         f.note = absl::StrCat("accepting connections again after ", Seconds(f.done - f.at));
@@ -607,43 +703,64 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
   observer.Stop();
   sampler.Stop();
 
+  // Every trial's history, read before the report (it names the cause of
+  // each hit attempt) and checked after it.
+  auto trials = client_->ListTrials(sweep_id);
+  std::map<int64_t, v1::GetTrialResponse> histories;
+  for (const v1::Trial& t : trials.ok() ? *trials : std::vector<v1::Trial>{}) {
+    auto full = client_->GetTrial(t.id());
+    EXPECT_TRUE(full.ok()) << "trial " << t.id() << ": " << full.status();
+    if (full.ok()) histories[t.id()] = *std::move(full);
+  }
+
   // What happened, for the reader.
   const std::vector<Poll> polls = observer.polls();
   std::map<FaultKind, int> counts;
   std::printf("[chaos] t = 0 s is %s UTC (the logs' clock). Recovery, from each fault: next progress stored (any "
               "other trial), next lease, the hit trial back in the queue and progressing again (after waiting for a free "
-              "slot), every trial that was running progressing again\n",
+              "slot), every trial that was running progressing again; the cause recorded for the hit attempt\n",
               absl::FormatTime("%H:%M:%E3S", start, absl::UTCTimeZone()).c_str());
-  std::printf("[chaos] %-3s %8s  %-18s %-10s %-10s %-10s %-12s %-10s %s\n", "#", "at", "fault", "progress", "lease",
-              "hit queued", "hit progress", "all", "");
+  std::printf("[chaos] %-3s %8s  %-18s %-10s %-10s %-10s %-12s %-10s %-16s %s\n", "#", "at", "fault", "progress",
+              "lease", "hit queued", "hit progress", "all", "cause", "");
   for (size_t n = 0; n < faults.size(); ++n) {
     const Fault& f = faults[n];
     ++counts[f.kind];
     const Recovery r = Measure(polls, f);
     auto plus = [](const std::optional<absl::Duration>& d) { return d ? "+" + Seconds(*d) : std::string("-"); };
-    std::string hit_lease = "", hit_progress = "";
+    std::string hit_lease = "", hit_progress = "", cause = "";
     if (f.trial_id != 0) {
       hit_lease = r.hit_ended ? v1::TrialState_Name(*r.hit_ended) : plus(r.hit_requeued);
       hit_progress = r.hit_ended ? "" : plus(r.hit_progressing);
+      cause = CauseOf(histories, f.trial_id, f.attempt);
     }
-    std::printf("[chaos] %-3zu %6.2f s  %-18s %-10s %-10s %-10s %-12s %-10s %s\n", n + 1,
+    std::printf("[chaos] %-3zu %6.2f s  %-18s %-10s %-10s %-10s %-12s %-10s %-16s %s\n", n + 1,
                 absl::ToDoubleSeconds(f.at - start), FaultName(f.kind), plus(r.next_progress).c_str(),
                 plus(r.next_lease).c_str(), hit_lease.c_str(), hit_progress.c_str(), plus(r.all_progressing).c_str(),
-                f.note.c_str());
+                cause.c_str(), f.note.c_str());
   }
-  std::printf("[chaos] faults: %d trainer, %d worker, %d scheduler, %d PostgreSQL; last at %.2f s; sweep %s at "
-              "%.2f s\n",
+  std::printf("[chaos] faults: %d trainer, %d worker, %d scheduler, %d PostgreSQL (%d crash, %d fast); last at %.2f s; "
+              "sweep %s at %.2f s\n",
               counts[FaultKind::kTrainer], counts[FaultKind::kWorker], counts[FaultKind::kScheduler],
-              counts[FaultKind::kPostgres], absl::ToDoubleSeconds(faults_done - start),
+              counts[FaultKind::kPostgresCrash] + counts[FaultKind::kPostgresFast], counts[FaultKind::kPostgresCrash],
+              counts[FaultKind::kPostgresFast], absl::ToDoubleSeconds(faults_done - start),
               v1::SweepState_Name(sweep.state()).c_str(), absl::ToDoubleSeconds(finished - start));
   std::printf("[chaos] %zu API polls (%d failed); %d /proc samples saw %d trainer processes, at most %d at once\n",
               polls.size(), observer.failed_polls(), sampler.samples(), sampler.trainers_seen(),
               sampler.most_at_once());
+  const AttemptSummary summary = SummarizeAttempts(histories);
+  std::vector<std::string> by_cause;
+  for (const auto& [cause, n] : summary.by_cause) by_cause.push_back(absl::StrCat(cause, " ", n));
+  std::printf("[chaos] %d attempts recorded for %zu trials: %d interruptions (%s), %zu own failures; most "
+              "interruptions of one trial: %d (trial %lld); Trial.interruptions sum to %d\n",
+              summary.attempts, histories.size(), summary.interrupted,
+              by_cause.empty() ? "none" : absl::StrJoin(by_cause, ", ").c_str(), summary.own_failures.size(),
+              summary.most, static_cast<long long>(summary.most_trial), summary.counted);
+  std::fflush(stdout);
 
   ASSERT_EQ(sweep.state(), v1::SWEEP_COMPLETED) << sweep.ShortDebugString();
-  auto trials = client_->ListTrials(sweep_id);
   ASSERT_TRUE(trials.ok()) << trials.status();
   ASSERT_EQ(trials->size(), static_cast<size_t>(trial_count));
+  ASSERT_EQ(histories.size(), static_cast<size_t>(trial_count));
   std::vector<std::string> attempts;
   int leases = 0;
   for (const v1::Trial& t : *trials) {
@@ -651,13 +768,13 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
     leases += t.attempts();
     EXPECT_EQ(t.state(), v1::TRIAL_SUCCEEDED)
         << "trial " << t.id() << " attempt " << t.attempts() << ": " << t.result().error();
-    auto full = client_->GetTrial(t.id());
-    ASSERT_TRUE(full.ok()) << full.status();
+    const v1::GetTrialResponse& full = histories[t.id()];
+    ExpectHistory(t, full);
     if (t.state() != v1::TRIAL_SUCCEEDED) continue;
     // One metric row per step: step 0 is the evaluation before the first
     // update (l0), steps 1..kTrialSteps carry a training loss.
     std::vector<int> steps;
-    for (const v1::MetricPoint& m : full->metrics()) {
+    for (const v1::MetricPoint& m : full.metrics()) {
       steps.push_back(m.step());
       if (m.step() == 0) {
         EXPECT_TRUE(m.has_val_loss()) << "trial " << t.id() << ": step 0 without l0";
@@ -671,20 +788,32 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
     // One set of FFN gradient norms at step 0 and at every evaluation step.
     std::vector<int> norm_steps, want_norm_steps;
     for (int s = 0; s <= kTrialSteps; s += kEvalEvery) want_norm_steps.push_back(s);
-    for (const v1::LayerGradNorms& g : full->layer_grad_norms()) {
+    for (const v1::LayerGradNorms& g : full.layer_grad_norms()) {
       norm_steps.push_back(g.step());
       EXPECT_EQ(g.norms_size(), 4) << "trial " << t.id() << " step " << g.step() << ": W1 and W2 of 2 layers";
     }
     EXPECT_EQ(norm_steps, want_norm_steps) << "trial " << t.id() << ": not one set of gradient norms per evaluation";
     EXPECT_TRUE(t.result().has_init_val_loss()) << "trial " << t.id() << ": no l0";
   }
-  // Every kill hit a live attempt: its trial needed another.
+  // No fault here is a trial's own: every ended attempt but a trial's last
+  // is an interruption, and Trial.interruptions counts them.
+  EXPECT_TRUE(summary.own_failures.empty()) << "attempts recorded as the trial's own failure:\n"
+                                            << absl::StrJoin(summary.own_failures, "\n");
+  EXPECT_TRUE(summary.unknown_causes.empty()) << "attempts with a cause not in schema/interruptions.h:\n"
+                                              << absl::StrJoin(summary.unknown_causes, "\n");
+  EXPECT_EQ(summary.counted, summary.interrupted) << "the trials' interruptions against their attempts with a cause";
+  // Every kill hit a live attempt: its trial needed another, and the attempt
+  // names the fault (a trainer killed from outside, a worker that stopped
+  // renewing its leases).
   for (const Fault& f : faults) {
     if (f.trial_id == 0) continue;
     for (const v1::Trial& t : *trials) {
-      if (t.id() == f.trial_id) {
-        EXPECT_GT(t.attempts(), f.attempt) << FaultName(f.kind) << " of trial " << f.trial_id << " cost no attempt";
-      }
+      if (t.id() != f.trial_id) continue;
+      EXPECT_GT(t.attempts(), f.attempt) << FaultName(f.kind) << " of trial " << f.trial_id << " cost no attempt";
+      const std::string want = f.kind == FaultKind::kTrainer ? std::string(schema::kExternalSignal)
+                                                             : std::string(schema::kWorkerLost);
+      EXPECT_EQ(CauseOf(histories, f.trial_id, f.attempt), want)
+          << FaultName(f.kind) << " of trial " << f.trial_id << " attempt " << f.attempt << ": " << f.what;
     }
   }
   std::printf("[chaos] %d leases for %d trials (trial:attempts %s)\n", leases, trial_count,
