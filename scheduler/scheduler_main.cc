@@ -172,9 +172,10 @@ int main(int argc, char** argv) {
     stopped.Notify();
   });
   if (!stopped.WaitForNotificationWithTimeout(kStopBudget - (absl::Now() - signalled))) {
+    const int calls = (*server)->calls_in_flight();
     Log(absl::StrCat("stopped after ", absl::FormatDuration(absl::Now() - signalled),
-                     " without waiting for the rest (", (*server)->calls_in_flight(),
-                     " calls in flight; their clients see UNAVAILABLE and retry)"));
+                     " without waiting for the rest (", calls, calls == 1 ? " call" : " calls",
+                     " in flight; their clients see UNAVAILABLE and retry)"));
     std::fflush(nullptr);
     std::_Exit(0);
   }

@@ -233,5 +233,57 @@ TEST_F(StopTest, CallsDuringTheStopLoseNothingStored) {
             steps);
 }
 
+// A write held by the database (here a lock the test holds) does not hold
+// the stop: the scheduler exits without it, its client sees a code it
+// retries on, and the retry finds the store as if the call had run once.
+TEST_F(StopTest, AWriteBlockedOnTheDatabaseDoesNotHoldTheStop) {
+  // No maintenance pass after the start: the only statement waiting on the
+  // lock is the call's.
+  std::vector<std::string> flags = kFlags;
+  flags.push_back("--maintenance_interval_ms=600000");
+  testing::SchedulerProcess* first = StartScheduler(flags);
+  ASSERT_NE(first, nullptr);
+  auto lock = testing::Connect(conninfo_);
+  ASSERT_TRUE(lock.ok()) << lock.status();
+  ASSERT_TRUE((*lock)->Exec("BEGIN").ok());
+  ASSERT_TRUE((*lock)->Exec("LOCK TABLE sweeps IN ACCESS EXCLUSIVE MODE").ok());
+
+  int code = -1;
+  std::thread client([&code, address = first->address()] {
+    auto stub = v1::SweepService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    v1::SubmitSweepResponse response;
+    code = stub->SubmitSweep(Context().get(), Submission("blocked"), &response).error_code();
+  });
+  auto watcher = testing::Connect(conninfo_);
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  bool waiting = false;
+  for (const absl::Time guard = absl::Now() + absl::Seconds(kGuardSeconds); !waiting && absl::Now() < guard;) {
+    waiting = Count(**watcher,
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'normsweep-scheduler'"
+                    " AND wait_event_type = 'Lock'") > 0;
+    if (!waiting) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(waiting) << "the call never reached the database";
+
+  ASSERT_EQ(kill(first->process.pid(), SIGTERM), 0);
+  EXPECT_EQ(first->process.Wait(kGuardSeconds), 0) << "it did not exit by itself";
+  client.join();
+  EXPECT_THAT(code, RetriedCode());
+  const std::string log = ReadWholeFile(dir_ + "/scheduler.log");
+  EXPECT_THAT(log, HasSubstr("stopping: cut 0 WatchSweep streams, 0 progress streams, 0 health watches; 1 call in flight"));
+  EXPECT_THAT(log, HasSubstr("without waiting for the rest (1 call in flight"));
+  ASSERT_TRUE((*lock)->Exec("ROLLBACK").ok());
+
+  testing::SchedulerProcess* second = StartScheduler(kFlags);
+  ASSERT_NE(second, nullptr);
+  auto stub = v1::SweepService::NewStub(grpc::CreateChannel(second->address(), grpc::InsecureChannelCredentials()));
+  v1::SubmitSweepResponse response;
+  const grpc::Status retried = stub->SubmitSweep(Context().get(), Submission("blocked"), &response);
+  ASSERT_TRUE(retried.ok()) << retried.error_message();
+  EXPECT_EQ(Count(**watcher, "SELECT count(*) FROM sweeps WHERE request_id = 'blocked'"), 1);
+  EXPECT_EQ(Count(**watcher, "SELECT count(*) FROM trials WHERE sweep_id = $1", db::PgParams().Add(response.sweep().id())),
+            kTrialsPerSweep);
+}
+
 }  // namespace
 }  // namespace normsweep
