@@ -1,6 +1,8 @@
-"""PyTorch reference of the normsweep Transformer LM (issue 2, DESIGN.md).
+"""PyTorch reference of the normsweep Transformer LM (issue 2, DESIGN.md; issue 24).
 
-Decoder-only causal byte-level LM, Post-LN or Pre-LN (Xiong et al. 2020).
+Decoder-only causal byte-level LM, Post-LN or Pre-LN (Xiong et al. 2020), and
+issue 24's family: Peri-LN, DeepNorm, Mix-LN, qk_norm, RMSNorm (the z-loss is
+a term of forward()'s loss).
 Parameter names and layouts are the checkpoint names of normsweep-train
 (nn.Linear weight is [out, in]):
 
@@ -13,16 +15,32 @@ Parameter names and layouts are the checkpoint names of normsweep-train
   blocks.i.ln2.{weight,bias}                  [d]   (FFN sublayer)
   blocks.i.ffn.fc1.{weight,bias}              [d_ff, d], [d_ff]
   blocks.i.ffn.fc2.{weight,bias}              [d, d_ff], [d]
-  ln_f.{weight,bias}                          [d]   Pre-LN only
+  ln_f.{weight,bias}                          [d]   when the last block is Pre-LN or Peri-LN
   head.{weight,bias}                          [256, d], [256]  (untied)
+Issue 24 adds (RMSNorm norms have a weight only, no bias):
+  ln_emb.{weight,bias}                        [d]   Peri-LN: the embedding's norm
+  blocks.i.ln1_out.{weight,bias}, blocks.i.ln2_out.{weight,bias}
+                                              [d]   Peri-LN: the sublayers' output norms
+  blocks.i.attn.q_norm.{weight,bias}, blocks.i.attn.k_norm.{weight,bias}
+                                              [d/heads]  qk_norm: over head_dim,
+                                              one set shared by all heads
 
 Maths (fixed by the issue):
   x = tok_emb[tokens] * sqrt(d) + PE
   Post-LN block: x = ln1(x + attn(x));  x = ln2(x + ffn(x))
   Pre-LN block:  x = x + attn(ln1(x));  x = x + ffn(ln2(x));  ln_f after the last block
+  Peri-LN block: x = x + ln1_out(attn(ln1(x)));  x = x + ln2_out(ffn(ln2(x)));
+                 ln_emb on the embedding, ln_f after the last block (Kim et al. 2025)
+  DeepNorm block: x = ln1(a x + attn(x));  x = ln2(a x + ffn(x)), a = (2N)^(1/4);
+                 v, proj, fc1, fc2 initialised with Xavier gain (8N)^(-1/4) (Wang et al. 2022)
+  Mix-LN: blocks i < floor(mix_post_fraction * N) Post-LN, the rest Pre-LN, ln_f
+                 when the last block is Pre-LN (Li et al. 2024)
+  qk_norm: q and k normalised over each head's hd channels before q k^T
+  RMSNorm: x / sqrt(mean(x^2) + eps) * weight, for every norm (Zhang & Sennrich 2019)
   attn: per head softmax(q k^T / sqrt(d/heads) + causal mask) v, heads concatenated, proj
   ffn: fc2(relu(fc1(x)));  LayerNorm eps 1e-5;  no dropout here.
-  loss = mean cross-entropy over targets != -1.
+  loss = mean cross-entropy over targets != -1, plus z_loss * mean (log Z)^2
+  over the same positions when z_loss > 0 (Wortsman et al. 2023).
 
 Only torch and the standard library are needed; the module works in any dtype
 (make_fixtures.py runs it in float64).
@@ -40,19 +58,46 @@ LN_EPS = 1e-5
 IGNORE_INDEX = -1
 
 
+PLACEMENTS = ("post", "pre", "peri", "deepnorm", "mix")
+NORMS = ("layernorm", "rmsnorm")
+DEFAULT_MIX_POST_FRACTION = 0.25
+
+
 @dataclasses.dataclass
 class ModelConfig:
-    placement: str = "post"  # "post" | "pre"
+    placement: str = "post"  # one of PLACEMENTS
     layers: int = 6
     d_model: int = 128
     heads: int = 4
     d_ff: int = 256
     seq_len: int = 64
     positions: str = "sinusoidal"  # "sinusoidal" | "learned"
+    mix_post_fraction: float = DEFAULT_MIX_POST_FRACTION  # mix only
+    qk_norm: bool = False
+    norm: str = "layernorm"  # one of NORMS
+
+    def block_placement(self, i):
+        """How block i is built: post, pre, peri or deepnorm (mix resolved)."""
+        if self.placement != "mix":
+            return self.placement
+        return "post" if i < math.floor(self.mix_post_fraction * self.layers) else "pre"
+
+    def has_final_norm(self):
+        return self.block_placement(self.layers - 1) in ("pre", "peri")
+
+    def residual_alpha(self):
+        return (2.0 * self.layers) ** 0.25 if self.placement == "deepnorm" else 1.0
+
+    def deepnorm_beta(self):
+        return (8.0 * self.layers) ** -0.25 if self.placement == "deepnorm" else 1.0
 
     def validate(self):
-        if self.placement not in ("post", "pre"):
-            raise ValueError(f"placement: must be post or pre, got {self.placement!r}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement: must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm: must be layernorm or rmsnorm, got {self.norm!r}")
+        if not 0.0 <= self.mix_post_fraction <= 1.0:
+            raise ValueError(f"mix_post_fraction: must be in [0, 1], got {self.mix_post_fraction}")
         if self.positions not in ("sinusoidal", "learned"):
             raise ValueError(f"positions: must be sinusoidal or learned, got {self.positions!r}")
         for name in ("layers", "d_model", "heads", "d_ff", "seq_len"):
@@ -62,8 +107,9 @@ class ModelConfig:
             raise ValueError("heads: must divide d_model")
 
     def metadata(self):
-        """The safetensors __metadata__ keys that describe the model."""
-        return {
+        """The safetensors __metadata__ keys that describe the model (issue 24's
+        keys only where they differ from the defaults, as the trainer writes them)."""
+        meta = {
             "placement": self.placement,
             "layers": str(self.layers),
             "d_model": str(self.d_model),
@@ -72,6 +118,13 @@ class ModelConfig:
             "seq_len": str(self.seq_len),
             "positions": self.positions,
         }
+        if self.placement == "mix":
+            meta["mix_post_fraction"] = repr(float(self.mix_post_fraction))
+        if self.qk_norm:
+            meta["qk_norm"] = "true"
+        if self.norm != "layernorm":
+            meta["norm"] = self.norm
+        return meta
 
     @staticmethod
     def from_metadata(meta):
@@ -83,7 +136,33 @@ class ModelConfig:
             d_ff=int(meta["d_ff"]),
             seq_len=int(meta["seq_len"]),
             positions=meta.get("positions", "sinusoidal"),
+            mix_post_fraction=float(meta.get("mix_post_fraction", DEFAULT_MIX_POST_FRACTION)),
+            qk_norm=meta.get("qk_norm", "false") == "true",
+            norm=meta.get("norm", "layernorm"),
         )
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the last dimension (Zhang &
+    Sennrich 2019); no centring, no bias. eps 1e-5 as the LayerNorms."""
+
+    def __init__(self, size, eps=LN_EPS):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(size))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(cfg, size):
+    """One of the model's norms: nn.LayerNorm or RMSNorm, per cfg.norm."""
+    return RMSNorm(size) if cfg.norm == "rmsnorm" else nn.LayerNorm(size, eps=LN_EPS)
+
+
+def is_norm_param(name):
+    """Whether a parameter name belongs to a norm (LayerNorm or RMSNorm)."""
+    return name.startswith("ln_") or ".ln" in name or "_norm." in name
 
 
 def sinusoidal_positions(seq_len, d, dtype=torch.float64):
@@ -98,10 +177,16 @@ def sinusoidal_positions(seq_len, d, dtype=torch.float64):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, d, heads):
+    def __init__(self, d, heads, cfg=None):
         super().__init__()
         self.heads = heads
         self.qkv = nn.Linear(d, 3 * d)
+        if cfg is not None and cfg.qk_norm:
+            # One norm over head_dim for q and one for k, shared by all heads.
+            self.q_norm = make_norm(cfg, d // heads)
+            self.k_norm = make_norm(cfg, d // heads)
+        else:
+            self.q_norm = self.k_norm = None
         self.proj = nn.Linear(d, d)
 
     def forward(self, x):
@@ -112,6 +197,8 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.heads, hd).transpose(1, 2)  # [B, H, T, hd]
         k = k.view(B, T, self.heads, hd).transpose(1, 2)
         v = v.view(B, T, self.heads, hd).transpose(1, 2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)  # [B, H, T, T]
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(mask, float("-inf"))
@@ -131,18 +218,29 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, index=0):
         super().__init__()
-        self.placement = cfg.placement
-        self.ln1 = nn.LayerNorm(cfg.d_model, eps=LN_EPS)
-        self.attn = CausalSelfAttention(cfg.d_model, cfg.heads)
-        self.ln2 = nn.LayerNorm(cfg.d_model, eps=LN_EPS)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff)
+        self.placement = cfg.block_placement(index)
+        self.alpha = cfg.residual_alpha()
+        d = cfg.d_model
+        # Registration order is the parameters' order (the fixtures' tensor order).
+        self.ln1 = make_norm(cfg, d)
+        self.ln1_out = make_norm(cfg, d) if self.placement == "peri" else None
+        self.attn = CausalSelfAttention(d, cfg.heads, cfg)
+        self.ln2 = make_norm(cfg, d)
+        self.ln2_out = make_norm(cfg, d) if self.placement == "peri" else None
+        self.ffn = FeedForward(d, cfg.d_ff)
 
     def forward(self, x):
         if self.placement == "post":
             x = self.ln1(x + self.attn(x))
             x = self.ln2(x + self.ffn(x))
+        elif self.placement == "deepnorm":
+            x = self.ln1(self.alpha * x + self.attn(x))
+            x = self.ln2(self.alpha * x + self.ffn(x))
+        elif self.placement == "peri":
+            x = x + self.ln1_out(self.attn(self.ln1(x)))
+            x = x + self.ln2_out(self.ffn(self.ln2(x)))
         else:
             x = x + self.attn(self.ln1(x))
             x = x + self.ffn(self.ln2(x))
@@ -162,37 +260,44 @@ class TransformerLM(nn.Module):
             self.pos_emb = None
             # Not a parameter and not in state_dict(): checkpoints never carry it.
             self.register_buffer("pe", sinusoidal_positions(cfg.seq_len, d), persistent=False)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-        self.ln_f = nn.LayerNorm(d, eps=LN_EPS) if cfg.placement == "pre" else None
+        self.ln_emb = make_norm(cfg, d) if cfg.placement == "peri" else None
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg.layers))
+        self.ln_f = make_norm(cfg, d) if cfg.has_final_norm() else None
         self.head = nn.Linear(d, VOCAB_SIZE)
         self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self, generator=None):
         """Xavier-uniform weights (q, k, v blocks of qkv separately), zero biases,
-        LayerNorm 1/0, embeddings normal(0, d^-0.5)."""
+        norms 1/0, embeddings normal(0, d^-0.5). DeepNorm: v, proj, fc1 and fc2
+        with Xavier gain beta = (8N)^(-1/4), q and k gain 1 (torchscale divides
+        those weights by (8N)^(1/4) after its init)."""
         d = self.cfg.d_model
+        beta = self.cfg.deepnorm_beta()
 
-        def xavier(w):
+        def xavier(w, gain=1.0):
             fan_out, fan_in = w.shape
-            a = math.sqrt(6.0 / (fan_in + fan_out))
+            a = gain * math.sqrt(6.0 / (fan_in + fan_out))
             w.uniform_(-a, a, generator=generator)
 
         for name, p in self.named_parameters():
-            if name.endswith("emb.weight"):
+            if name.endswith("tok_emb.weight") or name.endswith("pos_emb.weight"):
                 p.normal_(0.0, d ** -0.5, generator=generator)
-            elif ".ln" in name or name.startswith("ln_f."):
+            elif is_norm_param(name):
                 p.fill_(1.0 if name.endswith("weight") else 0.0)
             elif name.endswith(".bias"):
                 p.zero_()
             elif name.endswith("attn.qkv.weight"):
-                for block in p.split(d, dim=0):
-                    xavier(block)
-            else:
+                for i, block in enumerate(p.split(d, dim=0)):
+                    xavier(block, beta if i == 2 else 1.0)
+            elif name == "head.weight":
                 xavier(p)
+            else:
+                xavier(p, beta)
 
-    def forward(self, tokens, targets=None):
-        # tokens [B, T] int64 -> logits [B, T, 256]; loss a scalar when targets given
+    def forward(self, tokens, targets=None, z_loss=0.0):
+        # tokens [B, T] int64 -> logits [B, T, 256]; loss a scalar when targets
+        # given: cross-entropy, plus z_loss * mean (log Z)^2 when z_loss > 0
         B, T = tokens.shape
         if T > self.cfg.seq_len:
             raise ValueError(f"sequence of {T} tokens is longer than seq_len {self.cfg.seq_len}")
@@ -201,6 +306,8 @@ class TransformerLM(nn.Module):
             x = x + self.pos_emb.weight[:T]
         else:
             x = x + self.pe[:T].to(x.dtype)
+        if self.ln_emb is not None:
+            x = self.ln_emb(x)
         for block in self.blocks:
             x = block(x)
         if self.ln_f is not None:
@@ -210,6 +317,10 @@ class TransformerLM(nn.Module):
             return logits, None
         loss = F.cross_entropy(logits.reshape(-1, VOCAB_SIZE), targets.reshape(-1),
                                ignore_index=IGNORE_INDEX)
+        if z_loss > 0:
+            counted = targets.reshape(-1) != IGNORE_INDEX
+            log_z = torch.logsumexp(logits.reshape(-1, VOCAB_SIZE), dim=-1)[counted]
+            loss = loss + z_loss * (log_z ** 2).mean()
         return logits, loss
 
 
@@ -222,25 +333,44 @@ def instability_diagnostics(model, tokens, targets):
       log_z: mean over the targets != -1 of logsumexp(logits) at that position.
     """
     cfg = model.cfg
-    B, T = tokens.shape
-    d, H = cfg.d_model, cfg.heads
-    hd = d // H
-    x = model.tok_emb(tokens) * math.sqrt(d)
-    x = x + (model.pos_emb.weight[:T] if model.pos_emb is not None else model.pe[:T].to(x.dtype))
+    T = tokens.shape[1]
+    x = embed(model, tokens)
     visible = torch.ones(T, T, dtype=torch.bool).tril()  # [query, key]
     maxima = []
     for block in model.blocks:
-        a = block.ln1(x) if cfg.placement == "pre" else x  # the attention sublayer's input
-        w, b = block.attn.qkv.weight, block.attn.qkv.bias
-        q = (a @ w[:d].T + b[:d]).view(B, T, H, hd)
-        k = (a @ w[d:2 * d].T + b[d:2 * d]).view(B, T, H, hd)
-        logits = torch.einsum("bthi,bshi->bhts", q, k) / math.sqrt(hd)
+        logits = attention_logits(model, block, x)
         maxima.append(logits[:, :, visible].max().item())
         x = block(x)
     if model.ln_f is not None:
         x = model.ln_f(x)
     log_z = torch.logsumexp(model.head(x), dim=-1)  # [B, T]
     return maxima, log_z[targets != IGNORE_INDEX].mean().item()
+
+
+def embed(model, tokens):
+    """The first block's input: scaled token embedding plus positions, then
+    ln_emb under Peri-LN."""
+    T = tokens.shape[1]
+    x = model.tok_emb(tokens) * math.sqrt(model.cfg.d_model)
+    x = x + (model.pos_emb.weight[:T] if model.pos_emb is not None else model.pe[:T].to(x.dtype))
+    return model.ln_emb(x) if model.ln_emb is not None else x
+
+
+def attention_logits(model, block, x):
+    """[B, H, T, T]: q_t . k_s / sqrt(hd) of one block for its input x, every
+    (query t, key s) pair, after qk_norm when on (what the trainer's
+    diagnostic reports), written out from the weights."""
+    cfg = model.cfg
+    B, T, d = x.shape
+    H = cfg.heads
+    hd = d // H
+    a = block.ln1(x) if block.placement in ("pre", "peri") else x  # the attention sublayer's input
+    w, b = block.attn.qkv.weight, block.attn.qkv.bias
+    q = (a @ w[:d].T + b[:d]).view(B, T, H, hd)
+    k = (a @ w[d:2 * d].T + b[d:2 * d]).view(B, T, H, hd)
+    if block.attn.q_norm is not None:
+        q, k = block.attn.q_norm(q), block.attn.k_norm(k)
+    return torch.einsum("bthi,bshi->bhts", q, k) / math.sqrt(hd)
 
 
 # The weight matrices whose update-to-weight RMS ratio the trainer reports, per block.
