@@ -27,7 +27,37 @@ Status CheckFinite(const char* field, double value) {
 
 }  // namespace
 
-const char* PlacementName(Placement p) { return p == Placement::kPreLN ? "pre" : "post"; }
+const char* PlacementName(Placement p) {
+  switch (p) {
+    case Placement::kPostLN: return "post";
+    case Placement::kPreLN: return "pre";
+    case Placement::kPeriLN: return "peri";
+    case Placement::kDeepNorm: return "deepnorm";
+    case Placement::kMix: return "mix";
+  }
+  return "?";
+}
+const char* NormName(NormKind k) { return k == NormKind::kRmsNorm ? "rmsnorm" : "layernorm"; }
+
+Placement ModelConfig::BlockPlacement(int layer) const {
+  if (placement != Placement::kMix) return placement;
+  const int post_blocks = static_cast<int>(std::floor(mix_post_fraction * layers));
+  return layer < post_blocks ? Placement::kPostLN : Placement::kPreLN;
+}
+
+bool ModelConfig::HasFinalNorm() const {
+  if (layers < 1) return false;
+  const Placement last = BlockPlacement(layers - 1);
+  return last == Placement::kPreLN || last == Placement::kPeriLN;
+}
+
+double ModelConfig::ResidualAlpha() const {
+  return placement == Placement::kDeepNorm ? std::pow(2.0 * layers, 0.25) : 1.0;
+}
+
+double ModelConfig::DeepNormBeta() const {
+  return placement == Placement::kDeepNorm ? std::pow(8.0 * layers, -0.25) : 1.0;
+}
 const char* PositionsName(Positions p) { return p == Positions::kLearned ? "learned" : "sinusoidal"; }
 const char* OptimizerName(OptimizerKind k) {
   switch (k) {
@@ -67,7 +97,16 @@ StatusOr<Precision> ParsePrecision(const std::string& s) {
 StatusOr<Placement> ParsePlacement(const std::string& s) {
   if (s == "post" || s == "post-ln" || s == "post_ln") return Placement::kPostLN;
   if (s == "pre" || s == "pre-ln" || s == "pre_ln") return Placement::kPreLN;
-  return FieldError("placement", "unknown placement " + normsweep::QuoteForError(s) + " (expected post or pre)");
+  if (s == "peri" || s == "sandwich") return Placement::kPeriLN;
+  if (s == "deepnorm") return Placement::kDeepNorm;
+  if (s == "mix") return Placement::kMix;
+  return FieldError("placement", "unknown placement " + normsweep::QuoteForError(s) +
+                                     " (expected post, pre, peri (alias sandwich), deepnorm or mix)");
+}
+StatusOr<NormKind> ParseNorm(const std::string& s) {
+  if (s == "layernorm") return NormKind::kLayerNorm;
+  if (s == "rmsnorm") return NormKind::kRmsNorm;
+  return FieldError("norm", "unknown norm " + normsweep::QuoteForError(s) + " (expected layernorm or rmsnorm)");
 }
 StatusOr<Positions> ParsePositions(const std::string& s) {
   if (s == "sinusoidal") return Positions::kSinusoidal;
@@ -102,6 +141,10 @@ Status ValidateModelConfig(const ModelConfig& m) {
   TRAINER_RETURN_IF_ERROR(CheckRange("d_ff", m.d_ff, 1, 8 * kMaxDModel));
   TRAINER_RETURN_IF_ERROR(CheckRange("seq_len", m.seq_len, 1, kMaxSeqLen));
   if (!(m.dropout >= 0.0f && m.dropout < 1.0f)) return FieldError("dropout", "must be in [0, 1)");
+  TRAINER_RETURN_IF_ERROR(CheckFinite("mix_post_fraction", m.mix_post_fraction));
+  if (!(m.mix_post_fraction >= 0.0 && m.mix_post_fraction <= 1.0)) {
+    return FieldError("mix_post_fraction", "must be in [0, 1], got " + std::to_string(m.mix_post_fraction));
+  }
   return OkStatus();
 }
 
@@ -137,6 +180,8 @@ Status ValidateTrainSettings(const TrainSettings& s) {
   TRAINER_RETURN_IF_ERROR(CheckRange("divergence_patience", s.divergence_patience, 1, 1 << 30));
   TRAINER_RETURN_IF_ERROR(CheckRange("threads", s.threads, 1, 1024));
   if (s.checkpoint_every < 0) return FieldError("checkpoint_every", "must be >= 0");
+  TRAINER_RETURN_IF_ERROR(CheckFinite("z_loss", s.z_loss));
+  if (!(s.z_loss >= 0.0)) return FieldError("z_loss", "must be >= 0 (0 turns the z-loss off)");
   if (s.device != "cpu" && s.device.rfind("cuda", 0) != 0) {
     return FieldError("device", "unknown device " + normsweep::QuoteForError(s.device) + " (expected cpu or cuda:N)");
   }

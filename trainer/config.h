@@ -11,7 +11,11 @@
 
 namespace normsweep::trainer {
 
-enum class Placement { kPostLN, kPreLN };
+// Where the normalisation sits (proto/normsweep/v1/train.proto, TrainConfig.placement).
+// kMix is resolved per block by BlockPlacement: Post-LN, then Pre-LN.
+enum class Placement { kPostLN, kPreLN, kPeriLN, kDeepNorm, kMix };
+// Every normalisation of the model: LayerNorm or RMSNorm (weight only).
+enum class NormKind { kLayerNorm, kRmsNorm };
 enum class Positions { kSinusoidal, kLearned };
 enum class OptimizerKind { kAdam, kAdamW, kSgd, kRAdam };
 enum class ScheduleKind { kConstant, kInverseSqrt, kLinear, kCosine };
@@ -29,6 +33,8 @@ inline constexpr int kFfnPerDModel = 4;
 // uniform guess over the bytes is not training. The report's curves are
 // capped here (client/report/figures.h).
 inline constexpr double kDefaultDivergenceLoss = 8.317766166719343;
+// Mix-LN's alpha (Li et al. 2024): the share of blocks, from the first, that are Post-LN.
+inline constexpr double kDefaultMixPostFraction = 0.25;
 
 struct ModelConfig {
   Placement placement = Placement::kPostLN;
@@ -39,8 +45,24 @@ struct ModelConfig {
   int seq_len = 64;
   float dropout = 0.0f;
   Positions positions = Positions::kSinusoidal;
+  double mix_post_fraction = kDefaultMixPostFraction;  // kMix only
+  bool qk_norm = false;  // normalise q and k over the head dimension, per head
+  NormKind norm = NormKind::kLayerNorm;
 
   int head_dim() const { return d_model / heads; }
+  // How block `layer` is built: kPostLN, kPreLN, kPeriLN or kDeepNorm (a
+  // kMix model's first floor(mix_post_fraction * layers) blocks are Post-LN,
+  // the rest Pre-LN).
+  Placement BlockPlacement(int layer) const;
+  // Whether a final norm ln_f sits before the head: when the last block is
+  // Pre-LN or Peri-LN.
+  bool HasFinalNorm() const;
+  // Peri-LN normalises the embedding too (ln_emb).
+  bool HasEmbeddingNorm() const { return placement == Placement::kPeriLN; }
+  // DeepNorm's residual scale alpha = (2N)^(1/4) and init gain beta =
+  // (8N)^(-1/4), N = layers (Wang et al. 2022, decoder-only); 1 otherwise.
+  double ResidualAlpha() const;
+  double DeepNormBeta() const;
 };
 
 struct OptimizerConfig {
@@ -81,6 +103,9 @@ struct TrainSettings {
   std::string device = "cpu";
   Precision precision = Precision::kFp32;
   int checkpoint_every = 0;
+  // Coefficient of the auxiliary z-loss, z_loss * mean (log Z)^2, added to
+  // the training loss (Wortsman et al. 2023); 0 = off.
+  double z_loss = 0.0;
 };
 
 // Limits that keep a single run sane on one machine. kMaxLayers is also the
@@ -96,12 +121,14 @@ Status ValidateModelConfig(const ModelConfig& model);
 Status ValidateTrainSettings(const TrainSettings& settings);
 
 // Names used in configs, events and checkpoint metadata.
-const char* PlacementName(Placement p);       // "post" / "pre"
+const char* PlacementName(Placement p);       // "post" / "pre" / "peri" / "deepnorm" / "mix"
+const char* NormName(NormKind k);             // "layernorm" / "rmsnorm"
 const char* PositionsName(Positions p);       // "sinusoidal" / "learned"
 const char* OptimizerName(OptimizerKind k);   // "adam" / "adamw" / "sgd" / "radam"
 const char* ScheduleName(ScheduleKind k);     // "constant" / ...
 const char* PrecisionName(Precision p);       // "fp32" / "tf32" / "bf16"
-StatusOr<Placement> ParsePlacement(const std::string& s);
+StatusOr<Placement> ParsePlacement(const std::string& s);  // also "sandwich" (= "peri")
+StatusOr<NormKind> ParseNorm(const std::string& s);
 StatusOr<Positions> ParsePositions(const std::string& s);
 StatusOr<OptimizerKind> ParseOptimizer(const std::string& s);
 StatusOr<ScheduleKind> ParseSchedule(const std::string& s);

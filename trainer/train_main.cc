@@ -60,11 +60,12 @@ Flags override the --config file (protobuf JSON of normsweep.v1.TrainConfig).
 --no-diagnostics drops the step-0 evaluation, the diagnostics and the later
 grad_norms events (only for measuring what they cost).
 
-Model:     --placement post|pre  --layers N  --d-model N  --heads N  --d-ff N
+Model:     --placement post|pre|peri|deepnorm|mix (sandwich = peri)  --mix-post-fraction A
+           --qk-norm  --norm layernorm|rmsnorm  --layers N  --d-model N  --heads N  --d-ff N
            --seq-len N  --dropout P  --positions sinusoidal|learned
 Training:  --batch-size N  --steps N  --optimizer adam|adamw|radam|sgd  --lr LR
            --beta1 B  --beta2 B  --eps E  --weight-decay W  --momentum M
-           --grad-clip NORM (0 = off)  --warmup-steps W
+           --grad-clip NORM (0 = off)  --warmup-steps W  --z-loss C (0 = off)
            --schedule constant|inverse_sqrt|linear|cosine
 Data:      --task translate | --data FILE   --eval-every N  --eval-batches N  --seed S
 Stopping:  --divergence-loss L  --divergence-patience N
@@ -96,7 +97,7 @@ struct Args {
 
 bool ParseArgs(int argc, char** argv, Args* args, std::string* error) {
   normsweep::CliArgs cli;
-  if (!normsweep::ParseCliArgs(argc, argv, {"help", "list-devices", "print-config", "no-diagnostics"}, &cli, error)) {
+  if (!normsweep::ParseCliArgs(argc, argv, {"help", "list-devices", "print-config", "no-diagnostics", "qk-norm"}, &cli, error)) {
     return false;
   }
   const size_t allowed = !cli.positional.empty() && cli.positional[0] == "probe" ? 2 : 1;
@@ -149,6 +150,13 @@ const std::map<std::string, Setter>& ConfigFlags() {
       {"seq-len", Int(&C::set_seq_len)},
       {"dropout", Double(&C::set_dropout)},
       {"positions", String(static_cast<S>(&C::set_positions))},
+      {"mix-post-fraction", Double(&C::set_mix_post_fraction)},
+      {"qk-norm", [](C& c, const std::string&) {  // a switch: present means on
+         c.set_qk_norm(true);
+         return true;
+       }},
+      {"norm", String(static_cast<S>(&C::set_norm))},
+      {"z-loss", Double(&C::set_z_loss)},
       {"batch-size", Int(&C::set_batch_size)},
       {"steps", Int(&C::set_steps)},
       {"optimizer", String(static_cast<S>(&C::set_optimizer))},
