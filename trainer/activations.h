@@ -20,8 +20,20 @@ struct BlockActivations {
   float *ln2_out = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
   float *fc1_act = nullptr, *ffn_out = nullptr, *res2 = nullptr;
   float *attn_mask = nullptr, *ffn_mask = nullptr;  // dropout keep masks, when dropout > 0
-  bool pre_ln = false;
-  const float* out() const { return pre_ln ? res2 : ln2_out; }  // Post-LN: ln2_out; Pre-LN: res2
+  // Peri-LN: the output norms of the attention (ln1_out) and FFN (ln2_out)
+  // sublayers, over attn_out and ffn_out.
+  float *ln1o_out = nullptr, *ln1o_mean = nullptr, *ln1o_rstd = nullptr;
+  float *ln2o_out = nullptr, *ln2o_mean = nullptr, *ln2o_rstd = nullptr;
+  // qk_norm: q and k before their norm, (N*H, hd) each, and the norms' row
+  // statistics (N*H); the normalised q and k are in qkv.
+  float *q_raw = nullptr, *k_raw = nullptr;
+  float *q_mean = nullptr, *q_rstd = nullptr, *k_mean = nullptr, *k_rstd = nullptr;
+  // How this block is built (ModelConfig::BlockPlacement: never kMix).
+  Placement kind = Placement::kPostLN;
+  bool pre_ln = false;  // kind == kPreLN
+  // Normalising inside the residual stream (Post-LN, DeepNorm): out is ln2_out, else res2.
+  bool norm_after_residual() const { return kind == Placement::kPostLN || kind == Placement::kDeepNorm; }
+  const float* out() const { return norm_after_residual() ? ln2_out : res2; }
 };
 
 // (where the buffer's pointer goes, its size in floats), in arena order.
@@ -35,8 +47,10 @@ inline void PlanBlockActivations(const ModelConfig& model, int B, std::vector<Bl
   const size_t C = static_cast<size_t>(model.d_model), F = static_cast<size_t>(model.d_ff);
   const size_t H = static_cast<size_t>(model.heads);
   blocks->assign(static_cast<size_t>(model.layers), BlockActivations{});
-  for (BlockActivations& a : *blocks) {
-    a.pre_ln = model.placement == Placement::kPreLN;
+  for (size_t l = 0; l < blocks->size(); ++l) {
+    BlockActivations& a = (*blocks)[l];
+    a.kind = model.BlockPlacement(static_cast<int>(l));
+    a.pre_ln = a.kind == Placement::kPreLN;
     plan->push_back({&a.ln1_out, N * C});
     plan->push_back({&a.ln1_mean, N});
     plan->push_back({&a.ln1_rstd, N});
@@ -54,6 +68,22 @@ inline void PlanBlockActivations(const ModelConfig& model, int B, std::vector<Bl
     if (model.dropout > 0.0f) {
       plan->push_back({&a.attn_mask, N * C});
       plan->push_back({&a.ffn_mask, N * C});
+    }
+    if (a.kind == Placement::kPeriLN) {
+      plan->push_back({&a.ln1o_out, N * C});
+      plan->push_back({&a.ln1o_mean, N});
+      plan->push_back({&a.ln1o_rstd, N});
+      plan->push_back({&a.ln2o_out, N * C});
+      plan->push_back({&a.ln2o_mean, N});
+      plan->push_back({&a.ln2o_rstd, N});
+    }
+    if (model.qk_norm) {
+      plan->push_back({&a.q_raw, N * C});
+      plan->push_back({&a.k_raw, N * C});
+      plan->push_back({&a.q_mean, N * H});
+      plan->push_back({&a.q_rstd, N * H});
+      plan->push_back({&a.k_mean, N * H});
+      plan->push_back({&a.k_rstd, N * H});
     }
   }
 }

@@ -33,13 +33,17 @@ struct LossStats {
   // Summed log Z = log sum_j exp(logit_j) over the same counted positions
   // (Wortsman et al. 2023's output-logit divergence).
   double log_z_sum = 0.0;
+  double log_z_sq_sum = 0.0;  // summed (log Z)^2, for the z-loss
   double mean() const { return count > 0 ? loss_sum / static_cast<double>(count) : 0.0; }
+  // The z-loss term z_loss * mean (log Z)^2 (Wortsman et al. 2023).
+  double z_term(double z_loss) const { return count > 0 ? z_loss * log_z_sq_sum / static_cast<double>(count) : 0.0; }
   double mean_log_z() const { return count > 0 ? log_z_sum / static_cast<double>(count) : 0.0; }
   LossStats& operator+=(const LossStats& o) {
     loss_sum += o.loss_sum;
     count += o.count;
     correct += o.correct;
     log_z_sum += o.log_z_sum;
+    log_z_sq_sum += o.log_z_sq_sum;
     return *this;
   }
 };
@@ -78,6 +82,8 @@ class Backend {
 
   // Forward and backward in training mode (dropout on when configured, with
   // masks drawn from dropout_seed). Gradients are overwritten, not added to.
+  // They are of the mean cross-entropy plus, with options.z_loss > 0, the
+  // z term (LossStats::z_term); the returned stats' loss is the cross-entropy.
   virtual StatusOr<LossStats> ForwardBackward(const Batch& batch, uint64_t dropout_seed) = 0;
   // Forward only, no dropout. With options.diagnostics it also keeps, per
   // block, the largest attention logit it saw (TakeMaxAttentionLogits).
@@ -102,6 +108,7 @@ struct BackendOptions {
   OptimizerConfig optimizer;
   int max_batch_size = 1;  // largest batch the backend must hold activations for
   bool diagnostics = true;  // Evaluate records the attention logits' maxima
+  double z_loss = 0.0;  // ForwardBackward's gradient includes z_loss * mean (log Z)^2
 };
 
 // Checks a batch against the model: shape, token and target ranges. Each

@@ -1,5 +1,8 @@
 #include "trainer/checkpoint.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "trainer/safetensors.h"
 
 namespace normsweep::trainer {
@@ -42,10 +45,21 @@ Status CopyTensor(const SafeTensorsFile& file, const std::string& name, const Te
 }  // namespace
 
 std::map<std::string, std::string> ModelMetadata(const ModelConfig& m) {
-  return {{"placement", PlacementName(m.placement)}, {"layers", std::to_string(m.layers)},
-          {"d_model", std::to_string(m.d_model)},      {"heads", std::to_string(m.heads)},
-          {"d_ff", std::to_string(m.d_ff)},            {"seq_len", std::to_string(m.seq_len)},
-          {"positions", PositionsName(m.positions)}};
+  std::map<std::string, std::string> md = {
+      {"placement", PlacementName(m.placement)}, {"layers", std::to_string(m.layers)},
+      {"d_model", std::to_string(m.d_model)},      {"heads", std::to_string(m.heads)},
+      {"d_ff", std::to_string(m.d_ff)},            {"seq_len", std::to_string(m.seq_len)},
+      {"positions", PositionsName(m.positions)}};
+  // Issue 24's options, written only where they differ from the defaults,
+  // so that a Post-LN or Pre-LN checkpoint reads as before.
+  if (m.placement == Placement::kMix) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.17g", m.mix_post_fraction);
+    md["mix_post_fraction"] = buf;
+  }
+  if (m.qk_norm) md["qk_norm"] = "true";
+  if (m.norm != NormKind::kLayerNorm) md["norm"] = NormName(m.norm);
+  return md;
 }
 
 Status SaveNamedTensors(const std::string& path, const ParamLayout& layout, const std::vector<float>& values,
@@ -96,6 +110,24 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
     if (!v.ok()) return fail(v.status());
     *fields[i] = *v;
   }
+  if (auto it = md.find("mix_post_fraction"); it != md.end()) {
+    char* end = nullptr;
+    c.model.mix_post_fraction = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || end == nullptr || *end != '\0') {
+      return fail(DataLoss("metadata 'mix_post_fraction' is not a number: '" + it->second + "'"));
+    }
+  }
+  if (auto it = md.find("qk_norm"); it != md.end()) {
+    if (it->second != "true" && it->second != "false") {
+      return fail(DataLoss("metadata 'qk_norm' is not true or false: '" + it->second + "'"));
+    }
+    c.model.qk_norm = it->second == "true";
+  }
+  if (auto it = md.find("norm"); it != md.end()) {
+    auto norm = ParseNorm(it->second);
+    if (!norm.ok()) return fail(DataLoss(norm.status().message()));
+    c.model.norm = *norm;
+  }
   c.model.dropout = 0.0f;
   Status valid = ValidateModelConfig(c.model);
   if (!valid.ok()) return fail(DataLoss("metadata describes an invalid model: " + valid.message()));
@@ -130,7 +162,8 @@ StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
                                    : name;
       if (layout.Find(base) == nullptr) {
         return fail(DataLoss("unexpected tensor '" + name + "' for a " + std::string(PlacementName(c.model.placement)) +
-                             "-LN model with " + std::to_string(c.model.layers) + " layers"));
+                             " model with " + std::to_string(c.model.layers) + " layers" +
+                             (c.model.qk_norm ? ", qk_norm" : "") + ", " + NormName(c.model.norm)));
       }
     }
     return fail(DataLoss("optimizer state is incomplete"));

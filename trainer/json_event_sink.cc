@@ -10,6 +10,7 @@ v1::TrainEvent ToProto(const StepEvent& e) {
   p.set_step(e.step);
   p.set_elapsed_s(e.elapsed_s);
   p.set_train_loss(e.train_loss);
+  if (e.z_term) p.set_z_term(*e.z_term);
   p.set_lr(e.lr);
   p.set_grad_norm(e.grad_norm);
   p.set_tokens_per_s(e.tokens_per_s);

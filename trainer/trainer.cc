@@ -88,6 +88,7 @@ class Run {
     bo.optimizer = s_.optimizer;
     bo.max_batch_size = s_.batch_size;
     bo.diagnostics = o_.diagnostics;
+    bo.z_loss = s_.z_loss;
     TRAINER_ASSIGN_OR_RETURN(backend_, MakeBackend(bo));
     final_.backend = backend_->name();
     final_.precision = backend_->precision();
@@ -122,13 +123,16 @@ class Run {
       const double grad_norm = std::sqrt(total_sq);
       if (step == 1) EmitGradNorms(0, sq);
 
-      const double train_loss = loss.mean();
+      // The objective: cross-entropy plus the z term (Wortsman et al. 2023).
+      const std::optional<double> z_term =
+          s_.z_loss > 0 ? std::optional<double>(loss.z_term(s_.z_loss)) : std::nullopt;
+      const double train_loss = loss.mean() + z_term.value_or(0.0);
       final_.final_train_loss = train_loss;
       OptimizerStepArgs args;
       args.step = step;
       args.lr = LearningRate(s_.schedule, step);
       if (!std::isfinite(train_loss) || !std::isfinite(grad_norm)) {
-        EmitStep(step, train_loss, args.lr, grad_norm, 0.0);
+        EmitStep(step, train_loss, z_term, args.lr, grad_norm, 0.0);
         return Diverge(step);
       }
       if (s_.optimizer.grad_clip > 0 && grad_norm > s_.optimizer.grad_clip) {
@@ -150,7 +154,7 @@ class Run {
       tokens_ += tokens;
       train_seconds_ += dt;
 
-      EmitStep(step, train_loss, args.lr, grad_norm, dt > 0 ? tokens / dt : 0);
+      EmitStep(step, train_loss, z_term, args.lr, grad_norm, dt > 0 ? tokens / dt : 0);
 
       above_threshold = train_loss > s_.divergence_loss ? above_threshold + 1 : 0;
       if (above_threshold >= s_.divergence_patience) return Diverge(step);
@@ -173,12 +177,15 @@ class Run {
 
   Status CheckSameModel(const ModelConfig& m) const {
     const ModelConfig& want = s_.model;
+    const bool same_mix = m.placement != Placement::kMix || m.mix_post_fraction == want.mix_post_fraction;
     if (m.placement != want.placement || m.layers != want.layers || m.d_model != want.d_model ||
-        m.heads != want.heads || m.d_ff != want.d_ff || m.seq_len != want.seq_len || m.positions != want.positions) {
+        m.heads != want.heads || m.d_ff != want.d_ff || m.seq_len != want.seq_len || m.positions != want.positions ||
+        !same_mix || m.qk_norm != want.qk_norm || m.norm != want.norm) {
       return InvalidArgument("resume: the checkpoint's model (placement " + std::string(PlacementName(m.placement)) +
                              ", layers " + std::to_string(m.layers) + ", d_model " + std::to_string(m.d_model) +
                              ", heads " + std::to_string(m.heads) + ", d_ff " + std::to_string(m.d_ff) +
-                             ", seq_len " + std::to_string(m.seq_len) + ") differs from the config's");
+                             ", seq_len " + std::to_string(m.seq_len) + ", qk_norm " + (m.qk_norm ? "on" : "off") +
+                             ", norm " + NormName(m.norm) + ") differs from the config's");
     }
     return OkStatus();
   }
@@ -201,10 +208,12 @@ class Run {
     sink_.OnGradNorms(g);
   }
 
-  void EmitStep(int step, double train_loss, double lr, double grad_norm, double tokens_per_s) {
+  void EmitStep(int step, double train_loss, std::optional<double> z_term, double lr, double grad_norm,
+                double tokens_per_s) {
     StepEvent e;
     e.step = step;
     e.train_loss = train_loss;
+    e.z_term = z_term;
     e.lr = lr;
     e.grad_norm = grad_norm;
     e.tokens_per_s = tokens_per_s;

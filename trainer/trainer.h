@@ -27,7 +27,9 @@ namespace normsweep::trainer {
 
 struct StepEvent {
   int step = 0;  // 1-based
+  // train_loss includes the z term when z_loss > 0 (z_term then set).
   double train_loss = 0, lr = 0, grad_norm = 0, tokens_per_s = 0, elapsed_s = 0;
+  std::optional<double> z_term;
 };
 
 // Instability diagnostics of one block at one evaluation.

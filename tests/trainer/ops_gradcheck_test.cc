@@ -202,6 +202,7 @@ class ModelGradientTest : public ::testing::TestWithParam<Placement> {};
 TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
   ModelConfig m;
   m.placement = GetParam();
+  m.mix_post_fraction = 0.5;  // mix: block 0 Post-LN, block 1 Pre-LN
   m.layers = 2;
   m.d_model = 8;
   m.heads = 2;
@@ -250,8 +251,10 @@ TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Placements, ModelGradientTest, ::testing::Values(Placement::kPostLN, Placement::kPreLN),
-                         [](const auto& info) { return std::string(PlacementName(info.param)) + "LN"; });
+INSTANTIATE_TEST_SUITE_P(Placements, ModelGradientTest,
+                         ::testing::Values(Placement::kPostLN, Placement::kPreLN, Placement::kPeriLN,
+                                           Placement::kDeepNorm, Placement::kMix),
+                         [](const auto& info) { return std::string(PlacementName(info.param)); });
 
 }  // namespace
 }  // namespace normsweep::trainer

@@ -27,6 +27,39 @@ double SumOfSquares(const float* x, size_t n) {
   for (double a : acc) sum += a;
   return sum;
 }
+
+// A norm over N rows of C (ModelConfig::norm): LayerNorm (w, b; mean and
+// rstd saved) or RMSNorm (w only; rstd saved, mean and b unused).
+void NormForward(NormKind kind, float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                 int N, int C) {
+  if (kind == NormKind::kRmsNorm) {
+    RmsNormForward(out, rstd, inp, w, N, C, kLayerNormEps);
+  } else {
+    LayerNormForward(out, mean, rstd, inp, w, b, N, C, kLayerNormEps);
+  }
+}
+// Accumulates into dinp; overwrites dw (and db under LayerNorm).
+void NormBackward(NormKind kind, float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                  const float* w, const float* mean, const float* rstd, int N, int C) {
+  if (kind == NormKind::kRmsNorm) {
+    RmsNormBackward(dinp, dw, dout, inp, w, rstd, N, C);
+  } else {
+    LayerNormBackward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+}
+
+// out = alpha * x + s (DeepNorm's residual; plain Add when alpha is 1).
+void Residual(float* out, const float* x, const float* s, float alpha, size_t n) {
+  if (alpha == 1.0f) {
+    Add(out, x, s, n);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) out[i] = alpha * x[i] + s[i];
+}
+
+void Scale(float* x, float a, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] *= a;
+}
 }  // namespace
 
 StatusOr<std::unique_ptr<Backend>> CpuBackend::Create(const BackendOptions& options) {
@@ -35,6 +68,9 @@ StatusOr<std::unique_ptr<Backend>> CpuBackend::Create(const BackendOptions& opti
   if (options.precision != Precision::kFp32) {
     return InvalidArgument(std::string("precision: ") + PrecisionName(options.precision) +
                            " needs a CUDA device; the cpu backend computes in fp32");
+  }
+  if (!(options.z_loss >= 0.0 && std::isfinite(options.z_loss))) {
+    return InvalidArgument("z_loss: must be a finite number >= 0");
   }
   return std::unique_ptr<Backend>(new CpuBackend(options));
 }
@@ -77,6 +113,11 @@ void CpuBackend::EnsureCapacity(int B) {
     BufferPlan plan;
     plan.push_back({&part.emb_out, N * C});
     if (dropout) plan.push_back({&part.emb_mask, N * C});
+    if (layout_.has_emb_ln()) {
+      plan.push_back({&part.emb_ln_out, N * C});
+      plan.push_back({&part.emb_ln_mean, N});
+      plan.push_back({&part.emb_ln_rstd, N});
+    }
     PlanBlockActivations(model_, per_part, &part.blocks, &plan);
     plan.push_back({&part.lnf_out, N * C});
     plan.push_back({&part.lnf_mean, N});
@@ -91,6 +132,11 @@ void CpuBackend::EnsureCapacity(int B) {
     plan.push_back({&part.grad_atty, N * C});
     plan.push_back({&part.grad_qkv, N * 3 * C});
     plan.push_back({&part.grad_fc1_act, N * F});
+    if (layout_.has_emb_ln()) plan.push_back({&part.grad_norm_in, N * C});  // Peri-LN
+    if (model_.qk_norm) {
+      plan.push_back({&part.grad_qk, N * C});
+      plan.push_back({&part.grad_qk_raw, N * C});
+    }
     part.arena.assign(ArenaFloats(plan, 16) + 16, 0.0f);  // 64-byte aligned chunks
     float* base = part.arena.data();
     while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
@@ -128,6 +174,52 @@ Status CpuBackend::GetOptimizerState(std::vector<float>* m, std::vector<float>* 
   return OkStatus();
 }
 
+void CpuBackend::QkNormForward(BlockActivations& a, const BlockOffsets& w, int N) {
+  // Each token's q (and k) is H contiguous rows of hd in qkv: copy them
+  // aside, then normalise the copy back into qkv, token by token.
+  const int C = model_.d_model, H = model_.heads, hd = model_.head_dim();
+  const float* P = params_.data();
+  for (int n = 0; n < N; ++n) {
+    float* q = a.qkv + static_cast<size_t>(n) * 3 * C;
+    float* k = q + C;
+    float* q_raw = a.q_raw + static_cast<size_t>(n) * C;
+    float* k_raw = a.k_raw + static_cast<size_t>(n) * C;
+    std::memcpy(q_raw, q, sizeof(float) * C);
+    std::memcpy(k_raw, k, sizeof(float) * C);
+    NormForward(model_.norm, q, a.q_mean + static_cast<size_t>(n) * H, a.q_rstd + static_cast<size_t>(n) * H, q_raw,
+                P + w.qn_w, P + w.qn_b, H, hd);
+    NormForward(model_.norm, k, a.k_mean + static_cast<size_t>(n) * H, a.k_rstd + static_cast<size_t>(n) * H, k_raw,
+                P + w.kn_w, P + w.kn_b, H, hd);
+  }
+}
+
+void CpuBackend::QkNormBackward(Part& part, BlockActivations& a, const BlockOffsets& w, float* G, int N) {
+  // The norms' weights are shared by all N*H rows, so their backward runs
+  // once over the gathered (N*H, hd) gradient.
+  const int C = model_.d_model, H = model_.heads, hd = model_.head_dim();
+  const float* P = params_.data();
+  const size_t NC = static_cast<size_t>(N) * C;
+  for (int which = 0; which < 2; ++which) {  // q, then k
+    const size_t off = which == 0 ? 0 : static_cast<size_t>(C);
+    for (int n = 0; n < N; ++n) {
+      std::memcpy(part.grad_qk + static_cast<size_t>(n) * C, part.grad_qkv + static_cast<size_t>(n) * 3 * C + off,
+                  sizeof(float) * C);
+    }
+    std::memset(part.grad_qk_raw, 0, sizeof(float) * NC);
+    if (which == 0) {
+      NormBackward(model_.norm, part.grad_qk_raw, G + w.qn_w, G + w.qn_b, part.grad_qk, a.q_raw, P + w.qn_w, a.q_mean,
+                   a.q_rstd, N * H, hd);
+    } else {
+      NormBackward(model_.norm, part.grad_qk_raw, G + w.kn_w, G + w.kn_b, part.grad_qk, a.k_raw, P + w.kn_w, a.k_mean,
+                   a.k_rstd, N * H, hd);
+    }
+    for (int n = 0; n < N; ++n) {
+      std::memcpy(part.grad_qkv + static_cast<size_t>(n) * 3 * C + off, part.grad_qk_raw + static_cast<size_t>(n) * C,
+                  sizeof(float) * C);
+    }
+  }
+}
+
 LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t dropout_seed) {
   const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model, F = model_.d_ff, H = model_.heads;
   const int N = B * T;
@@ -140,67 +232,85 @@ LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t 
   const float* P = params_.data();
   const bool dropout = dropout_active_;
   const float p_drop = model_.dropout;
+  const NormKind nk = model_.norm;
+  const float alpha = static_cast<float>(model_.ResidualAlpha());
 
   const float* pos = layout_.has_pos_emb() ? P + layout_.pos_emb() : sin_pos_.data();
   EncoderForward(part.emb_out, inputs, P + layout_.tok_emb(), pos, B, T, C, std::sqrt(static_cast<float>(C)));
+  float* x0 = part.emb_out;
+  if (layout_.has_emb_ln()) {
+    NormForward(nk, part.emb_ln_out, part.emb_ln_mean, part.emb_ln_rstd, part.emb_out, P + layout_.lnemb_w(),
+                P + layout_.lnemb_b(), N, C);
+    x0 = part.emb_ln_out;
+  }
   if (dropout) {
     MakeDropoutMaskSlice(part.emb_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 0));
-    Multiply(part.emb_out, part.emb_out, part.emb_mask, NC);
+    Multiply(x0, x0, part.emb_mask, NC);
   }
 
-  const float* x = part.emb_out;
+  const float* x = x0;
   for (int l = 0; l < model_.layers; ++l) {
     BlockActivations& a = part.blocks[static_cast<size_t>(l)];
     const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
     a.x_in = const_cast<float*>(x);
-    const bool pre = a.pre_ln;
+    // Pre-LN and Peri-LN normalise each sublayer's input; Post-LN and
+    // DeepNorm the residual sum; Peri-LN also the sublayer's output.
+    const bool norm_in = !a.norm_after_residual();
+    const bool peri = a.kind == Placement::kPeriLN;
     // Attention sublayer.
     const float* attn_in = x;
-    if (pre) {
-      LayerNormForward(a.ln1_out, a.ln1_mean, a.ln1_rstd, x, P + w.ln1_w, P + w.ln1_b, N, C, kLayerNormEps);
+    if (norm_in) {
+      NormForward(nk, a.ln1_out, a.ln1_mean, a.ln1_rstd, x, P + w.ln1_w, P + w.ln1_b, N, C);
       attn_in = a.ln1_out;
     }
     MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C);
+    if (model_.qk_norm) QkNormForward(a, w, N);
     AttentionForward(a.atty, a.att, a.qkv, B, T, C, H, record_attn_max_ ? part.head_max.data() : nullptr);
     if (record_attn_max_) {
       float& m = part.block_max[static_cast<size_t>(l)];
       for (int i = 0; i < B * H; ++i) m = std::max(m, part.head_max[static_cast<size_t>(i)]);
     }
     MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C);
+    float* s1 = a.attn_out;
+    if (peri) {
+      NormForward(nk, a.ln1o_out, a.ln1o_mean, a.ln1o_rstd, a.attn_out, P + w.ln1o_w, P + w.ln1o_b, N, C);
+      s1 = a.ln1o_out;
+    }
     if (dropout) {
       MakeDropoutMaskSlice(a.attn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 1));
-      Multiply(a.attn_out, a.attn_out, a.attn_mask, NC);
+      Multiply(s1, s1, a.attn_mask, NC);
     }
-    Add(a.res1, x, a.attn_out, NC);
+    Residual(a.res1, x, s1, alpha, NC);
+    const float* x1 = a.res1;
+    if (!norm_in) {
+      NormForward(nk, a.ln1_out, a.ln1_mean, a.ln1_rstd, a.res1, P + w.ln1_w, P + w.ln1_b, N, C);
+      x1 = a.ln1_out;
+    }
     // FFN sublayer.
-    const float* ffn_in;
-    if (pre) {
-      LayerNormForward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.res1, P + w.ln2_w, P + w.ln2_b, N, C,
-                       kLayerNormEps);
+    const float* ffn_in = x1;
+    if (norm_in) {
+      NormForward(nk, a.ln2_out, a.ln2_mean, a.ln2_rstd, x1, P + w.ln2_w, P + w.ln2_b, N, C);
       ffn_in = a.ln2_out;
-    } else {
-      LayerNormForward(a.ln1_out, a.ln1_mean, a.ln1_rstd, a.res1, P + w.ln1_w, P + w.ln1_b, N, C,
-                       kLayerNormEps);
-      ffn_in = a.ln1_out;
     }
     MatmulForward(a.fc1_act, ffn_in, P + w.fc1_w, P + w.fc1_b, N, C, F);
     ReluForward(a.fc1_act, static_cast<size_t>(N) * F);
     MatmulForward(a.ffn_out, a.fc1_act, P + w.fc2_w, P + w.fc2_b, N, F, C);
+    float* s2 = a.ffn_out;
+    if (peri) {
+      NormForward(nk, a.ln2o_out, a.ln2o_mean, a.ln2o_rstd, a.ffn_out, P + w.ln2o_w, P + w.ln2o_b, N, C);
+      s2 = a.ln2o_out;
+    }
     if (dropout) {
       MakeDropoutMaskSlice(a.ffn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 2));
-      Multiply(a.ffn_out, a.ffn_out, a.ffn_mask, NC);
+      Multiply(s2, s2, a.ffn_mask, NC);
     }
-    Add(a.res2, pre ? a.res1 : a.ln1_out, a.ffn_out, NC);
-    if (!pre) {
-      LayerNormForward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.res2, P + w.ln2_w, P + w.ln2_b, N, C,
-                       kLayerNormEps);
-    }
+    Residual(a.res2, x1, s2, alpha, NC);
+    if (!norm_in) NormForward(nk, a.ln2_out, a.ln2_mean, a.ln2_rstd, a.res2, P + w.ln2_w, P + w.ln2_b, N, C);
     x = a.out();
   }
   const float* h = x;
   if (layout_.has_final_ln()) {
-    LayerNormForward(part.lnf_out, part.lnf_mean, part.lnf_rstd, x, P + layout_.lnf_w(), P + layout_.lnf_b(), N, C,
-                     kLayerNormEps);
+    NormForward(nk, part.lnf_out, part.lnf_mean, part.lnf_rstd, x, P + layout_.lnf_w(), P + layout_.lnf_b(), N, C);
     h = part.lnf_out;
   }
   MatmulForward(part.logits, h, P + layout_.head_w(), P + layout_.head_b(), N, C, kVocabSize);
@@ -211,6 +321,7 @@ LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t 
   stats.count = ce.count;
   stats.correct = ce.correct;
   stats.log_z_sum = ce.log_z_sum;
+  stats.log_z_sq_sum = SumOfSquares(part.row_log_z, static_cast<size_t>(N));  // ignored rows hold 0
   return stats;
 }
 
@@ -222,11 +333,19 @@ void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count
   const int32_t* targets = batch.targets.data() + static_cast<size_t>(s.b0) * T;
   const float* P = params_.data();
   const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+  const NormKind nk = model_.norm;
+  const float alpha = static_cast<float>(model_.ResidualAlpha());
 
   // Head: dlogits overwrites probs.
   float* dlogits = part.probs;
-  CrossEntropyBackward(dlogits, part.probs, targets, N, kVocabSize, scale);
-  const float* last = model_.layers > 0 ? part.blocks.back().out() : part.emb_out;
+  if (options_.z_loss > 0) {
+    CrossEntropyZLossBackward(dlogits, part.probs, part.row_log_z, targets, N, kVocabSize, scale,
+                              static_cast<float>(options_.z_loss));
+  } else {
+    CrossEntropyBackward(dlogits, part.probs, targets, N, kVocabSize, scale);
+  }
+  const float* x0 = layout_.has_emb_ln() ? part.emb_ln_out : part.emb_out;
+  const float* last = model_.layers > 0 ? part.blocks.back().out() : x0;
   const float* h = layout_.has_final_ln() ? part.lnf_out : last;
   float* dx = part.grad_res_a;
   float* dtmp = part.grad_res_b;
@@ -234,8 +353,8 @@ void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count
                  kVocabSize, false);
   if (layout_.has_final_ln()) {
     std::memset(dtmp, 0, sizeof(float) * NC);
-    LayerNormBackward(dtmp, G + layout_.lnf_w(), G + layout_.lnf_b(), dx, last, P + layout_.lnf_w(),
-                      part.lnf_mean, part.lnf_rstd, N, C);
+    NormBackward(nk, dtmp, G + layout_.lnf_w(), G + layout_.lnf_b(), dx, last, P + layout_.lnf_w(), part.lnf_mean,
+                 part.lnf_rstd, N, C);
     std::swap(dx, dtmp);
   }
 
@@ -243,50 +362,83 @@ void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count
   for (int l = model_.layers - 1; l >= 0; --l) {
     BlockActivations& a = part.blocks[static_cast<size_t>(l)];
     const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
-    const float* attn_in = a.pre_ln ? a.ln1_out : a.x_in;
-    const float* ffn_in = a.pre_ln ? a.ln2_out : a.ln1_out;
-    // The two sublayers' backward passes, shared by both placements: from the
-    // gradient of the sublayer's output to its input's, written (or added,
-    // with accumulate) into dinput. dout is read before dinput is written.
-    auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) {
+    const bool norm_in = !a.norm_after_residual();
+    const bool peri = a.kind == Placement::kPeriLN;
+    const float* attn_in = norm_in ? a.ln1_out : a.x_in;
+    const float* ffn_in = norm_in ? a.ln2_out : a.ln1_out;
+    // A sublayer's backward pass, every placement: from the gradient of what
+    // it adds to the residual stream (dout) to its input's, written into
+    // dinput, or with accumulate set to alpha * dinput + it (dinput then
+    // holds the residual sum's gradient; dout is read before dinput changes).
+    // The two sublayers differ only in `core`, which takes the gradient of
+    // the sublayer's output before any output norm and is called with
+    // dinput ready for its last product.
+    auto sublayer_backward = [&](const float* dout, float* dinput, bool accumulate, const float* mask,
+                                 size_t out_norm_w, size_t out_norm_b, const float* out_norm_in, const float* mean,
+                                 const float* rstd, auto core) {
       if (dropout_active_) {
-        Multiply(part.grad_masked, dout, a.ffn_mask, NC);
+        Multiply(part.grad_masked, dout, mask, NC);
         dout = part.grad_masked;
       }
-      MatmulBackward(part.grad_fc1_act, G + w.fc2_w, G + w.fc2_b, dout, a.fc1_act, P + w.fc2_w, N, F, C, false);
-      ReluBackward(part.grad_fc1_act, part.grad_fc1_act, a.fc1_act, static_cast<size_t>(N) * F);
-      MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, part.grad_fc1_act, ffn_in, P + w.fc1_w, N, C, F, accumulate);
+      if (peri) {
+        std::memset(part.grad_norm_in, 0, sizeof(float) * NC);
+        NormBackward(nk, part.grad_norm_in, G + out_norm_w, G + out_norm_b, dout, out_norm_in, P + out_norm_w, mean,
+                     rstd, N, C);
+        dout = part.grad_norm_in;
+      }
+      core(dout, [&] {
+        if (accumulate && alpha != 1.0f) Scale(dinput, alpha, NC);
+      });
+    };
+    auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) {
+      sublayer_backward(dout, dinput, accumulate, a.ffn_mask, w.ln2o_w, w.ln2o_b, a.ffn_out, a.ln2o_mean, a.ln2o_rstd,
+                        [&](const float* d, auto before_last) {
+                          MatmulBackward(part.grad_fc1_act, G + w.fc2_w, G + w.fc2_b, d, a.fc1_act, P + w.fc2_w, N, F,
+                                         C, false);
+                          ReluBackward(part.grad_fc1_act, part.grad_fc1_act, a.fc1_act, static_cast<size_t>(N) * F);
+                          before_last();
+                          MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, part.grad_fc1_act, ffn_in, P + w.fc1_w, N,
+                                         C, F, accumulate);
+                        });
     };
     auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) {
-      if (dropout_active_) {
-        Multiply(part.grad_masked, dout, a.attn_mask, NC);
-        dout = part.grad_masked;
-      }
-      MatmulBackward(part.grad_atty, G + w.proj_w, G + w.proj_b, dout, a.atty, P + w.proj_w, N, C, C, false);
-      AttentionBackward(part.grad_qkv, part.grad_atty, a.qkv, a.att, B, T, C, H);
-      MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, part.grad_qkv, attn_in, P + w.qkv_w, N, C, 3 * C,
-                     accumulate);
+      sublayer_backward(dout, dinput, accumulate, a.attn_mask, w.ln1o_w, w.ln1o_b, a.attn_out, a.ln1o_mean,
+                        a.ln1o_rstd, [&](const float* d, auto before_last) {
+                          MatmulBackward(part.grad_atty, G + w.proj_w, G + w.proj_b, d, a.atty, P + w.proj_w, N, C, C,
+                                         false);
+                          AttentionBackward(part.grad_qkv, part.grad_atty, a.qkv, a.att, B, T, C, H);
+                          if (model_.qk_norm) QkNormBackward(part, a, w, G, N);
+                          before_last();
+                          MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, part.grad_qkv, attn_in, P + w.qkv_w, N, C,
+                                         3 * C, accumulate);
+                        });
     };
-    if (a.pre_ln) {
-      // res2 = res1 + ffn(ln2(res1)); dx = d res2.
+    if (norm_in) {
+      // res2 = res1 + s2(ln2(res1)); dx = d res2.
       ffn_backward(dx, dtmp, false);
-      LayerNormBackward(dx, G + w.ln2_w, G + w.ln2_b, dtmp, a.res1, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
-      // dx = d res1; res1 = x + attn(ln1(x)).
+      NormBackward(nk, dx, G + w.ln2_w, G + w.ln2_b, dtmp, a.res1, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+      // dx = d res1; res1 = x + s1(ln1(x)).
       attention_backward(dx, dtmp, false);
-      LayerNormBackward(dx, G + w.ln1_w, G + w.ln1_b, dtmp, a.x_in, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+      NormBackward(nk, dx, G + w.ln1_w, G + w.ln1_b, dtmp, a.x_in, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
     } else {
-      // out = ln2(res2), res2 = ln1_out + ffn(ln1_out), ln1_out = ln1(res1), res1 = x + attn(x).
+      // out = ln2(res2), res2 = alpha ln1_out + ffn(ln1_out), ln1_out = ln1(res1), res1 = alpha x + attn(x).
       std::memset(dtmp, 0, sizeof(float) * NC);
-      LayerNormBackward(dtmp, G + w.ln2_w, G + w.ln2_b, dx, a.res2, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+      NormBackward(nk, dtmp, G + w.ln2_w, G + w.ln2_b, dx, a.res2, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
       std::swap(dx, dtmp);         // dx = d res2
-      ffn_backward(dx, dx, true);  // d ln1_out = d res2 + fc1 backward
+      ffn_backward(dx, dx, true);  // d ln1_out = alpha d res2 + fc1 backward
       std::memset(dtmp, 0, sizeof(float) * NC);
-      LayerNormBackward(dtmp, G + w.ln1_w, G + w.ln1_b, dx, a.res1, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+      NormBackward(nk, dtmp, G + w.ln1_w, G + w.ln1_b, dx, a.res1, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
       std::swap(dx, dtmp);  // dx = d res1
       attention_backward(dx, dx, true);
     }
   }
   if (dropout_active_) Multiply(dx, dx, part.emb_mask, NC);
+  if (layout_.has_emb_ln()) {
+    std::memset(dtmp, 0, sizeof(float) * NC);
+    NormBackward(nk, dtmp, G + layout_.lnemb_w(), G + layout_.lnemb_b(), dx, part.emb_out, P + layout_.lnemb_w(),
+                 part.emb_ln_mean, part.emb_ln_rstd, N, C);
+    std::swap(dx, dtmp);
+  }
   float* dpos = nullptr;
   if (layout_.has_pos_emb()) {
     dpos = G + layout_.pos_emb();

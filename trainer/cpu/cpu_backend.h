@@ -55,6 +55,8 @@ class CpuBackend final : public Backend {
   struct Part {
     std::vector<float> arena;
     float *emb_out = nullptr, *emb_mask = nullptr;
+    // Peri-LN: the embedding's norm ln_emb (its output is the first block's input).
+    float *emb_ln_out = nullptr, *emb_ln_mean = nullptr, *emb_ln_rstd = nullptr;
     std::vector<BlockActivations> blocks;
     float *lnf_out = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr;
     float *logits = nullptr, *probs = nullptr, *row_loss = nullptr, *row_log_z = nullptr;
@@ -64,6 +66,10 @@ class CpuBackend final : public Backend {
     // merged output atty (N,C); qkv (N,3C); the ReLU output fc1_act (N,F).
     float *grad_res_a = nullptr, *grad_res_b = nullptr, *grad_masked = nullptr, *grad_atty = nullptr;
     float *grad_qkv = nullptr, *grad_fc1_act = nullptr;
+    // Peri-LN: the gradient of a sublayer's output before its output norm
+    // (N,C). qk_norm: q's or k's gradient gathered to (N*H, hd) and the
+    // gradient of its input there.
+    float *grad_norm_in = nullptr, *grad_qk = nullptr, *grad_qk_raw = nullptr;
     std::vector<float> grads;
     // Attention-logit maxima when record_attn_max_: per (sequence, head) of
     // one block, and per block over the part's forward passes.
@@ -81,6 +87,11 @@ class CpuBackend final : public Backend {
   // Its backward pass into the weight gradients G (layout order); count is
   // the whole batch's target count, which the mean loss divides by.
   void Backward(Part& part, const Batch& batch, Slice s, int64_t count, float* G);
+  // qk_norm: q and k of a block's qkv normalised over each head's channels
+  // (raw copies saved in a.q_raw, a.k_raw), and the backward pass of that
+  // within grad_qkv.
+  void QkNormForward(BlockActivations& a, const BlockOffsets& w, int N);
+  void QkNormBackward(Part& part, BlockActivations& a, const BlockOffsets& w, float* G, int N);
   // The squared norms of the update OptimizerStep just made (from weights_before_).
   void MeasureUpdate();
 

@@ -41,6 +41,8 @@ struct KernelTable {
   decltype(&cpu::EncoderBackward) encoder_backward;
   decltype(&cpu::LayerNormForward) layer_norm_forward;
   decltype(&cpu::LayerNormBackward) layer_norm_backward;
+  decltype(&cpu::RmsNormForward) rms_norm_forward;
+  decltype(&cpu::RmsNormBackward) rms_norm_backward;
   decltype(&cpu::MatmulForward) matmul_forward;
   decltype(&cpu::MatmulBackward) matmul_backward;
   decltype(&cpu::AttentionForward) attention_forward;
@@ -51,6 +53,7 @@ struct KernelTable {
   decltype(&cpu::Multiply) multiply;
   decltype(&cpu::CrossEntropyForward) cross_entropy_forward;
   decltype(&cpu::CrossEntropyBackward) cross_entropy_backward;
+  decltype(&cpu::CrossEntropyZLossBackward) cross_entropy_z_loss_backward;
 };
 
 // Each variant's vector width: one register of floats.
@@ -219,6 +222,15 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
   Active().layer_norm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
 
+void RmsNormForward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
+  Active().rms_norm_forward(out, rstd, inp, w, N, C, eps);
+}
+
+void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
+                     int N, int C) {
+  Active().rms_norm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+}
+
 void MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O) {
   Active().matmul_forward(out, inp, w, b, N, I, O);
 }
@@ -255,6 +267,11 @@ CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, float* row_
 void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,
                           float scale) {
   Active().cross_entropy_backward(dlogits, probs, targets, N, V, scale);
+}
+
+void CrossEntropyZLossBackward(float* dlogits, const float* probs, const float* row_log_z, const int32_t* targets,
+                               int N, int V, float scale, float z_loss) {
+  Active().cross_entropy_z_loss_backward(dlogits, probs, row_log_z, targets, N, V, scale, z_loss);
 }
 
 // Dropout masks and the position table: scalar code, the same numbers on

@@ -32,6 +32,13 @@ void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, co
 void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, const float* mean, const float* rstd, int N, int C);
 
+// RMSNorm (Zhang & Sennrich 2019): out (N,C) = inp * rstd * w, rstd =
+// 1/sqrt(mean(inp^2) + eps) saved (N) for backward. No centring, no bias.
+void RmsNormForward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps);
+// Accumulates into dinp (N,C); overwrites dw (C).
+void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
+                     int N, int C);
+
 // out (N,O) = inp (N,I) @ w (O,I)^T + b (O).
 void MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O);
 // dinp (N,I) = dout @ w, added when accumulate is true (skipped when dinp is
@@ -76,6 +83,13 @@ CrossEntropyStats CrossEntropyForward(float* probs, float* row_loss, float* row_
 // dlogits (N,V) = (probs - onehot(target)) * scale, 0 for ignored rows.
 void CrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,
                           float scale);
+
+// CrossEntropyBackward with the z-loss (Wortsman et al. 2023) added: the
+// gradient of scale * sum_n (CE_n + z_loss * log Z_n^2) over rows whose target
+// is not -1, dlogits (N,V) = (probs * (1 + 2 z_loss log Z_n) - onehot) * scale,
+// 0 for ignored rows; row_log_z from CrossEntropyForward. dlogits may alias probs.
+void CrossEntropyZLossBackward(float* dlogits, const float* probs, const float* row_log_z, const int32_t* targets,
+                               int N, int V, float scale, float z_loss);
 
 // PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(...), into out (T,C).
 void SinusoidalPositions(float* out, int T, int C);
