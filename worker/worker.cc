@@ -147,11 +147,19 @@ absl::Status Worker::Run() {
 // ---- slots ----
 
 Worker::LeasePtr Worker::LeaseOne() {
-  if (draining()) return nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) return nullptr;
+    ++lease_calls_;
+  }
   v1::LeaseTrialRequest request;
   request.set_worker_id(worker_id_);
   const absl::Time sent = clock_.Now();
   absl::StatusOr<v1::LeaseTrialResponse> r = client_.LeaseTrial(request);
+  {
+    absl::MutexLock lock(&mu_);
+    --lease_calls_;
+  }
   NoteRpc(r.status(), "LeaseTrial");
   if (absl::IsNotFound(r.status())) {
     // The scheduler does not know this worker (its database was replaced):
@@ -453,6 +461,10 @@ void Worker::Report(const LeasePtr& lease) {
         request.set_attempt(lease->trial.attempts());
         batch = lease->progress.Peek(BatchLimits::Api(options_.max_batch_points), &request);
       } else if (lease->state == LeaseState::kFinishing) {
+        // A hand-back re-queues the trial at once: not while a LeaseTrial of
+        // this worker's is in flight, which could be given it straight back
+        // (and hand it back again, a second interruption).
+        if (lease->finish.interruption() == schema::kWorkerDrained && lease_calls_ > 0) return;
         finish = true;
         fin = lease->finish;
         fin.set_worker_id(worker_id_);

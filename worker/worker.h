@@ -103,8 +103,9 @@ class Worker {
     // Local clock: when the last successful LeaseTrial or Heartbeat that
     // covered this lease was sent, plus 3/4 of the lease. Past it the
     // scheduler may have given the trial to another worker (the heartbeats
-    // failed, e.g. during a database outage), so its trainer is stopped as
-    // for a lost lease: never two trainers for one trial.
+    // failed, e.g. during a database outage), so its trainer is stopped
+    // (never two trainers for one trial) and the attempt reported as an
+    // interruption, lease_lost or scheduler_restart.
     absl::Time held_until = absl::InfiniteFuture();
     // Set when held_until is first seen passed: whether the failed renewals
     // were answered by a scheduler whose database was down.
@@ -191,6 +192,7 @@ class Worker {
   // scheduler whose database was down: a lease that expires meanwhile is
   // "lease_lost", else "scheduler_restart".
   bool renewal_database_down_ ABSL_GUARDED_BY(mu_) = false;
+  int lease_calls_ ABSL_GUARDED_BY(mu_) = 0;  // LeaseTrial calls in flight
 
   absl::Notification stop_background_;  // reporter and heartbeat threads
   std::atomic<bool> scheduler_unreachable_{false};  // for logging state changes only

@@ -30,6 +30,11 @@ void FakeSchedulerClient::SetLeaseSeconds(int seconds) {
   lease_seconds_ = seconds;
 }
 
+void FakeSchedulerClient::HoldLeaseCalls(bool hold) {
+  absl::MutexLock lock(&mu_);
+  hold_lease_calls_ = hold;
+}
+
 void FakeSchedulerClient::RefuseProgress(int64_t id) {
   absl::MutexLock lock(&mu_);
   refuse_progress_[id] = true;
@@ -146,6 +151,11 @@ absl::StatusOr<v1::RegisterWorkerResponse> FakeSchedulerClient::RegisterWorker(c
 
 absl::StatusOr<v1::LeaseTrialResponse> FakeSchedulerClient::LeaseTrial(const v1::LeaseTrialRequest& request) {
   absl::MutexLock lock(&mu_);
+  if (hold_lease_calls_) {
+    ++blocked_lease_calls_;
+    mu_.Await(absl::Condition(+[](bool* hold) { return !*hold; }, &hold_lease_calls_));
+    --blocked_lease_calls_;
+  }
   if (absl::Status up = Reachable(); !up.ok()) return up;
   if (!worker_known_ || request.worker_id() != worker_id_) {
     return absl::NotFoundError(absl::StrCat("worker_id ", request.worker_id(), " not found"));

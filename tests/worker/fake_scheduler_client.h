@@ -46,6 +46,10 @@ class FakeSchedulerClient : public SchedulerClient {
   void SetUnavailable(bool unavailable, bool database_down = false);
   // RegisterWorker's lease_seconds (default 60).
   void SetLeaseSeconds(int seconds);
+  // While held, LeaseTrial calls wait (counted in blocked_lease_calls) until
+  // released, as a slow scheduler's would.
+  void HoldLeaseCalls(bool hold);
+  int BlockedLeaseCallsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return blocked_lease_calls_; }
   // ReportProgress for the trial is refused as INVALID_ARGUMENT, as the
   // scheduler refuses values the API rejects.
   void RefuseProgress(int64_t id);
@@ -98,6 +102,8 @@ class FakeSchedulerClient : public SchedulerClient {
   int heartbeat_ms_ ABSL_GUARDED_BY(mu_) = 100;
   bool unavailable_ ABSL_GUARDED_BY(mu_) = false;
   bool database_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_lease_calls_ ABSL_GUARDED_BY(mu_) = false;
+  int blocked_lease_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int lease_seconds_ ABSL_GUARDED_BY(mu_) = 60;
   std::map<int64_t, bool> refuse_progress_ ABSL_GUARDED_BY(mu_);
   int unavailable_calls_ ABSL_GUARDED_BY(mu_) = 0;

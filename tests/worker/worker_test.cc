@@ -533,6 +533,31 @@ TEST_F(WorkerTest, DrainPastGracePeriodHandsTrialsBack) {
   EXPECT_THAT(Metrics(), HasSubstr("normsweep_worker_interruptions_total{cause=\"worker_drained\"} 1"));
 }
 
+// A hand-back is not reported while a LeaseTrial of the worker's is in
+// flight (another slot's, sent before the drain): the scheduler re-queues
+// the trial at once and would give it straight back, to be handed back
+// again (a second interruption).
+TEST_F(WorkerTest, HandBackWaitsForLeaseCallsInFlight) {
+  options_.grace_period = absl::Milliseconds(300);
+  options_.slots = {{"cpu", 1}, {"cpu", 1}};
+  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 100000));
+  Start();
+  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 2; }, absl::Seconds(10)));
+  fake_.HoldLeaseCalls(true);  // the idle slot's next poll waits in the scheduler
+  ASSERT_TRUE(
+      fake_.WaitFor([](FakeSchedulerClient& f) { return f.BlockedLeaseCallsLocked() > 0; }, absl::Seconds(10)));
+  worker_->Drain();
+  ASSERT_TRUE(WaitInterrupted("worker_drained"));
+  EXPECT_TRUE(fake_.Get(a).finishes.empty()) << "handed back while a LeaseTrial was in flight";
+  fake_.HoldLeaseCalls(false);
+  ASSERT_TRUE(WaitFinished(a));
+  Stop();
+  const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
+  ASSERT_EQ(ra.finishes.size(), 1u);
+  EXPECT_EQ(ra.finishes[0].interruption(), "worker_drained");
+  EXPECT_EQ(fake_.leases_granted(), 1);
+}
+
 // A lease the worker could not renew in time (the heartbeats failed for 3/4
 // of the 2 s lease): the trainer is stopped and, once a scheduler answers
 // again, reported as an interruption whose cause says why it could not be
