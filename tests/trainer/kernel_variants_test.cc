@@ -140,6 +140,22 @@ TEST_P(KernelVariantsTest, LayerNorm) {
   }
 }
 
+TEST_P(KernelVariantsTest, RmsNorm) {
+  for (int C : {15, 72, 128}) {  // 15: qk_norm's head_dim in the parity fixtures
+    const int N = 111;
+    const auto x = RandomVector(static_cast<size_t>(N) * C, 25, 3.0), w = RandomVector(C, 26);
+    const auto dout = RandomVector(static_cast<size_t>(N) * C, 27);
+    std::vector<float> out(static_cast<size_t>(N) * C), rstd(N), dw(C);
+    std::vector<float> dx = RandomVector(static_cast<size_t>(N) * C, 28);
+    const std::string c = " C=" + std::to_string(C);
+    CompareVariants(GetParam(), "RmsNormForward" + c, {&out, &rstd},
+                    [&] { cpu::RmsNormForward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f); });
+    CompareVariants(GetParam(), "RmsNormBackward" + c, {&dx, &dw}, [&] {
+      cpu::RmsNormBackward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    });
+  }
+}
+
 TEST_P(KernelVariantsTest, Matmul) {
   // Off the register tiles (12 x 32) and the k block (256), and the bench's shapes.
   struct Shape {
@@ -222,6 +238,10 @@ TEST_P(KernelVariantsTest, CrossEntropy) {
                     });
     CompareVariants(GetParam(), "CrossEntropyBackward V=" + std::to_string(V), {&dlogits}, [&] {
       cpu::CrossEntropyBackward(dlogits.data(), probs.data(), targets.data(), N, V, 1.0f / N);
+    });
+    CompareVariants(GetParam(), "CrossEntropyZLossBackward V=" + std::to_string(V), {&dlogits}, [&] {
+      cpu::CrossEntropyZLossBackward(dlogits.data(), probs.data(), row_log_z.data(), targets.data(), N, V, 1.0f / N,
+                                     1e-2f);
     });
   }
 }

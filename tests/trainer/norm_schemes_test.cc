@@ -255,6 +255,26 @@ TEST(NormSchemeTrainingTest, ResumeContinuesExactlyAcrossTheNewOptions) {
   }
 }
 
+// Dropout masks in the new blocks (after Peri-LN's output norms, on its
+// normalised embedding, DeepNorm's scaled residual) are as deterministic as
+// Post-LN's and Pre-LN's.
+TEST(NormSchemeTrainingTest, SameConfigGivesBitIdenticalRunsWithDropout) {
+  for (const Variant& v : kVariants) {
+    SCOPED_TRACE(v.name);
+    TrainSettings s = SmallRun(v, 8);
+    s.model.dropout = 0.1f;
+    RecordingSink a, b;
+    ASSERT_EQ(RunTraining(s, RunOptions{}, a).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(s, RunOptions{}, b).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(a.steps.size(), b.steps.size());
+    for (size_t i = 0; i < a.steps.size(); ++i) {
+      EXPECT_EQ(a.steps[i].train_loss, b.steps[i].train_loss) << "step " << i + 1;
+      EXPECT_EQ(a.steps[i].grad_norm, b.steps[i].grad_norm) << "step " << i + 1;
+    }
+    EXPECT_EQ(a.evals.back().val_loss, b.evals.back().val_loss);
+  }
+}
+
 TEST(NormSchemeTrainingTest, ResumeRefusesAnotherModel) {
   const Variant qk{"pre_qknorm", Placement::kPreLN, true};
   RunOptions save;

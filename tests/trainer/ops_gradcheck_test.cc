@@ -80,6 +80,29 @@ TEST_F(OpsGradientTest, LayerNorm) {
   CheckGradient("ln db", b, db, loss);
 }
 
+TEST_F(OpsGradientTest, RmsNorm) {
+  const int N = 3, C = 7;
+  std::vector<float> x = RandomVector(N * C, 21, 2.0), w = RandomVector(C, 22);
+  const std::vector<float> r = RandomVector(N * C, 23);
+  std::vector<float> out(N * C), rstd(N);
+  auto loss = [&] {
+    cpu::RmsNormForward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    return Dot(out, r);
+  };
+  loss();
+  // out = x / sqrt(mean(x^2) + eps) * w, row by row.
+  for (int n = 0; n < N; ++n) {
+    double ss = 0;
+    for (int c = 0; c < C; ++c) ss += static_cast<double>(x[n * C + c]) * x[n * C + c];
+    const double r_want = 1.0 / std::sqrt(ss / C + 1e-5);
+    for (int c = 0; c < C; ++c) EXPECT_NEAR(out[n * C + c], x[n * C + c] * r_want * w[c], 1e-5);
+  }
+  std::vector<float> dx(N * C, 0.0f), dw(C);
+  cpu::RmsNormBackward(dx.data(), dw.data(), r.data(), x.data(), w.data(), rstd.data(), N, C);
+  CheckGradient("rms dx", x, dx, loss, 1e-2f);
+  CheckGradient("rms dw", w, dw, loss);
+}
+
 TEST_F(OpsGradientTest, LinearAndRelu) {
   const int N = 5, I = 6, O = 4;
   std::vector<float> x = RandomVector(N * I, 5), w = RandomVector(O * I, 6), b = RandomVector(O, 17);
@@ -194,6 +217,19 @@ TEST_F(OpsGradientTest, SoftmaxCrossEntropy) {
   cpu::CrossEntropyBackward(dlogits.data(), probs.data(), targets.data(), N, V, 1.0f / 3.0f);
   for (int j = 0; j < V; ++j) EXPECT_EQ(dlogits[V + j], 0.0f);  // ignored row
   CheckGradient("cross-entropy", logits, dlogits, loss, 1e-2f);
+
+  // With the z-loss: mean over counted rows of CE + z (log Z)^2.
+  const float z = 0.3f;
+  auto z_loss = [&] {
+    const double ce = loss();
+    double sq = 0;
+    for (int n : {0, 2, 3}) sq += static_cast<double>(row_log_z[n]) * row_log_z[n];
+    return ce + z * sq / 3.0;
+  };
+  z_loss();
+  cpu::CrossEntropyZLossBackward(dlogits.data(), probs.data(), row_log_z.data(), targets.data(), N, V, 1.0f / 3.0f, z);
+  for (int j = 0; j < V; ++j) EXPECT_EQ(dlogits[V + j], 0.0f);  // ignored row
+  CheckGradient("cross-entropy + z-loss", logits, dlogits, z_loss, 1e-2f);
 }
 
 // The whole model: every parameter tensor checked at a few coordinates.
