@@ -220,8 +220,77 @@ void CpuBackend::QkNormBackward(Part& part, BlockActivations& a, const BlockOffs
   }
 }
 
+const float* CpuBackend::BlockForward(Part& part, int l, const float* x, int B, int T, size_t mask_first,
+                                      uint64_t dropout_seed) {
+  const int C = model_.d_model, F = model_.d_ff, H = model_.heads;
+  const int N = B * T;
+  const size_t NC = static_cast<size_t>(N) * C;
+  const float* P = params_.data();
+  const bool dropout = dropout_active_;
+  const float p_drop = model_.dropout;
+  const NormKind nk = model_.norm;
+  const float alpha = static_cast<float>(model_.ResidualAlpha());
+  BlockActivations& a = part.blocks[static_cast<size_t>(l)];
+  const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
+  a.x_in = const_cast<float*>(x);
+  // Pre-LN and Peri-LN normalise each sublayer's input; Post-LN and
+  // DeepNorm the residual sum; Peri-LN also the sublayer's output.
+  const bool norm_in = !a.norm_after_residual();
+  const bool peri = a.kind == Placement::kPeriLN;
+  // Attention sublayer.
+  const float* attn_in = x;
+  if (norm_in) {
+    NormForward(nk, a.ln1_out, a.ln1_mean, a.ln1_rstd, x, P + w.ln1_w, P + w.ln1_b, N, C);
+    attn_in = a.ln1_out;
+  }
+  MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C);
+  if (model_.qk_norm) QkNormForward(a, w, N);
+  AttentionForward(a.atty, a.att, a.qkv, B, T, C, H, record_attn_max_ ? part.head_max.data() : nullptr);
+  if (record_attn_max_) {
+    float& m = part.block_max[static_cast<size_t>(l)];
+    for (int i = 0; i < B * H; ++i) m = std::max(m, part.head_max[static_cast<size_t>(i)]);
+  }
+  MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C);
+  float* s1 = a.attn_out;
+  if (peri) {
+    NormForward(nk, a.ln1o_out, a.ln1o_mean, a.ln1o_rstd, a.attn_out, P + w.ln1o_w, P + w.ln1o_b, N, C);
+    s1 = a.ln1o_out;
+  }
+  if (dropout) {
+    MakeDropoutMaskSlice(a.attn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 1));
+    Multiply(s1, s1, a.attn_mask, NC);
+  }
+  Residual(a.res1, x, s1, alpha, NC);
+  const float* x1 = a.res1;
+  if (!norm_in) {
+    NormForward(nk, a.ln1_out, a.ln1_mean, a.ln1_rstd, a.res1, P + w.ln1_w, P + w.ln1_b, N, C);
+    x1 = a.ln1_out;
+  }
+  // FFN sublayer.
+  const float* ffn_in = x1;
+  if (norm_in) {
+    NormForward(nk, a.ln2_out, a.ln2_mean, a.ln2_rstd, x1, P + w.ln2_w, P + w.ln2_b, N, C);
+    ffn_in = a.ln2_out;
+  }
+  MatmulForward(a.fc1_act, ffn_in, P + w.fc1_w, P + w.fc1_b, N, C, F);
+  ReluForward(a.fc1_act, static_cast<size_t>(N) * F);
+  MatmulForward(a.ffn_out, a.fc1_act, P + w.fc2_w, P + w.fc2_b, N, F, C);
+  float* s2 = a.ffn_out;
+  if (peri) {
+    NormForward(nk, a.ln2o_out, a.ln2o_mean, a.ln2o_rstd, a.ffn_out, P + w.ln2o_w, P + w.ln2o_b, N, C);
+    s2 = a.ln2o_out;
+  }
+  if (dropout) {
+    MakeDropoutMaskSlice(a.ffn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 2));
+    Multiply(s2, s2, a.ffn_mask, NC);
+  }
+  Residual(a.res2, x1, s2, alpha, NC);
+  if (!norm_in) NormForward(nk, a.ln2_out, a.ln2_mean, a.ln2_rstd, a.res2, P + w.ln2_w, P + w.ln2_b, N, C);
+  return a.out();
+}
+
 LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t dropout_seed) {
-  const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model, F = model_.d_ff, H = model_.heads;
+  const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model;
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C;
   // Dropout masks are drawn for the whole batch's (B*T, C) activations, so a
@@ -233,7 +302,6 @@ LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t 
   const bool dropout = dropout_active_;
   const float p_drop = model_.dropout;
   const NormKind nk = model_.norm;
-  const float alpha = static_cast<float>(model_.ResidualAlpha());
 
   const float* pos = layout_.has_pos_emb() ? P + layout_.pos_emb() : sin_pos_.data();
   EncoderForward(part.emb_out, inputs, P + layout_.tok_emb(), pos, B, T, C, std::sqrt(static_cast<float>(C)));
@@ -249,65 +317,7 @@ LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t 
   }
 
   const float* x = x0;
-  for (int l = 0; l < model_.layers; ++l) {
-    BlockActivations& a = part.blocks[static_cast<size_t>(l)];
-    const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
-    a.x_in = const_cast<float*>(x);
-    // Pre-LN and Peri-LN normalise each sublayer's input; Post-LN and
-    // DeepNorm the residual sum; Peri-LN also the sublayer's output.
-    const bool norm_in = !a.norm_after_residual();
-    const bool peri = a.kind == Placement::kPeriLN;
-    // Attention sublayer.
-    const float* attn_in = x;
-    if (norm_in) {
-      NormForward(nk, a.ln1_out, a.ln1_mean, a.ln1_rstd, x, P + w.ln1_w, P + w.ln1_b, N, C);
-      attn_in = a.ln1_out;
-    }
-    MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C);
-    if (model_.qk_norm) QkNormForward(a, w, N);
-    AttentionForward(a.atty, a.att, a.qkv, B, T, C, H, record_attn_max_ ? part.head_max.data() : nullptr);
-    if (record_attn_max_) {
-      float& m = part.block_max[static_cast<size_t>(l)];
-      for (int i = 0; i < B * H; ++i) m = std::max(m, part.head_max[static_cast<size_t>(i)]);
-    }
-    MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C);
-    float* s1 = a.attn_out;
-    if (peri) {
-      NormForward(nk, a.ln1o_out, a.ln1o_mean, a.ln1o_rstd, a.attn_out, P + w.ln1o_w, P + w.ln1o_b, N, C);
-      s1 = a.ln1o_out;
-    }
-    if (dropout) {
-      MakeDropoutMaskSlice(a.attn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 1));
-      Multiply(s1, s1, a.attn_mask, NC);
-    }
-    Residual(a.res1, x, s1, alpha, NC);
-    const float* x1 = a.res1;
-    if (!norm_in) {
-      NormForward(nk, a.ln1_out, a.ln1_mean, a.ln1_rstd, a.res1, P + w.ln1_w, P + w.ln1_b, N, C);
-      x1 = a.ln1_out;
-    }
-    // FFN sublayer.
-    const float* ffn_in = x1;
-    if (norm_in) {
-      NormForward(nk, a.ln2_out, a.ln2_mean, a.ln2_rstd, x1, P + w.ln2_w, P + w.ln2_b, N, C);
-      ffn_in = a.ln2_out;
-    }
-    MatmulForward(a.fc1_act, ffn_in, P + w.fc1_w, P + w.fc1_b, N, C, F);
-    ReluForward(a.fc1_act, static_cast<size_t>(N) * F);
-    MatmulForward(a.ffn_out, a.fc1_act, P + w.fc2_w, P + w.fc2_b, N, F, C);
-    float* s2 = a.ffn_out;
-    if (peri) {
-      NormForward(nk, a.ln2o_out, a.ln2o_mean, a.ln2o_rstd, a.ffn_out, P + w.ln2o_w, P + w.ln2o_b, N, C);
-      s2 = a.ln2o_out;
-    }
-    if (dropout) {
-      MakeDropoutMaskSlice(a.ffn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 2));
-      Multiply(s2, s2, a.ffn_mask, NC);
-    }
-    Residual(a.res2, x1, s2, alpha, NC);
-    if (!norm_in) NormForward(nk, a.ln2_out, a.ln2_mean, a.ln2_rstd, a.res2, P + w.ln2_w, P + w.ln2_b, N, C);
-    x = a.out();
-  }
+  for (int l = 0; l < model_.layers; ++l) x = BlockForward(part, l, x, B, T, mask_first, dropout_seed);
   const float* h = x;
   if (layout_.has_final_ln()) {
     NormForward(nk, part.lnf_out, part.lnf_mean, part.lnf_rstd, x, P + layout_.lnf_w(), P + layout_.lnf_b(), N, C);
@@ -325,8 +335,88 @@ LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t 
   return stats;
 }
 
+void CpuBackend::BlockBackward(Part& part, int l, int B, int T, float* G, float*& dx, float*& dtmp) {
+  const int C = model_.d_model, F = model_.d_ff, H = model_.heads;
+  const int N = B * T;
+  const size_t NC = static_cast<size_t>(N) * C;
+  const float* P = params_.data();
+  const NormKind nk = model_.norm;
+  const float alpha = static_cast<float>(model_.ResidualAlpha());
+  BlockActivations& a = part.blocks[static_cast<size_t>(l)];
+  const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
+  const bool norm_in = !a.norm_after_residual();
+  const bool peri = a.kind == Placement::kPeriLN;
+  const float* attn_in = norm_in ? a.ln1_out : a.x_in;
+  const float* ffn_in = norm_in ? a.ln2_out : a.ln1_out;
+  // A sublayer's backward pass, every placement: from the gradient of what
+  // it adds to the residual stream (dout) to its input's, written into
+  // dinput, or with accumulate set to alpha * dinput + it (dinput then
+  // holds the residual sum's gradient; dout is read before dinput changes).
+  // The two sublayers differ only in `core`, which takes the gradient of
+  // the sublayer's output before any output norm and is called with
+  // dinput ready for its last product.
+  auto sublayer_backward = [&](const float* dout, float* dinput, bool accumulate, const float* mask,
+                               size_t out_norm_w, size_t out_norm_b, const float* out_norm_in, const float* mean,
+                               const float* rstd, auto core) {
+    if (dropout_active_) {
+      Multiply(part.grad_masked, dout, mask, NC);
+      dout = part.grad_masked;
+    }
+    if (peri) {
+      std::memset(part.grad_norm_in, 0, sizeof(float) * NC);
+      NormBackward(nk, part.grad_norm_in, G + out_norm_w, G + out_norm_b, dout, out_norm_in, P + out_norm_w, mean,
+                   rstd, N, C);
+      dout = part.grad_norm_in;
+    }
+    core(dout, [&] {
+      if (accumulate && alpha != 1.0f) Scale(dinput, alpha, NC);
+    });
+  };
+  auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) {
+    sublayer_backward(dout, dinput, accumulate, a.ffn_mask, w.ln2o_w, w.ln2o_b, a.ffn_out, a.ln2o_mean, a.ln2o_rstd,
+                      [&](const float* d, auto before_last) {
+                        MatmulBackward(part.grad_fc1_act, G + w.fc2_w, G + w.fc2_b, d, a.fc1_act, P + w.fc2_w, N, F,
+                                       C, false);
+                        ReluBackward(part.grad_fc1_act, part.grad_fc1_act, a.fc1_act, static_cast<size_t>(N) * F);
+                        before_last();
+                        MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, part.grad_fc1_act, ffn_in, P + w.fc1_w, N,
+                                       C, F, accumulate);
+                      });
+  };
+  auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) {
+    sublayer_backward(dout, dinput, accumulate, a.attn_mask, w.ln1o_w, w.ln1o_b, a.attn_out, a.ln1o_mean,
+                      a.ln1o_rstd, [&](const float* d, auto before_last) {
+                        MatmulBackward(part.grad_atty, G + w.proj_w, G + w.proj_b, d, a.atty, P + w.proj_w, N, C, C,
+                                       false);
+                        AttentionBackward(part.grad_qkv, part.grad_atty, a.qkv, a.att, B, T, C, H);
+                        if (model_.qk_norm) QkNormBackward(part, a, w, G, N);
+                        before_last();
+                        MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, part.grad_qkv, attn_in, P + w.qkv_w, N, C,
+                                       3 * C, accumulate);
+                      });
+  };
+  if (norm_in) {
+    // res2 = res1 + s2(ln2(res1)); dx = d res2.
+    ffn_backward(dx, dtmp, false);
+    NormBackward(nk, dx, G + w.ln2_w, G + w.ln2_b, dtmp, a.res1, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+    // dx = d res1; res1 = x + s1(ln1(x)).
+    attention_backward(dx, dtmp, false);
+    NormBackward(nk, dx, G + w.ln1_w, G + w.ln1_b, dtmp, a.x_in, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+  } else {
+    // out = ln2(res2), res2 = alpha ln1_out + ffn(ln1_out), ln1_out = ln1(res1), res1 = alpha x + attn(x).
+    std::memset(dtmp, 0, sizeof(float) * NC);
+    NormBackward(nk, dtmp, G + w.ln2_w, G + w.ln2_b, dx, a.res2, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
+    std::swap(dx, dtmp);         // dx = d res2
+    ffn_backward(dx, dx, true);  // d ln1_out = alpha d res2 + fc1 backward
+    std::memset(dtmp, 0, sizeof(float) * NC);
+    NormBackward(nk, dtmp, G + w.ln1_w, G + w.ln1_b, dx, a.res1, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
+    std::swap(dx, dtmp);  // dx = d res1
+    attention_backward(dx, dx, true);
+  }
+}
+
 void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count, float* G) {
-  const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model, F = model_.d_ff, H = model_.heads;
+  const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model;
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C;
   const int32_t* inputs = batch.inputs.data() + static_cast<size_t>(s.b0) * T;
@@ -334,7 +424,6 @@ void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count
   const float* P = params_.data();
   const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
   const NormKind nk = model_.norm;
-  const float alpha = static_cast<float>(model_.ResidualAlpha());
 
   // Head: dlogits overwrites probs.
   float* dlogits = part.probs;
@@ -359,79 +448,7 @@ void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count
   }
 
   // dx holds d(loss)/d(block output) on entry to each iteration.
-  for (int l = model_.layers - 1; l >= 0; --l) {
-    BlockActivations& a = part.blocks[static_cast<size_t>(l)];
-    const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
-    const bool norm_in = !a.norm_after_residual();
-    const bool peri = a.kind == Placement::kPeriLN;
-    const float* attn_in = norm_in ? a.ln1_out : a.x_in;
-    const float* ffn_in = norm_in ? a.ln2_out : a.ln1_out;
-    // A sublayer's backward pass, every placement: from the gradient of what
-    // it adds to the residual stream (dout) to its input's, written into
-    // dinput, or with accumulate set to alpha * dinput + it (dinput then
-    // holds the residual sum's gradient; dout is read before dinput changes).
-    // The two sublayers differ only in `core`, which takes the gradient of
-    // the sublayer's output before any output norm and is called with
-    // dinput ready for its last product.
-    auto sublayer_backward = [&](const float* dout, float* dinput, bool accumulate, const float* mask,
-                                 size_t out_norm_w, size_t out_norm_b, const float* out_norm_in, const float* mean,
-                                 const float* rstd, auto core) {
-      if (dropout_active_) {
-        Multiply(part.grad_masked, dout, mask, NC);
-        dout = part.grad_masked;
-      }
-      if (peri) {
-        std::memset(part.grad_norm_in, 0, sizeof(float) * NC);
-        NormBackward(nk, part.grad_norm_in, G + out_norm_w, G + out_norm_b, dout, out_norm_in, P + out_norm_w, mean,
-                     rstd, N, C);
-        dout = part.grad_norm_in;
-      }
-      core(dout, [&] {
-        if (accumulate && alpha != 1.0f) Scale(dinput, alpha, NC);
-      });
-    };
-    auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) {
-      sublayer_backward(dout, dinput, accumulate, a.ffn_mask, w.ln2o_w, w.ln2o_b, a.ffn_out, a.ln2o_mean, a.ln2o_rstd,
-                        [&](const float* d, auto before_last) {
-                          MatmulBackward(part.grad_fc1_act, G + w.fc2_w, G + w.fc2_b, d, a.fc1_act, P + w.fc2_w, N, F,
-                                         C, false);
-                          ReluBackward(part.grad_fc1_act, part.grad_fc1_act, a.fc1_act, static_cast<size_t>(N) * F);
-                          before_last();
-                          MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, part.grad_fc1_act, ffn_in, P + w.fc1_w, N,
-                                         C, F, accumulate);
-                        });
-    };
-    auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) {
-      sublayer_backward(dout, dinput, accumulate, a.attn_mask, w.ln1o_w, w.ln1o_b, a.attn_out, a.ln1o_mean,
-                        a.ln1o_rstd, [&](const float* d, auto before_last) {
-                          MatmulBackward(part.grad_atty, G + w.proj_w, G + w.proj_b, d, a.atty, P + w.proj_w, N, C, C,
-                                         false);
-                          AttentionBackward(part.grad_qkv, part.grad_atty, a.qkv, a.att, B, T, C, H);
-                          if (model_.qk_norm) QkNormBackward(part, a, w, G, N);
-                          before_last();
-                          MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, part.grad_qkv, attn_in, P + w.qkv_w, N, C,
-                                         3 * C, accumulate);
-                        });
-    };
-    if (norm_in) {
-      // res2 = res1 + s2(ln2(res1)); dx = d res2.
-      ffn_backward(dx, dtmp, false);
-      NormBackward(nk, dx, G + w.ln2_w, G + w.ln2_b, dtmp, a.res1, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
-      // dx = d res1; res1 = x + s1(ln1(x)).
-      attention_backward(dx, dtmp, false);
-      NormBackward(nk, dx, G + w.ln1_w, G + w.ln1_b, dtmp, a.x_in, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
-    } else {
-      // out = ln2(res2), res2 = alpha ln1_out + ffn(ln1_out), ln1_out = ln1(res1), res1 = alpha x + attn(x).
-      std::memset(dtmp, 0, sizeof(float) * NC);
-      NormBackward(nk, dtmp, G + w.ln2_w, G + w.ln2_b, dx, a.res2, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
-      std::swap(dx, dtmp);         // dx = d res2
-      ffn_backward(dx, dx, true);  // d ln1_out = alpha d res2 + fc1 backward
-      std::memset(dtmp, 0, sizeof(float) * NC);
-      NormBackward(nk, dtmp, G + w.ln1_w, G + w.ln1_b, dx, a.res1, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
-      std::swap(dx, dtmp);  // dx = d res1
-      attention_backward(dx, dx, true);
-    }
-  }
+  for (int l = model_.layers - 1; l >= 0; --l) BlockBackward(part, l, B, T, G, dx, dtmp);
   if (dropout_active_) Multiply(dx, dx, part.emb_mask, NC);
   if (layout_.has_emb_ln()) {
     std::memset(dtmp, 0, sizeof(float) * NC);

@@ -84,6 +84,12 @@ class CpuBackend final : public Backend {
   // The forward pass of one part's sequences, saving its activations; with
   // dropout when dropout_active_ (training), masks drawn from dropout_seed.
   LossStats Forward(Part& part, const Batch& batch, Slice s, uint64_t dropout_seed);
+  // Block l's forward pass from its input x; returns its output.
+  const float* BlockForward(Part& part, int l, const float* x, int B, int T, size_t mask_first, uint64_t dropout_seed);
+  // Block l's backward pass: dx holds the gradient of its output on entry
+  // and of its input on return (dx and dtmp, the part's two (N,C) buffers,
+  // may swap).
+  void BlockBackward(Part& part, int l, int B, int T, float* G, float*& dx, float*& dtmp);
   // Its backward pass into the weight gradients G (layout order); count is
   // the whole batch's target count, which the mean loss divides by.
   void Backward(Part& part, const Batch& batch, Slice s, int64_t count, float* G);
