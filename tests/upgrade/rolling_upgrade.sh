@@ -24,27 +24,34 @@
 #      opposite orders), one CPU slot each;
 #   2. a sweep (2 placements x 2 warm-ups x 3 lrs x --seeds (3) seeds of the
 #      4-layer translate model of deploy/sweeps/quick.yaml, --steps (1500)
-#      steps: about 5 s a trial on one core) submitted and watched with the
-#      CLI;
+#      steps: 10-15 s a trial on one core of a 2-core machine at load 3)
+#      submitted and watched with the CLI; a prober calls `normsweep show`
+#      and `results` on each replica's own address every 0.5 s until the
+#      upgrade is done, each call counted;
 #   3. once 2 trials are final: scheduler 1 SIGTERM, HEAD scheduler 1 on its
 #      port (it applies the migrations), wait until it serves; the CLI reads
 #      the sweep and its analysis (the views) through the BASE replica that is
-#      still running; 2 more trials finish in this mixed state; the same for
-#      scheduler 2 (2 trials finish with BASE workers on HEAD schedulers);
+#      still running, which is then restarted (an old pod rescheduled
+#      mid-rollout: it must start against HEAD's schema and leave the views
+#      alone); HEAD's tables and views are compared with BASE's (dropped,
+#      renamed, retyped columns); 2 more trials finish in this mixed state;
+#      the same for scheduler 2 (2 trials finish with BASE workers on HEAD
+#      schedulers);
 #      then each worker drained with SIGTERM (running trials finish within
 #      its 30 s grace period) and started again from HEAD. Each process's
 #      /metrics is scraped just before it is stopped;
 #   4. waits for the sweep to end, and asserts: every gRPC call that failed
-#      did so with UNAVAILABLE (CANCELLED is reported apart; the schedulers'
-#      normsweep_scheduler_rpc_errors_total, the workers' and the CLI's logs),
-#      no database error in a scheduler's log, the sweep COMPLETED while the
-#      upgrade happened mid-sweep, as many trials as its expansion, each in
-#      one final state, one metric row per (trial, step), every SUCCEEDED
-#      trial with its last step's metrics.
+#      did so with UNAVAILABLE (CANCELLED is reported apart; the prober, the
+#      schedulers' normsweep_scheduler_rpc_errors_total, the workers' and the
+#      CLI's logs), no database error in a scheduler's log, the restarted
+#      BASE replica re-created no view, the sweep COMPLETED while the upgrade
+#      happened mid-sweep, as many trials as its expansion, each in one final
+#      state, one metric row per (trial, step), every SUCCEEDED trial with
+#      its last step's metrics and no gap.
 # It prints a report and exits non-zero on any failed assertion.
 #
-# Not part of ctest or CI: it builds BASE (about 10 minutes on 2 cores) and
-# runs for several minutes. Logs and scrapes stay in the run directory it
+# Not part of ctest or CI: it builds BASE (4-10 minutes on 2 cores, more
+# while another build holds the lock) and runs for 5-25 minutes. Logs and scrapes stay in the run directory it
 # prints (/tmp/normsweep-upgrade/run-*). See docs/upgrades.md.
 set -euo pipefail
 
@@ -166,7 +173,8 @@ wait_for() {
   done
 }
 alive() { kill -0 "${pid_of[$1]}" 2>/dev/null; }
-# stop NAME SECONDS: SIGTERM, then waits for the exit; its status in exit_of.
+# stop NAME SECONDS: SIGTERM, then waits for the exit; its status in
+# exit_of[NAME-LABEL] (each process's) and exit_of[NAME] (the last one's).
 declare -A exit_of=()
 stop() {
   local name=$1 limit=$2 pid=${pid_of[$1]}
@@ -175,6 +183,7 @@ stop() {
   local rc=0
   wait "$pid" || rc=$?
   exit_of[$name]=$rc
+  exit_of[$name-${version_of[$name]}]=$rc
   unset "pid_of[$name]"
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -219,15 +228,15 @@ run_cli() {  # run_cli LABEL ARGS...: the CLI's output in logs/cli-N-LABEL.log; 
   "$cli" "$@" >"$log" 2>&1
 }
 serves() { run_cli "serves-$1" list --scheduler "127.0.0.1:${grpc_port[$1]}"; }
-start_scheduler() {  # start_scheduler I VERSION
+start_scheduler() {  # start_scheduler I VERSION [LABEL]: LABEL names its log and scrapes
   local i=$1 version=$2 bin=$base_scheduler
   [[ $version == HEAD ]] && bin=$head_scheduler
-  local name=scheduler-$i-$version
+  local name=scheduler-$i-${3:-$version}
   rm -f "$run/scheduler-$i.ports"
   "$bin" --host 127.0.0.1 --port "${grpc_port[$i]}" --metrics_port "${metrics_port[$i]}" \
     --port_file "$run/scheduler-$i.ports" >"$run/logs/$name.log" 2>&1 &
   pid_of[scheduler-$i]=$!
-  version_of[scheduler-$i]=$version
+  version_of[scheduler-$i]=${3:-$version}
   wait_for 120 "$name to write its port file" test -s "$run/scheduler-$i.ports"
   alive "scheduler-$i" || die "$name exited: $run/logs/$name.log"
   wait_for 60 "$name to answer ListSweeps" serves "$i"
@@ -244,6 +253,27 @@ start_worker() {  # start_worker I VERSION
   wait_for 60 "$name to register" grep -q "registered as worker" "$run/logs/$name.log"
 }
 
+# How many times the views were (re-)created: schema_views' rows (none before
+# db/views existed).
+views_created() {
+  if [[ $(sql "SELECT to_regclass('schema_views') IS NOT NULL") == t ]]; then
+    sql "SELECT count(*) FROM schema_views"
+  else
+    echo 0
+  fi
+}
+# The schema's relations and columns, one line each: relation|kind|position|
+# column|type|not null|has a default.
+dump_schema() {
+  "$pgbin/psql" -h "$run/pg" -U postgres -d normsweep -X -v ON_ERROR_STOP=1 -tA -F '|' -c "
+    SELECT c.relname, CASE c.relkind WHEN 'v' THEN 'view' ELSE 'table' END, a.attnum, a.attname,
+           format_type(a.atttypid, a.atttypmod), a.attnotnull, ad.adbin IS NOT NULL
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+    LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
+    WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v') ORDER BY 1, 3" >"$1"
+}
+
 steps_report=()
 step() {  # step TEXT: one line of the upgrade's record
   steps_report+=("$(printf '%7s s  %s' "$(now)" "$*")")
@@ -254,6 +284,7 @@ start_scheduler 1 BASE
 step "BASE scheduler 1 serving on :${grpc_port[1]} (applied BASE's $base_migrations migrations)"
 start_scheduler 2 BASE
 step "BASE scheduler 2 serving on :${grpc_port[2]}"
+dump_schema "$run/schema-BASE.txt"
 start_worker 1 BASE
 start_worker 2 BASE
 step "BASE workers w1, w2 registered (1 CPU slot each)"
@@ -318,13 +349,14 @@ step "$(finished) trials final: the upgrade starts"
 # ---- the upgrade: schedulers one at a time, then workers ----
 for i in 1 2; do
   other=$(( 3 - i ))
-  scrape "scheduler-$i-BASE" "${metrics_port[$i]}" prestop
+  scrape "scheduler-$i-${version_of[scheduler-$i]}" "${metrics_port[$i]}" prestop
   stop "scheduler-$i" 30
   step "BASE scheduler $i stopped (SIGTERM, exit ${exit_of[scheduler-$i]}); $(finished) trials final"
   start_scheduler "$i" HEAD
   applied=$(grep -m1 -o 'migrations applied.*' "$run/logs/scheduler-$i-HEAD.log" || true)
   step "HEAD scheduler $i serving on :${grpc_port[$i]}; schema_migrations: $(sql "SELECT count(*) || ' (newest ' || max(version) || ')' FROM schema_migrations"); log: ${applied:-?}"
   if [[ $i == 1 ]]; then
+    dump_schema "$run/schema-HEAD.txt"
     # The mixed window: the BASE replica still running reads the sweep, its
     # trials and the analysis views that HEAD has just re-created.
     for cmd in show results; do
@@ -332,6 +364,13 @@ for i in 1 2; do
         die "normsweep $cmd through BASE scheduler $other after HEAD's migrations: $(cat "$run/logs/cli-$cli_calls-base-replica-$cmd.log")"
     done
     step "BASE scheduler $other answers show and results (the views) over HEAD's schema"
+    # An old pod rescheduled mid-rollout: BASE starts against HEAD's schema.
+    views_before=$(views_created)
+    scrape "scheduler-$other-BASE" "${metrics_port[$other]}" prestop
+    stop "scheduler-$other" 30
+    start_scheduler "$other" BASE BASE.restarted
+    views_recreated=$(( $(views_created) - views_before ))
+    step "BASE scheduler $other restarted against HEAD's schema: serving; views re-created by it: $views_recreated"
   fi
   target=$(( $(finished) + 2 ))
   wait_for 600 "2 more trials to finish with scheduler $i at HEAD" at_least_final "$target"
@@ -389,10 +428,23 @@ for f in "$run"/metrics/scheduler-*.prom; do
     }' "$f" >>"$calls"
 done
 # The workers log the first failure of a run of retryable ones ("scheduler
-# unreachable (Method: CODE: ...)") and every refusal ("...: CODE: ...").
+# unreachable (Method: CODE: ...)") and every refusal ("FinishTrial refused:
+# CODE: ...", "...refused, lease lost: message", "does not know worker"). The
+# first code on such a line is the call's (a message may quote others).
 for f in "$run"/logs/worker-*.log; do
-  grep -oE "(\(([A-Za-z]+): )?($codes): " "$f" | sed -E "s/^\(([A-Za-z]+): /\1 /; s/: $//" |
-    awk -v p="$(basename "$f" .log)" '{ if (NF == 2) print p " " $2 " " $1; else print p " " $1 " ?" }' >>"$calls" || true
+  awk -v p="$(basename "$f" .log)" -v codes="$codes" '
+    /refused, lease lost/ { what = $0; sub(/ refused, lease lost.*/, "", what); sub(/.*: /, "", what)
+                            print p, "FAILED_PRECONDITION/NOT_FOUND", what; next }
+    /does not know worker/ { print p, "NOT_FOUND", "LeaseTrial"; next }
+    /unreachable|refused/ && match($0, "(" codes "): ") {
+      code = substr($0, RSTART, RLENGTH - 2); pre = substr($0, 1, RSTART - 1); method = "?"
+      if (match(pre, /\([A-Za-z]+: $/)) method = substr(pre, RSTART + 1, RLENGTH - 3)
+      else if (pre ~ /FinishTrial refused: $/) method = "FinishTrial"
+      else if (pre ~ /progress batch refused, dropped: $/) method = "ReportProgress"
+      else if (pre ~ /heartbeat refused: $/) method = "Heartbeat"
+      else if (pre ~ /retrying registration: $/) method = "RegisterWorker"
+      print p, code, method
+    }' "$f" >>"$calls"
 done
 # The CLI: its failed commands (it prints no code name; "cannot reach the
 # scheduler" is UNAVAILABLE or DEADLINE_EXCEEDED from a replica not serving).
@@ -414,6 +466,8 @@ while read -r _ proc cmd rc msg; do
   elif [[ $msg == *"its PostgreSQL database is unavailable"* ]]; then code=UNAVAILABLE-database
   elif [[ $msg == *"cannot reach the scheduler"* ]]; then code=UNAVAILABLE
     [[ $msg == *"Deadline Exceeded"* || $msg == *DEADLINE_EXCEEDED* ]] && code=DEADLINE_EXCEEDED
+  elif [[ $msg == *CANCELLED* ]]; then code=CANCELLED-unary  # not a stream: the CLI does not retry it
+    echo "probe $proc $cmd: exit $rc: $msg" >>"$run/probe-failures.txt"
   else code=OTHER; echo "probe $proc $cmd: exit $rc: $msg" >>"$run/probe-failures.txt"
   fi
   echo "probe-$proc $code $cmd" >>"$calls"
@@ -424,10 +478,13 @@ db_errors=$(cat "$run"/logs/scheduler-*.log | grep -cE "^.*normsweep-scheduler.*
 
 unexpected=$(awk '$2 != "OK" && $2 != "UNAVAILABLE" && $2 != "CANCELLED"' "$calls" | wc -l)
 cancelled=$(awk '$2 == "CANCELLED"' "$calls" | wc -l)
+cancelled_unary=$(awk '$2 == "CANCELLED-unary"' "$calls" | wc -l)
 check "$unexpected" "$unexpected failed call(s) with a code other than UNAVAILABLE or CANCELLED"
 check "$db_errors" "$db_errors database error(s) in the schedulers' logs"
+check "${views_recreated:-0}" "the BASE replica restarted after HEAD's migrations re-created the views ($views_recreated time(s)): HEAD's replicas now read BASE's views"
 check "$watch_rc" "normsweep watch exited $watch_rc"
 for name in "${!exit_of[@]}"; do
+  [[ $name == *-*-* ]] || continue  # each process once
   check "${exit_of[$name]}" "$name exited ${exit_of[$name]} after SIGTERM"
 done
 
@@ -468,6 +525,28 @@ sql "SELECT t.id, t.trial_index, t.state, t.attempts, (SELECT count(*) FROM tria
 
 applied_versions=$(sql "SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations")
 
+# What the BASE replicas met in HEAD's schema (the rules of docs/upgrades.md).
+schema_changes=$(awk -F'|' '
+  FNR == NR { key = $1 "|" $4; base[key] = $0; rel[$1] = $2; next }
+  { key = $1 "|" $4; head[key] = $0; hrel[$1] = $2
+    if (!($1 in rel)) next
+    if (!(key in base)) {
+      if ($2 == "table" && $6 == "t" && $7 == "f") print "  NOT NULL column without a default added: " $1 "." $4
+      else added++
+    }
+  }
+  END {
+    for (k in base) {
+      split(base[k], b, "|")
+      if (!(b[1] in hrel)) { if (!(b[1] in dropped)) print "  " b[2] " dropped: " b[1]; dropped[b[1]] = 1; continue }
+      if (!(k in head)) { print "  column dropped or renamed: " b[1] "." b[4]; continue }
+      split(head[k], h, "|")
+      if (h[5] != b[5]) print "  type changed: " b[1] "." b[4] " " b[5] " -> " h[5]
+      if (b[2] == "view" && h[3] != b[3]) print "  view column moved: " b[1] "." b[4] " " b[3] " -> " h[3]
+    }
+    print "  columns added to relations BASE had: " added + 0
+  }' "$run/schema-BASE.txt" "$run/schema-HEAD.txt" | sort)
+
 # ---- the report ----
 echo
 echo "==== rolling upgrade $short -> HEAD ${head_sha:0:8} ($(git -C "$repo" log -1 --format=%s "$base_sha" | cut -c1-60)...) ===="
@@ -491,8 +570,11 @@ else
   echo "  none"
 fi
 echo "  CANCELLED (a stream cut at a stop): $cancelled; failed with another code than UNAVAILABLE/CANCELLED: $unexpected"
+echo "  of which CANCELLED on a unary call at a stop (a failure: the CLI retries UNAVAILABLE only): $cancelled_unary"
 echo "  database errors in the schedulers' logs: $db_errors; CLI commands run: $cli_calls"
-echo "  (the workers' successful calls are not counted: neither they nor the schedulers export a per-call counter)"
+echo "  (the workers' successful calls are not counted: neither they nor the schedulers export a per-call counter;"
+echo "   a progress stream cut at a scheduler's stop is re-sent on a new stream without a log line, so its"
+echo "   CANCELLED is not seen either: worker/scheduler_client.cc)"
 echo
 echo "-- trials by state (sweep $sweep_id: $sweep_state; expansion $expected_trials, rows $trial_rows, distinct $distinct_trials)"
 sql "SELECT state, count(*), sum(attempts) FROM trials WHERE sweep_id = $sweep_id GROUP BY state ORDER BY state" |
@@ -503,6 +585,8 @@ echo "-- trials finished by the workers, by outcome (their /metrics before each 
 cat "$run"/metrics/worker-*.prom | awk '/^normsweep_worker_trials_finished_total\{/ {
     o = $0; sub(/.*outcome="/, "", o); sub(/".*/, "", o); n[o] += $NF }
   END { for (o in n) printf "  %-10s %4d\n", o, n[o] }' | sort
+echo "-- HEAD's schema as the BASE replicas met it (relations and columns of BASE's schema)"
+echo "$schema_changes"
 echo "-- rows: metrics $metric_rows ($metric_distinct distinct (trial, step)), duplicated: metrics $metric_dups, grad norms $grad_dups, diagnostics $diag_dups; SUCCEEDED trials missing metrics: $lost"
 echo "-- the sweep: ${sweep_s} s from submit to the end of normsweep watch ($final_at_upgrade_end of $expected_trials trials final when the upgrade ended)"
 echo
