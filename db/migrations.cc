@@ -122,12 +122,25 @@ absl::StatusOr<int> ApplyLocked(PgConnection& conn, const std::vector<Migration>
     }
     if (!done.contains(m.version)) pending.push_back(&m);
   }
+  // A newer replica has migrated this database (a rolling upgrade: this
+  // binary is the older one, restarted before it was replaced). The views
+  // are the newer binary's; re-creating this binary's would put the old
+  // definitions back under the newer replicas. Its own pending migrations,
+  // if any, are applied (the newer binary has them too, so there are none
+  // unless versions were skipped).
+  const bool newer_schema = !done.empty() && !seen.empty() && *done.rbegin() > *seen.rbegin();
+  if (newer_schema && pending.empty()) return 0;
   ASSIGN_OR_RETURN(PgResult last, conn.Exec("SELECT s.hash, u.name FROM"
                                             " (SELECT hash, views FROM schema_views ORDER BY id DESC LIMIT 1) s"
                                             " LEFT JOIN LATERAL unnest(s.views) WITH ORDINALITY AS u (name, i) ON true"
                                             " ORDER BY u.i"));
   const std::string hash = ViewSetHash(views);
   if (pending.empty() && last.rows() > 0 && last.GetString(0, 0) == hash) return 0;
+  if (newer_schema) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the database has migration ", *done.rbegin(), ", newer than this binary's ", *seen.rbegin(),
+        ", but lacks some of this binary's: ", pending.front()->version, " (", pending.front()->name, ")"));
+  }
   std::vector<std::string> last_created;
   for (int i = 0; i < last.rows(); ++i) {
     if (!last.IsNull(i, 1)) last_created.push_back(last.GetString(i, 1));

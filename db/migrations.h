@@ -61,7 +61,10 @@ std::vector<std::string> SplitSqlStatements(std::string_view sql);
 // transaction (nothing is applied when any step fails). The scheduler
 // passes EmbeddedMigrations() and EmbeddedViews(); a test may pass others
 // (a prefix of the migrations, no views). Returns how many migrations it
-// applied. Versions must be unique.
+// applied. Versions must be unique. A database migrated by a newer binary
+// (it holds a version above this binary's newest: a rolling upgrade, this
+// replica the older one) is left as it is, views included; FAILED_PRECONDITION
+// when it lacks one of this binary's versions.
 absl::StatusOr<int> ApplyMigrations(PgConnection& conn, const std::vector<Migration>& migrations,
                                     const std::vector<View>& views);
 

@@ -191,5 +191,36 @@ TEST(ViewsDefinitionTest, UnchangedViewsAreNotTouchedAndChangedOnesAreRecreated)
   EXPECT_EQ(ViewOids(*conn), all);
 }
 
+// A rolling upgrade: the newer replica has migrated and re-created the views;
+// an older replica that restarts now must leave them (and the migrations) as
+// they are, whatever its own view files say.
+TEST(ViewsDefinitionTest, AnOlderBinaryLeavesANewerSchemaAlone) {
+  const std::string conninfo = NewDatabase("views_older_binary");
+  std::unique_ptr<PgConnection> conn = Connect(conninfo);
+  ASSERT_NE(conn, nullptr);
+  std::vector<Migration> newer = EmbeddedMigrations();
+  newer.push_back({99, "0099_newer", "ALTER TABLE trials ADD COLUMN newer_column int"});
+  std::vector<View> newer_views = EmbeddedViews();
+  newer_views.back().sql += "\n-- the newer binary's definition";
+  ASSERT_TRUE(ApplyMigrations(*conn, newer, newer_views).ok());
+  const std::map<std::string, int64_t> oids = ViewOids(*conn);
+  const std::vector<std::string> recorded = SchemaViewsRows(*conn);
+
+  auto older = ApplyMigrations(*conn, EmbeddedMigrations(), EmbeddedViews());
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(*older, 0);
+  EXPECT_EQ(ViewOids(*conn), oids);
+  EXPECT_EQ(SchemaViewsRows(*conn), recorded);
+
+  // An older binary with a version the database lacks cannot tell what is
+  // safe: it refuses, and changes nothing.
+  std::vector<Migration> skipped = EmbeddedMigrations();
+  skipped.push_back({50, "0050_skipped", "ALTER TABLE trials ADD COLUMN skipped_column int"});
+  auto refused = ApplyMigrations(*conn, skipped, EmbeddedViews());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("0050_skipped"));
+  EXPECT_EQ(ViewOids(*conn), oids);
+}
+
 }  // namespace
 }  // namespace normsweep::db
