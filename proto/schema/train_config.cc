@@ -19,6 +19,8 @@ using trainer::ParsePositions;
 using trainer::ParseOptimizer;
 using trainer::ParseSchedule;
 using trainer::ParsePrecision;
+using trainer::ParseNorm;
+using trainer::NormName;
 using trainer::PlacementName;
 using trainer::PositionsName;
 using trainer::OptimizerName;
@@ -72,6 +74,13 @@ absl::StatusOr<TrainSettings> SettingsFromProto(const v1::TrainConfig& c) {
     if (!p.ok()) return p.status();
     m.positions = *p;
   }
+  if (c.has_mix_post_fraction()) m.mix_post_fraction = c.mix_post_fraction();
+  m.qk_norm = c.qk_norm();
+  if (!c.norm().empty()) {
+    auto n = Convert(ParseNorm(c.norm()));
+    if (!n.ok()) return n.status();
+    m.norm = *n;
+  }
   if (c.layers() < 0 || c.d_model() < 0 || c.heads() < 0 || c.d_ff() < 0 || c.seq_len() < 0) {
     // Negative values must not be mistaken for "unset": report the first one.
     const char* field = c.layers() < 0 ? "layers" : c.d_model() < 0 ? "d_model" : c.heads() < 0 ? "heads"
@@ -122,6 +131,7 @@ absl::StatusOr<TrainSettings> SettingsFromProto(const v1::TrainConfig& c) {
     s.precision = *p;
   }
   s.checkpoint_every = c.checkpoint_every();
+  s.z_loss = c.z_loss();
 
   Status st = ValidateTrainSettings(s);
   if (!st.ok()) return ToAbslStatus(st);
@@ -144,6 +154,10 @@ absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& confi
   c.set_seq_len(s->model.seq_len);
   c.set_dropout(s->model.dropout);
   c.set_positions(PositionsName(s->model.positions));
+  if (s->model.placement == trainer::Placement::kMix) c.set_mix_post_fraction(s->model.mix_post_fraction);
+  c.set_qk_norm(s->model.qk_norm);
+  c.set_norm(NormName(s->model.norm));
+  c.set_z_loss(s->z_loss);
   c.set_batch_size(s->batch_size);
   c.set_steps(s->steps);
   c.set_optimizer(OptimizerName(s->optimizer.kind));

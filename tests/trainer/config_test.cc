@@ -81,7 +81,42 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{R"({"lr": 0.001, "precision": "fp8"})", "precision"},
                       BadCase{R"({"lr": 0.001, "precision": "bf16"})", "precision"},  // cpu is fp32 only
                       BadCase{R"({"lr": 0.001, "device": "tpu:0"})", "device"},
-                      BadCase{R"({"lr": 0.001, "no_such_field": 1})", "no_such_field"}));
+                      BadCase{R"({"lr": 0.001, "no_such_field": 1})", "no_such_field"},
+                      BadCase{R"({"lr": 0.001, "norm": "batchnorm"})", "norm"},
+                      BadCase{R"({"lr": 0.001, "z_loss": -0.0001})", "z_loss"},
+                      BadCase{R"({"lr": 0.001, "z_loss": "NaN"})", "z_loss"},
+                      BadCase{R"({"lr": 0.001, "placement": "mix", "mix_post_fraction": 1.5})",
+                              "mix_post_fraction"},
+                      BadCase{R"({"lr": 0.001, "placement": "mix", "mix_post_fraction": -0.1})",
+                              "mix_post_fraction"}));
+
+// Issue 24's fields reach the trainer's settings from JSON (as the worker
+// passes a trial's config), and the resolved config says them: "sandwich"
+// is stored as "peri", Mix-LN's fraction defaults to 0.25.
+TEST(TrainConfigTest, NormalisationSchemesFromJsonAndResolved) {
+  auto c = TrainConfigFromJson(
+      R"({"lr": 0.001, "placement": "sandwich", "qk_norm": true, "z_loss": 0.0001, "norm": "rmsnorm"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto s = SettingsFromProto(*c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->model.placement, Placement::kPeriLN);
+  EXPECT_TRUE(s->model.qk_norm);
+  EXPECT_EQ(s->model.norm, trainer::NormKind::kRmsNorm);
+  EXPECT_DOUBLE_EQ(s->z_loss, 1e-4);
+  auto resolved = ResolvedTrainConfig(*c);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->placement(), "peri");
+  EXPECT_TRUE(resolved->qk_norm());
+  EXPECT_EQ(resolved->norm(), "rmsnorm");
+  EXPECT_DOUBLE_EQ(resolved->z_loss(), 1e-4);
+  EXPECT_FALSE(resolved->has_mix_post_fraction());  // only for mix
+
+  auto mix = ResolvedTrainConfig(*TrainConfigFromJson(R"({"lr": 0.001, "placement": "mix"})"));
+  ASSERT_TRUE(mix.ok()) << mix.status();
+  EXPECT_EQ(mix->placement(), "mix");
+  EXPECT_DOUBLE_EQ(mix->mix_post_fraction(), 0.25);
+  EXPECT_EQ(mix->norm(), "layernorm");
+}
 
 TEST(TrainConfigTest, JsonRoundTripOfResolvedConfig) {
   auto c = TrainConfigFromJson(R"({"lr": 0.002, "placement": "pre", "warmup_steps": 100})");
