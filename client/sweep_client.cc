@@ -3,6 +3,7 @@
 #include "common/api_token.h"
 #include "common/grpc_status.h"
 #include "common/scheduler_channel.h"
+#include "common/status_macros.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -16,6 +17,11 @@
 namespace normsweep::client {
 namespace {
 constexpr int kRetries = 3;
+
+// A scheduler that could not be reached, or that cut the call as it stopped.
+bool WorthRetrying(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::CANCELLED;
+}
 
 }  // namespace
 
@@ -55,6 +61,11 @@ absl::Status SweepClient::ToStatus(const grpc::Status& s, const grpc::ClientCont
                                            "scheduler keeps retrying; its log says why): ",
                                            s.error_message()));
   }
+  if (code == absl::StatusCode::kCancelled) {
+    return absl::Status(code, absl::StrCat("the scheduler at ", address_,
+                                           " cut the call as it stopped, and did not answer again: ",
+                                           s.error_message()));
+  }
   if (code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded) {
     return absl::Status(code, absl::StrCat("cannot reach the scheduler at ", address_,
                                            " (is normsweep-scheduler running? set --scheduler or "
@@ -70,22 +81,29 @@ absl::Status SweepClient::ToStatus(const grpc::Status& s, const grpc::ClientCont
   return absl::Status(code, s.error_message());
 }
 
+template <typename Request, typename Response>
+absl::Status SweepClient::Call(grpc::Status (v1::SweepService::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                                              Response*),
+                               const Request& request, Response* response) {
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  for (int attempt = 0; attempt < kRetries; ++attempt) {
+    if (attempt > 0) PauseBeforeRetry(absl::Milliseconds(300 << attempt));
+    ctx = Context();
+    status = (stub_.get()->*method)(ctx.get(), request, response);
+    if (!WorthRetrying(status)) break;
+  }
+  return ToStatus(status, *ctx);
+}
+
 absl::StatusOr<v1::SubmitSweepResponse> SweepClient::Submit(const v1::SweepSpec& spec, const std::string& request_id,
                                                             bool validate_only) {
   v1::SubmitSweepRequest req;
   req.set_request_id(request_id);
   *req.mutable_spec() = spec;
   req.set_validate_only(validate_only);
-  grpc::Status status;
   v1::SubmitSweepResponse resp;
-  std::unique_ptr<grpc::ClientContext> ctx;
-  for (int attempt = 0; attempt < kRetries; ++attempt) {
-    if (attempt > 0) PauseBeforeRetry(absl::Milliseconds(300 << attempt));
-    ctx = Context();
-    status = stub_->SubmitSweep(ctx.get(), req, &resp);
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-  }
-  if (!status.ok()) return ToStatus(status, *ctx);
+  RETURN_IF_ERROR(Call(&v1::SweepService::Stub::SubmitSweep, req, &resp));
   return resp;
 }
 
@@ -93,9 +111,7 @@ absl::StatusOr<v1::Sweep> SweepClient::GetSweep(int64_t sweep_id) {
   v1::GetSweepRequest req;
   req.set_sweep_id(sweep_id);
   v1::GetSweepResponse resp;
-  auto ctx = Context();
-  grpc::Status s = stub_->GetSweep(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s, *ctx);
+  RETURN_IF_ERROR(Call(&v1::SweepService::Stub::GetSweep, req, &resp));
   return resp.sweep();
 }
 
@@ -105,9 +121,7 @@ absl::StatusOr<std::vector<v1::Sweep>> SweepClient::ListSweeps(v1::SweepState st
   req.set_state(state);
   do {
     v1::ListSweepsResponse resp;
-    auto ctx = Context();
-    grpc::Status s = stub_->ListSweeps(ctx.get(), req, &resp);
-    if (!s.ok()) return ToStatus(s, *ctx);
+    RETURN_IF_ERROR(Call(&v1::SweepService::Stub::ListSweeps, req, &resp));
     out.insert(out.end(), resp.sweeps().begin(), resp.sweeps().end());
     req.set_page_token(resp.next_page_token());
   } while (!req.page_token().empty());
@@ -118,9 +132,7 @@ absl::StatusOr<v1::Sweep> SweepClient::CancelSweep(int64_t sweep_id) {
   v1::CancelSweepRequest req;
   req.set_sweep_id(sweep_id);
   v1::CancelSweepResponse resp;
-  auto ctx = Context();
-  grpc::Status s = stub_->CancelSweep(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s, *ctx);
+  RETURN_IF_ERROR(Call(&v1::SweepService::Stub::CancelSweep, req, &resp));
   return resp.sweep();
 }
 
@@ -130,9 +142,7 @@ absl::StatusOr<std::vector<v1::Trial>> SweepClient::ListTrials(int64_t sweep_id)
   req.set_sweep_id(sweep_id);
   do {
     v1::ListTrialsResponse resp;
-    auto ctx = Context();
-    grpc::Status s = stub_->ListTrials(ctx.get(), req, &resp);
-    if (!s.ok()) return ToStatus(s, *ctx);
+    RETURN_IF_ERROR(Call(&v1::SweepService::Stub::ListTrials, req, &resp));
     out.insert(out.end(), resp.trials().begin(), resp.trials().end());
     req.set_page_token(resp.next_page_token());
   } while (!req.page_token().empty());
@@ -143,9 +153,7 @@ absl::StatusOr<v1::GetTrialResponse> SweepClient::GetTrial(int64_t trial_id) {
   v1::GetTrialRequest req;
   req.set_trial_id(trial_id);
   v1::GetTrialResponse resp;
-  auto ctx = Context();
-  grpc::Status s = stub_->GetTrial(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s, *ctx);
+  RETURN_IF_ERROR(Call(&v1::SweepService::Stub::GetTrial, req, &resp));
   return resp;
 }
 
@@ -154,9 +162,7 @@ absl::StatusOr<std::vector<v1::Worker>> SweepClient::ListWorkers(bool live_only,
   req.set_live_only(live_only);
   req.set_include_superseded(include_superseded);
   v1::ListWorkersResponse resp;
-  auto ctx = Context();
-  grpc::Status s = stub_->ListWorkers(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s, *ctx);
+  RETURN_IF_ERROR(Call(&v1::SweepService::Stub::ListWorkers, req, &resp));
   return std::vector<v1::Worker>(resp.workers().begin(), resp.workers().end());
 }
 
@@ -166,9 +172,7 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> SweepClient::GetSweepAnalysis(int64
   req.set_sweep_id(sweep_id);
   req.set_near_best_tolerance(near_best_tolerance);
   v1::GetSweepAnalysisResponse resp;
-  auto ctx = Context();
-  grpc::Status s = stub_->GetSweepAnalysis(ctx.get(), req, &resp);
-  if (!s.ok()) return ToStatus(s, *ctx);
+  RETURN_IF_ERROR(Call(&v1::SweepService::Stub::GetSweepAnalysis, req, &resp));
   return resp;
 }
 
@@ -191,7 +195,7 @@ absl::Status SweepClient::Watch(int64_t sweep_id,
     grpc::Status s = reader->Finish();
     if (s.ok()) return absl::OkStatus();
     // Reconnect after a scheduler restart; give up when it stays away.
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || (!got_any && ++failures > 5)) return ToStatus(s, ctx);
+    if (!WorthRetrying(s) || (!got_any && ++failures > 5)) return ToStatus(s, ctx);
     PauseBeforeRetry(absl::Milliseconds(500 * std::min(failures + 1, 6)));
   }
 }

@@ -26,8 +26,12 @@ class SweepClient {
   explicit SweepClient(std::string address, absl::Duration deadline = absl::Seconds(15), std::string api_token = "",
                        std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
-  // Retries UNAVAILABLE a few times with the same request_id, which the
-  // scheduler deduplicates, so a retried submit never creates two sweeps.
+  // Every unary call is made again a few times while the scheduler is
+  // unreachable or stopping (UNAVAILABLE, or CANCELLED: a scheduler cuts the
+  // calls in flight when it stops; this client never cancels one). Each is
+  // safe to repeat: reads, CancelSweep, and SubmitSweep with its request_id,
+  // which the scheduler deduplicates, so a retried submit never creates two
+  // sweeps.
   absl::StatusOr<v1::SubmitSweepResponse> Submit(const v1::SweepSpec& spec, const std::string& request_id,
                                                  bool validate_only);
   absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id);
@@ -41,7 +45,8 @@ class SweepClient {
   // The analysis views' rows (tolerance 0: the view's default).
   absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double near_best_tolerance = 0);
   // Streams WatchSweep events to on_event until the sweep ends. A broken
-  // stream is reopened (the first event of a new stream carries every trial).
+  // stream (UNAVAILABLE, or CANCELLED by a stopping scheduler) is reopened
+  // (the first event of a new stream carries every trial).
   absl::Status Watch(int64_t sweep_id, const std::function<void(const v1::WatchSweepEvent&)>& on_event);
 
   const std::string& address() const { return address_; }
@@ -51,6 +56,10 @@ class SweepClient {
   // metadata tells a scheduler whose database is down from one not reached).
   absl::Status ToStatus(const grpc::Status& status, const grpc::ClientContext& ctx) const;
   std::unique_ptr<grpc::ClientContext> Context() const;
+  // One unary call with the retries above; its status for the user.
+  template <typename Request, typename Response>
+  absl::Status Call(grpc::Status (v1::SweepService::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                    const Request& request, Response* response);
   // Before a retry: until the channel is connected again, at most pause
   // (a plain pause when it is connected).
   void PauseBeforeRetry(absl::Duration pause) const;

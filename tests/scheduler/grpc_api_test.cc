@@ -191,7 +191,7 @@ TEST_F(GrpcApiTest, RejectsBadSweepSpecsNamingTheField) {
   ExpectBadSpec("negative warm-up", [](auto* r) { r->mutable_spec()->add_warmup_steps(-10); }, "spec.warmup_steps[2]");
   ExpectBadSpec("heads not dividing d_model", [](auto* r) { r->mutable_spec()->mutable_base()->set_heads(3); },
                 "heads");
-  ExpectBadSpec("unknown placement", [](auto* r) { r->mutable_spec()->add_placements("sandwich"); },
+  ExpectBadSpec("unknown placement", [](auto* r) { r->mutable_spec()->add_placements("middle"); },
                 "spec.placements[2]");
   ExpectBadSpec("missing name", [](auto* r) { r->mutable_spec()->clear_name(); }, "spec.name");
   ExpectBadSpec("name too long", [](auto* r) { r->mutable_spec()->set_name(std::string(201, 'n')); }, "spec.name");
