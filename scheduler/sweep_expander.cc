@@ -11,6 +11,7 @@
 #include "proto/schema/train_config.h"
 #include "scheduler/sweep_expander_internal.h"
 #include "scheduler/validation.h"
+#include "trainer/config.h"
 
 namespace normsweep::scheduler {
 namespace internal {
@@ -144,6 +145,12 @@ v1::SweepSpec NormalizedSpec(const v1::SweepSpec& spec) {
   v1::SweepSpec s = spec;
   if (s.max_attempts() == 0) s.set_max_attempts(schema::kDefaultMaxAttempts);
   if (s.max_interruptions() == 0) s.set_max_interruptions(schema::kDefaultMaxInterruptions);
+  // Each placement by its canonical name, as its trials' resolved configs
+  // say it ("sandwich" is stored as "peri", "post-ln" as "post").
+  for (std::string& placement : *s.mutable_placements()) {
+    trainer::StatusOr<trainer::Placement> p = trainer::ParsePlacement(placement);
+    if (p.ok()) placement = trainer::PlacementName(*p);
+  }
   if (s.has_boundary_search()) {
     // The defaults as the search uses them (schema::BoundarySettingsOf), so
     // that the stored spec says them.

@@ -14,7 +14,8 @@
 
 namespace normsweep::scheduler {
 
-// The spec with defaults applied (max_attempts), as it is stored.
+// The spec with defaults applied (max_attempts) and each placement by its
+// canonical name ("sandwich" -> "peri"), as it is stored.
 v1::SweepSpec NormalizedSpec(const v1::SweepSpec& spec);
 
 // Validates the spec and expands it. Trials are ordered seed-major, then

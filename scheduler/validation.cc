@@ -95,6 +95,30 @@ std::string AllowedAxisFields() {
   return out;
 }
 
+// The trainer's placements by their canonical names, for errors.
+std::string PlacementNames() {
+  std::vector<std::string> names;
+  for (trainer::Placement p : {trainer::Placement::kPostLN, trainer::Placement::kPreLN, trainer::Placement::kPeriLN,
+                               trainer::Placement::kDeepNorm, trainer::Placement::kMix}) {
+    names.push_back(trainer::PlacementName(p));
+  }
+  return absl::StrCat("one of ", absl::StrJoin(names, ", "), "; sandwich is peri");
+}
+
+// mix_post_fraction changes Mix-LN only: the resolved config of any other
+// placement drops it, so its values would be the same trials twice there.
+// Its values are checked on a Mix-LN probe, and every placement must be mix.
+absl::Status CheckMixFractionAxis(const v1::SweepSpec& spec, const std::string& where) {
+  for (int i = 0; i < spec.placements_size(); ++i) {
+    trainer::StatusOr<trainer::Placement> p = trainer::ParsePlacement(spec.placements(i));
+    if (p.ok() && *p == trainer::Placement::kMix) continue;
+    return Invalid(where, absl::StrCat("an axis over mix_post_fraction needs every placement to be mix (it sets "
+                                       "Mix-LN's share of Post-LN blocks); spec.placements[",
+                                       i, "] is ", QuoteForError(spec.placements(i))));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckBaseStrings(const v1::TrainConfig& base) {
   const auto* d = base.GetDescriptor();
   const auto* r = base.GetReflection();
@@ -136,7 +160,7 @@ absl::Status CheckPlacements(const v1::SweepSpec& spec, const v1::TrainConfig& p
     const std::string where = absl::StrCat("spec.placements[", i, "]");
     RETURN_IF_ERROR(CheckStoredText(where, placement, schema::kMaxPlacementLength));
     // An empty placement would resolve to the default (post).
-    if (placement.empty()) return Invalid(where, "must not be empty (post or pre)");
+    if (placement.empty()) return Invalid(where, absl::StrCat("must not be empty (", PlacementNames(), ")"));
     v1::TrainConfig c = probe;
     c.set_placement(placement);
     RETURN_IF_ERROR(seen.Add(i, placement, c));
@@ -446,6 +470,7 @@ void Apply(const AxisValue& v, v1::TrainConfig* config) {
   switch (v.field->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(config, v.field, v.i); break;
     case FieldDescriptor::CPPTYPE_DOUBLE: r->SetDouble(config, v.field, v.d); break;
+    case FieldDescriptor::CPPTYPE_BOOL: r->SetBool(config, v.field, v.i != 0); break;  // i: 0 or 1
     default: r->SetString(config, v.field, v.text); break;
   }
 }
@@ -456,6 +481,7 @@ bool IsAxisField(const FieldDescriptor* f) {
   if (f == nullptr || f->is_repeated() || kExcluded.contains(f->name())) return false;
   return f->cpp_type() == FieldDescriptor::CPPTYPE_INT32 ||
          f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE ||
+         f->cpp_type() == FieldDescriptor::CPPTYPE_BOOL ||
          f->cpp_type() == FieldDescriptor::CPPTYPE_STRING;
 }
 
@@ -472,6 +498,11 @@ absl::StatusOr<AxisValue> ParseAxisValue(const FieldDescriptor* f, const std::st
       return Invalid(where, absl::StrCat(QuoteForError(text), " is not a finite number (", f->name(), ")"));
     }
     v.text = ShortestDouble(v.d);  // "0.50" is 0.5
+  } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_BOOL) {
+    if (text != "true" && text != "false") {
+      return Invalid(where, absl::StrCat(QuoteForError(text), " is not true or false (", f->name(), ")"));
+    }
+    v.i = text == "true";  // a bool axis keeps its value in i
   } else if (text.empty()) {
     return Invalid(where, "must not be empty");
   }
@@ -491,7 +522,12 @@ absl::StatusOr<std::vector<std::vector<AxisValue>>> ParseExtraAxes(const v1::Swe
                      absl::StrCat(QuoteForError(axis.field()), " cannot be an axis; allowed: ", AllowedAxisFields()));
     }
     if (!fields.insert(axis.field()).second) return Invalid(where + ".field", "duplicate axis " + axis.field());
-    ASSIGN_OR_RETURN(std::vector<AxisValue> values, ParseExtraAxis(axis, f, where, probe));
+    v1::TrainConfig axis_probe = probe;
+    if (axis.field() == "mix_post_fraction") {
+      RETURN_IF_ERROR(CheckMixFractionAxis(spec, where + ".field"));
+      axis_probe.set_placement("mix");
+    }
+    ASSIGN_OR_RETURN(std::vector<AxisValue> values, ParseExtraAxis(axis, f, where, axis_probe));
     extra.push_back(std::move(values));
   }
   return extra;

@@ -4,6 +4,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -257,6 +259,110 @@ TEST(SweepExpanderTest, NormalizedSpecFillsMaxAttemptsAndMaxInterruptions) {
   EXPECT_EQ(NormalizedSpec(s).max_interruptions(), 9);
 }
 
+// Issue 24: the five placements, sandwich stored as peri, and the norm
+// switches as extra axes.
+v1::SweepSpec AllPlacements() {
+  v1::SweepSpec spec = Grid();
+  spec.clear_placements();
+  for (const char* p : {"post", "pre", "sandwich", "deepnorm", "mix"}) spec.add_placements(p);
+  return spec;
+}
+
+TEST(SweepExpanderTest, EveryPlacementCrossedWithTheNormSwitches) {
+  v1::SweepSpec spec = AllPlacements();
+  testing::AddAxis(&spec, "qk_norm", {"false", "true"});
+  testing::AddAxis(&spec, "z_loss", {"0", "1e-4"});
+  testing::AddAxis(&spec, "norm", {"layernorm", "rmsnorm"});
+  auto trials = ExpandSweep(spec);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 5u * 2 * 3 * 2 * 2 * 2 * 2);  // placements x warm-ups x lrs x seeds x the axes
+  std::set<std::string> placements, variants;
+  for (const auto& t : *trials) {
+    placements.insert(t.config.placement());
+    variants.insert(t.variant);
+    EXPECT_EQ(t.config.qk_norm(), t.variant.find("qk_norm=true") != std::string::npos) << t.variant;
+    EXPECT_EQ(t.config.norm(), t.variant.find("norm=rmsnorm") != std::string::npos ? "rmsnorm" : "layernorm");
+    EXPECT_DOUBLE_EQ(t.config.z_loss(), t.variant.find("z_loss=0.0001") != std::string::npos ? 1e-4 : 0);
+    // Mix-LN's resolved config says its fraction (the default), the others' do not.
+    EXPECT_EQ(t.config.has_mix_post_fraction(), t.config.placement() == "mix");
+  }
+  EXPECT_EQ(placements, (std::set<std::string>{"post", "pre", "peri", "deepnorm", "mix"}));
+  EXPECT_EQ(variants.size(), 8u);
+  EXPECT_TRUE(variants.contains("qk_norm=true,z_loss=0.0001,norm=rmsnorm")) << *variants.begin();
+  EXPECT_TRUE(variants.contains("qk_norm=false,z_loss=0,norm=layernorm"));
+  // The stored spec says peri, as its trials do.
+  const v1::SweepSpec stored = NormalizedSpec(spec);
+  EXPECT_EQ(std::vector<std::string>(stored.placements().begin(), stored.placements().end()),
+            (std::vector<std::string>{"post", "pre", "peri", "deepnorm", "mix"}));
+  spec.set_placements(0, "post-ln");
+  EXPECT_EQ(NormalizedSpec(spec).placements(0), "post");
+}
+
+TEST(SweepExpanderTest, MixPostFractionAxisVariesMixLnOnly) {
+  v1::SweepSpec spec = Grid();
+  spec.clear_placements();
+  spec.add_placements("mix");
+  testing::AddAxis(&spec, "mix_post_fraction", {"0", "0.25", "1"});
+  auto trials = ExpandSweep(spec);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 1u * 2 * 3 * 2 * 3);
+  std::set<double> fractions;
+  for (const auto& t : *trials) fractions.insert(t.config.mix_post_fraction());
+  EXPECT_EQ(fractions, (std::set<double>{0, 0.25, 1}));
+  EXPECT_EQ(trials->back().variant, "mix_post_fraction=1");
+  // With another placement its values would be one trial twice.
+  spec.add_placements("pre");
+  EXPECT_EQ(ExpansionError(spec),
+            "spec.extra_axes[0].field: an axis over mix_post_fraction needs every placement to be mix (it sets "
+            "Mix-LN's share of Post-LN blocks); spec.placements[1] is 'pre'");
+}
+
+TEST(SweepExpanderTest, BadSchemesNameTheFieldAndIndexAndNothingIsExpanded) {
+  v1::SweepSpec s = AllPlacements();
+  s.add_placements("middle");
+  std::string e = ExpansionError(s);
+  EXPECT_THAT(e, HasSubstr("spec.placements[5]: placement: unknown placement 'middle'"));
+  for (const char* name : {"post", "pre", "peri", "deepnorm", "mix"}) EXPECT_THAT(e, HasSubstr(name));
+  s = AllPlacements();
+  s.add_placements("peri");  // sandwich at [2] is peri
+  EXPECT_EQ(ExpansionError(s),
+            "spec.placements[5]: duplicate value: 'peri' is the same setting as spec.placements[2]");
+  s = AllPlacements();
+  s.set_placements(0, "");
+  EXPECT_EQ(ExpansionError(s),
+            "spec.placements[0]: must not be empty (one of post, pre, peri, deepnorm, mix; sandwich is peri)");
+  const std::vector<std::tuple<std::string, std::vector<std::string>, std::string>> bad_axes = {
+      {"z_loss", {"0", "-1e-4"}, "spec.extra_axes[0].values[1]: z_loss: must be >= 0"},
+      {"z_loss", {"inf"}, "spec.extra_axes[0].values[0]: 'inf' is not a finite number (z_loss)"},
+      {"z_loss", {"nan"}, "spec.extra_axes[0].values[0]: 'nan' is not a finite number (z_loss)"},
+      {"qk_norm", {"false", "yes"}, "spec.extra_axes[0].values[1]: 'yes' is not true or false (qk_norm)"},
+      {"qk_norm", {"false", "false"}, "spec.extra_axes[0].values[1]: duplicate value"},
+      {"norm", {"layernorm", "batchnorm"}, "spec.extra_axes[0].values[1]: norm: unknown norm 'batchnorm' (expected "
+                                           "layernorm or rmsnorm)"},
+  };
+  for (const auto& [field, values, message] : bad_axes) {
+    s = AllPlacements();
+    testing::AddAxis(&s, field, values);
+    EXPECT_THAT(ExpansionError(s), HasSubstr(message)) << field;
+  }
+  s = Grid();
+  s.clear_placements();
+  s.add_placements("mix");
+  testing::AddAxis(&s, "mix_post_fraction", {"0.5", "1.5"});
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].values[1]: mix_post_fraction: must be in [0, 1]"));
+  s.mutable_extra_axes(0)->set_values(1, "-0.1");
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].values[1]: mix_post_fraction: must be in [0, 1]"));
+  s.mutable_extra_axes(0)->set_values(1, "nan");
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.extra_axes[0].values[1]: 'nan' is not a finite number"));
+  // In the base config the same rules name spec.base.
+  s = AllPlacements();
+  s.mutable_base()->set_z_loss(-1);
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.base: z_loss: must be >= 0"));
+  s = AllPlacements();
+  s.mutable_base()->set_mix_post_fraction(2);
+  EXPECT_THAT(ExpansionError(s), HasSubstr("spec.base: mix_post_fraction: must be in [0, 1]"));
+}
+
 // ---- the pieces: the spec's checks (validation.h), the expansion's (sweep_expander_internal.h) ----
 
 std::string Message(const absl::Status& status) {
@@ -356,7 +462,7 @@ TEST(SweepExpanderPartsTest, MainAxisDuplicatesAreFoundOnResolvedValues) {
             "spec.placements[2]: duplicate value: 'post-ln' is the same setting as spec.placements[0]");
   s = Grid();
   s.add_placements("");
-  EXPECT_EQ(Message(CheckMainAxisValues(s, probe)), "spec.placements[2]: must not be empty (post or pre)");
+  EXPECT_EQ(Message(CheckMainAxisValues(s, probe)), "spec.placements[2]: must not be empty (one of post, pre, peri, deepnorm, mix; sandwich is peri)");
   s = Grid();
   s.add_placements(std::string(schema::kMaxPlacementLength + 1, 'p'));
   EXPECT_EQ(Message(CheckMainAxisValues(s, probe)), "spec.placements[2]: at most 64 characters");
@@ -393,6 +499,7 @@ TEST(SweepExpanderPartsTest, AxisFieldsAndValues) {
   EXPECT_TRUE(IsAxisField(Field("layers")));
   EXPECT_TRUE(IsAxisField(Field("beta2")));
   EXPECT_TRUE(IsAxisField(Field("optimizer")));
+  for (const char* name : {"qk_norm", "z_loss", "norm", "mix_post_fraction"}) EXPECT_TRUE(IsAxisField(Field(name))) << name;
   for (const char* name : {"placement", "warmup_steps", "lr", "seed", "threads", "device", "checkpoint_every"}) {
     EXPECT_FALSE(IsAxisField(Field(name))) << name;
   }
@@ -414,6 +521,16 @@ TEST(SweepExpanderPartsTest, AxisFieldsAndValues) {
   ASSERT_TRUE(v.ok());
   Apply(*v, &c);
   EXPECT_EQ(c.optimizer(), "sgd");
+  v = ParseAxisValue(Field("qk_norm"), "true", "w");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->text, "true");
+  Apply(*v, &c);
+  EXPECT_TRUE(c.qk_norm());
+  v = ParseAxisValue(Field("qk_norm"), "false", "w");
+  ASSERT_TRUE(v.ok()) << v.status();
+  Apply(*v, &c);
+  EXPECT_FALSE(c.qk_norm());
+  EXPECT_EQ(Message(ParseAxisValue(Field("qk_norm"), "1", "w").status()), "w: '1' is not true or false (qk_norm)");
   EXPECT_EQ(Message(ParseAxisValue(Field("layers"), "1.5", "w").status()), "w: '1.5' is not an integer (layers)");
   EXPECT_EQ(Message(ParseAxisValue(Field("beta2"), "nan", "w").status()),
             "w: 'nan' is not a finite number (beta2)");
