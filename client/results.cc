@@ -179,9 +179,19 @@ std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysi
                                     "(\"diverged\": every seed diverged; (k div): k seeds diverged)\n",
                                     sweep.id(), sweep.name());
   const std::map<Group, GroupRows> rows_by_group = RowsByGroup(analysis);
-  std::set<Group> groups;
-  for (const ResultCell& c : cells) groups.insert({c.placement, c.variant});
-  for (const auto& [group, rows] : rows_by_group) groups.insert(group);
+  std::set<Group> group_set;
+  for (const ResultCell& c : cells) group_set.insert({c.placement, c.variant});
+  for (const auto& [group, rows] : rows_by_group) group_set.insert(group);
+  // Placements in the report's order (post, pre, peri, deepnorm, mix, others),
+  // each placement's variants together.
+  std::set<std::string> placement_set;
+  for (const Group& g : group_set) placement_set.insert(g.first);
+  std::vector<Group> groups;
+  for (const std::string& p : PlacementOrder({placement_set.begin(), placement_set.end()})) {
+    for (const Group& g : group_set) {
+      if (g.first == p) groups.push_back(g);
+    }
+  }
   bool explained = false;
   for (const Group& group : groups) {
     std::set<int> warmups;

@@ -57,7 +57,8 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
       "cancelled)\ncreated %s\n",
       sweep.id(), sweep.name(), SweepStateLabel(sweep.state()), sweep.trial_count(), c.pending(), c.running(),
       c.succeeded(), c.diverged(), c.failed(), c.cancelled(), TimeUtil::ToString(sweep.created_at()));
-  absl::StrAppendFormat(&out, "\n%-8s %-5s %-6s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-6s %-10s %s\n", "trial", "idx",
+  // place: wide enough for every placement's name ("deepnorm").
+  absl::StrAppendFormat(&out, "\n%-8s %-5s %-8s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-6s %-10s %s\n", "trial", "idx",
                         "place", "warmup", "lr", "seed", "variant", "state", "attempts", "interr", "step", "val_loss",
                         "note");
   for (const v1::Trial& t : trials) {
@@ -70,7 +71,7 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
                                  : "";
     // attempts: the trial's own (what max_attempts counts); interr: the
     // interruptions, counted apart.
-    absl::StrAppendFormat(&out, "%-8d %-5d %-6s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-6d %-10s %s\n", t.id(),
+    absl::StrAppendFormat(&out, "%-8d %-5d %-8s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-6d %-10s %s\n", t.id(),
                           t.index(), t.config().placement(), t.config().warmup_steps(), FormatLr(t.config().lr()),
                           t.config().seed(), t.variant().substr(0, 20), TrialStateLabel(t.state()),
                           t.attempts() - t.interruptions(), t.interruptions(), t.last_step(), val, note);
@@ -124,14 +125,26 @@ std::string DiagnosticsTable(const v1::StepDiagnostics& first, const v1::StepDia
   return out;
 }
 
+// The normalisation settings that differ from the defaults (issue 24's
+// switches; Mix-LN's fraction whenever the placement is mix, since it is
+// part of the scheme), "" when none: ", rmsnorm, qk_norm, z_loss 0.0001".
+std::string NormSettings(const v1::TrainConfig& config) {
+  std::string out;
+  if (config.has_mix_post_fraction()) absl::StrAppendFormat(&out, ", mix_post_fraction %g", config.mix_post_fraction());
+  if (!config.norm().empty() && config.norm() != "layernorm") absl::StrAppend(&out, ", ", config.norm());
+  if (config.qk_norm()) out += ", qk_norm";
+  if (config.z_loss() != 0) absl::StrAppendFormat(&out, ", z_loss %g", config.z_loss());
+  return out;
+}
+
 }  // namespace
 
 std::string RenderTrialDetail(const v1::GetTrialResponse& response) {
   const v1::Trial& trial = response.trial();
   const v1::TrainConfig& config = trial.config();
-  std::string out = absl::StrFormat("trial %d of sweep %d: %s, placement %s, warmup %d, lr %s, seed %d%s\n",
+  std::string out = absl::StrFormat("trial %d of sweep %d: %s, placement %s%s, warmup %d, lr %s, seed %d%s\n",
                                     trial.id(), trial.sweep_id(), TrialStateLabel(trial.state()), config.placement(),
-                                    config.warmup_steps(), FormatLr(config.lr()), config.seed(),
+                                    NormSettings(config), config.warmup_steps(), FormatLr(config.lr()), config.seed(),
                                     trial.variant().empty() ? "" : ", " + trial.variant());
   if (trial.interruptions() > 0 || trial.attempts() > 1) {
     // Every interruption's cause, in the order of their first occurrence.

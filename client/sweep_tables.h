@@ -26,7 +26,8 @@ std::string RenderSweepList(const std::vector<v1::Sweep>& sweeps);
 // error or divergence step as the note).
 std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Trial>& trials);
 
-// `normsweep trial ID`: the trial, l0 (result.init_val_loss, else the
+// `normsweep trial ID`: the trial (with its normalisation settings where
+// they are not the defaults: Mix-LN's fraction, rmsnorm, qk_norm, z_loss), l0 (result.init_val_loss, else the
 // step-0 evaluation), its metric points (with log Z when the trial has it),
 // its FFN gradient norms at the first and last step they were taken, the
 // per-block diagnostics at step 0 and at the last evaluation, and its

@@ -37,7 +37,10 @@ std::string GradNormsSection(const VariantView& v) {
   s += Axes(f, xticks, Ticks(0, f.y1, 5), "layer (0 = nearest the input)", "gradient norm");
   std::string legend = SvgOpen(250, 30 + 22 * 2 * norms.size(), "gradient norm legend");
   double ly = 0;
-  for (const auto& [placement, n] : norms) {
+  for (const std::string& placement : v.placements) {
+    auto found = norms.find(placement);
+    if (found == norms.end()) continue;
+    const LayerNorms& n = found->second;
     for (int k = 0; k < 2; ++k) {
       const std::map<int, double>& m = k == 0 ? n.w1 : n.w2;
       const std::string colour = PlacementColour(placement);

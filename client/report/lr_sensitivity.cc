@@ -13,14 +13,19 @@
 namespace normsweep::client::report {
 namespace {
 
-// LR sensitivity against warm-up steps, a line per placement, l* beside each point.
+// LR sensitivity against warm-up steps, a line per placement, the legend to
+// the right of the plot (a row per placement, however many), l* beside each
+// point when there are at most two placements (with more the labels would
+// overlap: each point's tooltip and the table below say it).
 std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmups) {
-  const double w = 520, h = 300;
+  const double legend_w = 150, w = 520 + legend_w;
+  const double h = std::max(300.0, 30 + 18.0 * v.placements.size() + 20);
+  const bool label_points = v.placements.size() <= 2;
   double hi = 0;
   for (const v1::LrSensitivity* r : v.lr_sensitivity) {
     if (Finite(r->has_lr_sensitivity(), r->lr_sensitivity())) hi = std::max(hi, r->lr_sensitivity());
   }
-  Frame f{60, 30, w - 60 - 16, h - 30 - 50, -0.5, warmups.size() - 0.5, 0, hi > 0 ? hi * 1.25 : 0.1};
+  Frame f{60, 30, w - legend_w - 60 - 16, 300 - 30 - 50, -0.5, warmups.size() - 0.5, 0, hi > 0 ? hi * 1.25 : 0.1};
   std::string s = SvgOpen(w, h, "LR sensitivity against warm-up steps");
   s += Text(f.left + f.width / 2, 18, "LR sensitivity by warm-up", "class=\"chart-title\" text-anchor=\"middle\"");
   std::vector<double> xticks;
@@ -60,7 +65,7 @@ std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmu
                       r->lrs() == 1 ? " lr" : " lrs", ", ", r->points_at_l0(), " seeds at l0");
       absl::StrAppend(&marks, "<circle class=\"lrs-point\" r=\"4\" cx=\"", Px(x), "\" cy=\"", Px(y), "\" fill=\"",
                       colour, "\"><title>", Escape(tip), "</title></circle>\n");
-      if (Finite(r->has_best_val_loss(), r->best_val_loss())) {
+      if (label_points && Finite(r->has_best_val_loss(), r->best_val_loss())) {
         // Labels of the first placement above their points, of the others below.
         marks += Text(x + 7, pi == 0 ? y - 8 : y + 15, absl::StrCat("l* ", Num(r->best_val_loss())),
                       absl::StrCat("class=\"tick small\" fill=\"", colour, "\""));
@@ -69,9 +74,10 @@ std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmu
     flush();
     s += marks;
     ly += 18;
-    absl::StrAppend(&s, "<line x1=\"", Px(f.left + f.width - 130), "\" x2=\"", Px(f.left + f.width - 100), "\" y1=\"",
-                    Px(ly - 4), "\" y2=\"", Px(ly - 4), "\" stroke=\"", colour, "\" class=\"curve\"/>",
-                    Text(f.left + f.width - 94, ly, any ? title : title + " (none yet)", "class=\"tick\""));
+    const double lx = f.left + f.width + 12;
+    absl::StrAppend(&s, "<line x1=\"", Px(lx), "\" x2=\"", Px(lx + 26), "\" y1=\"", Px(ly - 4), "\" y2=\"", Px(ly - 4),
+                    "\" stroke=\"", colour, "\" class=\"curve\"/>",
+                    Text(lx + 32, ly, any ? title : title + " (none yet)", "class=\"tick\""));
   }
   return s + "</svg>\n";
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <utility>
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
@@ -9,19 +11,60 @@
 
 namespace normsweep::client {
 
+namespace {
+
+// Okabe & Ito's colour-blind-safe palette (2008), one colour per
+// placement: distinct under the three common colour-vision deficiencies,
+// legible on white, and none of them the divergence marks' red (#d62728).
+struct PlacementStyle {
+  const char* name;
+  const char* title;
+  const char* colour;
+};
+constexpr PlacementStyle kPlacementStyles[] = {
+    {"post", "Post-LN", "#d55e00"},      // vermillion
+    {"pre", "Pre-LN", "#0072b2"},        // blue
+    {"peri", "Peri-LN", "#009e73"},      // bluish green
+    {"deepnorm", "DeepNorm", "#cc79a7"}, // reddish purple
+    {"mix", "Mix-LN", "#e69f00"},        // orange
+};
+// Other names (a placement the trainer learns later): Okabe-Ito's sky blue
+// and black, then Paul Tol's muted wine, teal, olive and purple, picked by a
+// hash of the name, so a name has the same colour in every figure and run.
+constexpr const char* kOtherPlacementColours[] = {"#56b4e9", "#000000", "#882255", "#44aa99", "#999933", "#aa4499"};
+
+const PlacementStyle* StyleOf(const std::string& placement) {
+  for (const PlacementStyle& s : kPlacementStyles) {
+    if (placement == s.name) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string PlacementTitle(const std::string& placement, const std::string& variant) {
-  std::string t = placement == "post" ? "Post-LN" : placement == "pre" ? "Pre-LN" : placement;
+  const PlacementStyle* style = StyleOf(placement);
+  std::string t = style != nullptr ? style->title : placement;
   if (!variant.empty()) absl::StrAppend(&t, " (", variant, ")");
   return t;
 }
 
 std::string PlacementColour(const std::string& placement) {
-  if (placement == "post") return "#d62728";
-  if (placement == "pre") return "#1f77b4";
-  if (placement == "peri") return "#2ca02c";
-  if (placement == "deepnorm") return "#9467bd";
-  if (placement == "mix") return "#8c564b";
-  return "#7f7f7f";
+  if (const PlacementStyle* style = StyleOf(placement)) return style->colour;
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : placement) h = (h ^ c) * 16777619u;
+  return kOtherPlacementColours[h % std::size(kOtherPlacementColours)];
+}
+
+std::vector<std::string> PlacementOrder(std::vector<std::string> placements) {
+  auto rank = [](const std::string& p) {
+    const PlacementStyle* style = StyleOf(p);
+    return style != nullptr ? style - kPlacementStyles : std::ssize(kPlacementStyles);
+  };
+  std::stable_sort(placements.begin(), placements.end(), [&](const std::string& a, const std::string& b) {
+    return std::make_pair(rank(a), a) < std::make_pair(rank(b), b);
+  });
+  return placements;
 }
 
 }  // namespace normsweep::client

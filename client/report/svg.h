@@ -16,13 +16,21 @@
 
 namespace normsweep::client {
 
-// "Post-LN" / "Pre-LN" for "post" / "pre"; other names unchanged. With a
-// variant (the sweep's extra-axis values): "Post-LN (layers=12)".
+// "Post-LN", "Pre-LN", "Peri-LN", "DeepNorm", "Mix-LN" for "post", "pre",
+// "peri", "deepnorm", "mix"; other names unchanged. With a variant (the
+// sweep's extra-axis values): "Post-LN (qk_norm=true)".
 std::string PlacementTitle(const std::string& placement, const std::string& variant = "");
 
-// One colour per placement, the same in every figure: Post-LN red, Pre-LN
-// blue, Peri-LN green, DeepNorm purple, Mix-LN brown, anything else grey.
+// One colour per placement, the same in every figure: Okabe-Ito's
+// colour-blind-safe palette for the five placements (Post-LN vermillion,
+// Pre-LN blue, Peri-LN bluish green, DeepNorm reddish purple, Mix-LN
+// orange), and for any other name one of six more colours picked by a hash
+// of the name (deterministic; two unknown names may share one).
 std::string PlacementColour(const std::string& placement);
+
+// The placements in the order the figures and tables show them: post, pre,
+// peri, deepnorm, mix, then other names alphabetically.
+std::vector<std::string> PlacementOrder(std::vector<std::string> placements);
 
 }  // namespace normsweep::client
 

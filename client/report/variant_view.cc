@@ -35,6 +35,7 @@ std::vector<VariantView> Variants(const ReportData& data) {
   for (auto& [name, v] : by_variant) {
     v.index = static_cast<int>(out.size());
     for (const auto& [placement, unused] : v.trials) v.placements.push_back(placement);
+    v.placements = PlacementOrder(std::move(v.placements));
     std::set<int> warmups;
     std::set<double> lrs;
     double lo = INFINITY, hi = -INFINITY;

@@ -127,8 +127,8 @@ TEST(BoundaryReportTest, ChartOfMaxTrainableLrAgainstWarmup) {
   // One line per placement, red for Post-LN and blue for Pre-LN; the median
   // seed's point at each warm-up (Post-LN 0 and 400, Pre-LN 0).
   EXPECT_EQ(Count(svg, "<polyline class=\"boundary-line\""), 2);
-  EXPECT_THAT(svg, HasSubstr("stroke=\"#d62728\" points=\""));
-  EXPECT_THAT(svg, HasSubstr("stroke=\"#1f77b4\" points=\""));
+  EXPECT_THAT(svg, HasSubstr("stroke=\"#d55e00\" points=\""));
+  EXPECT_THAT(svg, HasSubstr("stroke=\"#0072b2\" points=\""));
   EXPECT_EQ(Count(svg, "<circle class=\"boundary-point\""), 3);
   // Brackets as error bars: Post-LN's two with a cap at U, Pre-LN's open upwards.
   EXPECT_EQ(Count(svg, "class=\"bracket\""), 3);

@@ -85,16 +85,53 @@ TEST(SweepTablesTest, SweepDetail) {
             "succeeded, 2 diverged, 1 failed, 0 cancelled)\n"
             "created 2026-12-01T08:10:49Z\n"
             "\n"
-            "trial    idx   place  warmup   lr        seed  variant              state      attempts interr step   "
+            "trial    idx   place    warmup   lr        seed  variant              state      attempts interr step   "
             "val_loss   note\n"
-            "101      0     pre    400      1e-03     2                          succeeded  1        0      100    "
+            "101      0     pre      400      1e-03     2                          succeeded  1        0      100    "
             "2.3457     \n"
-            "102      1     pre    400      1e-03     2     layers=12,optimizer= running    1        0      100    "
+            "102      1     pre      400      1e-03     2     layers=12,optimizer= running    1        0      100    "
             "(3.5000)   \n"
-            "103      2     pre    400      1e-03     2                          diverged   1        0      100               "
+            "103      2     pre      400      1e-03     2                          diverged   1        0      100               "
             "diverged at step 37\n"
-            "104      3     pre    400      1e-03     2                          failed     1        2      100               " +
+            "104      3     pre      400      1e-03     2                          failed     1        2      100               " +
                 std::string(60, 'e') + "\n");
+}
+
+TEST(SweepTablesTest, SweepDetailFitsEveryPlacementAndShowsTheSchemeAxes) {
+  std::vector<v1::Trial> trials;
+  int index = 0;
+  for (const char* placement : {"post", "pre", "peri", "deepnorm", "mix"}) {
+    v1::Trial t = Trial(200 + index, index, v1::TRIAL_PENDING);
+    t.mutable_config()->set_placement(placement);
+    t.set_variant("qk_norm=true,norm=rmsnorm");
+    trials.push_back(t);
+    ++index;
+  }
+  const std::string out = RenderSweepDetail(Sweep(), trials);
+  EXPECT_THAT(out, HasSubstr("\n203      3     deepnorm 400      1e-03     2     qk_norm=true,norm=rm pending "));
+  EXPECT_THAT(out, HasSubstr("\n202      2     peri     400      1e-03     2     qk_norm=true,norm=rm pending "));
+  EXPECT_THAT(out, HasSubstr("\n204      4     mix      400 "));
+}
+
+TEST(SweepTablesTest, TrialDetailSaysTheNormSettingsThatAreNotDefaults) {
+  v1::GetTrialResponse r;
+  *r.mutable_trial() = Trial(101, 0, v1::TRIAL_SUCCEEDED);
+  v1::TrainConfig* c = r.mutable_trial()->mutable_config();
+  // A resolved config says the defaults; the header leaves them out.
+  c->set_norm("layernorm");
+  c->set_qk_norm(false);
+  c->set_z_loss(0);
+  EXPECT_THAT(RenderTrialDetail(r), HasSubstr("trial 101 of sweep 7: succeeded, placement pre, warmup 400, lr 1e-03, "
+                                              "seed 2\n"));
+  c->set_placement("mix");
+  c->set_mix_post_fraction(0.25);
+  c->set_norm("rmsnorm");
+  c->set_qk_norm(true);
+  c->set_z_loss(1e-4);
+  r.mutable_trial()->set_variant("qk_norm=true");
+  EXPECT_THAT(RenderTrialDetail(r),
+              HasSubstr("trial 101 of sweep 7: succeeded, placement mix, mix_post_fraction 0.25, rmsnorm, qk_norm, "
+                        "z_loss 0.0001, warmup 400, lr 1e-03, seed 2, qk_norm=true\n"));
 }
 
 TEST(SweepTablesTest, TrialDetail) {

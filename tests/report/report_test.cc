@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -19,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "client/report/page.h"
 #include "client/report/report.h"
+#include "client/report/svg.h"
 #include "tests/common/views_fixture.h"
 #include "tests/report/report_fixture.h"
 #include "gmock/gmock.h"
@@ -349,8 +351,8 @@ TEST(ReportFiguresTest, LrSensitivityLinePerPlacementWithLStar) {
   const std::string html = RenderReportHtml(fig.data);
   const std::string sec = Section(html, "LR sensitivity by warm-up");
   EXPECT_EQ(Count(sec, "<polyline class=\"curve lrs-line\""), 2u);
-  EXPECT_THAT(sec, HasSubstr("stroke=\"#d62728\" points=\""));  // Post-LN's colour, as elsewhere
-  EXPECT_THAT(sec, HasSubstr("stroke=\"#1f77b4\" points=\""));
+  EXPECT_THAT(sec, HasSubstr("stroke=\"#d55e00\" points=\""));  // Post-LN's colour, as elsewhere
+  EXPECT_THAT(sec, HasSubstr("stroke=\"#0072b2\" points=\""));
   const std::map<std::string, Mark> pts = Circles(sec, "lrs-point");
   ASSERT_EQ(pts.size(), 4u);
   const Mark post0 = pts.at("Post-LN, warm-up 0: LR sensitivity 1.200; l* 2.950 at lr 1e-03; l0 5.800; 3 lrs, 3 seeds at l0");
@@ -421,7 +423,7 @@ TEST(ReportFiguresTest, DiagnosticsOfTheBestLrAndTheFirstDivergedTrial) {
   EXPECT_THAT(sec, HasSubstr("aria-label=\"output log Z\""));
   EXPECT_THAT(sec, HasSubstr("aria-label=\"largest update / weight RMS ratio\""));
   EXPECT_EQ(Count(sec, "<polyline class=\"curve diag\""), 12u);
-  EXPECT_EQ(Count(sec, "<polyline class=\"curve diag\" fill=\"none\" stroke=\"#d62728\" stroke-dasharray=\"7 4\""), 3u);
+  EXPECT_EQ(Count(sec, "<polyline class=\"curve diag\" fill=\"none\" stroke=\"#d55e00\" stroke-dasharray=\"7 4\""), 3u);
   EXPECT_EQ(Count(sec, "class=\"diverged-mark diag-end\""), 6u);
   EXPECT_THAT(sec, HasSubstr(absl::StrCat("<title>Post-LN, first diverged lr: trial ", fig.post_first_diverged,
                                           ", layer 0</title></polyline>")));
@@ -564,6 +566,72 @@ std::string TempDir() {
   std::string tmpl = ::testing::TempDir() + "report_test_XXXXXX";
   EXPECT_NE(mkdtemp(tmpl.data()), nullptr);
   return tmpl;
+}
+
+// Issue 24: any number of placements. The five, one the report does not
+// know, and two variants (qk_norm): 12 schemes on one page.
+TEST(ReportSchemesTest, OneColourPerPlacementAndAPanelPerScheme) {
+  const std::vector<std::string> placements = {"pre", "hybrid", "mix", "deepnorm", "post", "peri"};
+  ReportData d;
+  d.sweep.set_id(24);
+  d.sweep.set_name("schemes");
+  d.sweep.set_state(v1::SWEEP_COMPLETED);
+  double loss = 2.0;
+  for (const std::string& variant : {"qk_norm=false", "qk_norm=true"}) {
+    for (const std::string& p : placements) {
+      for (int warmup : {0, 100}) {
+        for (double lr : {1e-3, 1e-2}) {
+          d.trials.push_back(MakeTrial(p, warmup, lr, 0, v1::TRIAL_SUCCEEDED, loss, variant));
+          d.trials.back().mutable_trial()->mutable_result()->set_init_val_loss(5.5);  // l0, for the LR sensitivity
+          loss += 0.01;
+        }
+      }
+    }
+  }
+  const std::string html = RenderReportHtml(WithAnalysis(std::move(d)));
+  const std::vector<std::string> titles = {"Post-LN", "Pre-LN", "Peri-LN", "DeepNorm", "Mix-LN", "hybrid"};
+  for (const std::string& t : titles) {
+    // A heatmap, a loss-against-lr panel and a curves panel per scheme.
+    EXPECT_EQ(Count(html, absl::StrCat("aria-label=\"", t, ": final validation loss heatmap\"")), 2u) << t;
+    EXPECT_EQ(Count(html, absl::StrCat("aria-label=\"", t, ": final validation loss against peak lr\"")), 2u) << t;
+    EXPECT_EQ(Count(html, absl::StrCat("aria-label=\"", t, ": validation loss curves\"")), 2u) << t;
+  }
+  // The LR-sensitivity chart of each variant: a line per placement in its own
+  // colour, and every placement in the legend.
+  std::set<std::string> colours;
+  for (const std::string& p : placements) {
+    const std::string colour = PlacementColour(p);
+    colours.insert(colour);
+    EXPECT_EQ(Count(html, absl::StrCat("<polyline class=\"curve lrs-line\" fill=\"none\" stroke=\"", colour, "\"")), 2u)
+        << p;
+    EXPECT_EQ(Count(html, absl::StrCat("stroke=\"", colour, "\" class=\"curve\"/><text")), 2u * 2)  // LRS, grad norms W1 W2
+        << p;
+  }
+  EXPECT_EQ(colours.size(), placements.size());
+  // The placements in the report's order in every figure: post, pre, peri, deepnorm, mix, then others.
+  size_t last = 0;
+  for (const std::string& t : titles) {
+    const size_t at = html.find(absl::StrCat("aria-label=\"", t, ": final validation loss heatmap\""));
+    EXPECT_GT(at, last) << t;
+    last = at;
+  }
+  ExpectFiniteGeometry(html);
+}
+
+TEST(ReportSchemesTest, PaletteIsFixedForTheFivePlacementsAndDeterministicForOthers) {
+  const std::vector<std::string> five = {"post", "pre", "peri", "deepnorm", "mix"};
+  std::set<std::string> colours;
+  for (const std::string& p : five) colours.insert(PlacementColour(p));
+  EXPECT_EQ(colours, (std::set<std::string>{"#d55e00", "#0072b2", "#009e73", "#cc79a7", "#e69f00"}));  // Okabe-Ito
+  EXPECT_FALSE(colours.contains("#d62728"));  // the divergence marks' red
+  EXPECT_EQ(PlacementColour("hybrid"), PlacementColour("hybrid"));
+  EXPECT_FALSE(colours.contains(PlacementColour("hybrid")));
+  EXPECT_EQ(PlacementTitle("peri"), "Peri-LN");
+  EXPECT_EQ(PlacementTitle("deepnorm", "qk_norm=true"), "DeepNorm (qk_norm=true)");
+  EXPECT_EQ(PlacementTitle("mix"), "Mix-LN");
+  EXPECT_EQ(PlacementTitle("hybrid"), "hybrid");
+  EXPECT_EQ(PlacementOrder({"zeta", "mix", "pre", "alpha", "post", "peri", "deepnorm"}),
+            (std::vector<std::string>{"post", "pre", "peri", "deepnorm", "mix", "alpha", "zeta"}));
 }
 
 TEST(WriteReportTest, CreatesTheDirectoryAndReplacesTheFile) {
