@@ -360,6 +360,16 @@ def check_dashboard(name, d, sources_by_uid, errors):
                     errors.append(f"grafana/{name}: panel {p['title']!r} uses ${v}, which is not defined")
             if ds["type"] == "postgres" and t.get("format") != "table":
                 errors.append(f"grafana/{name}: panel {p['title']!r}: SQL targets are tables")
+            # Any number of placements (issue 24): a query filters placements
+            # through the $placement variable, never by a name of its own.
+            if re.search(r"""placement\s*(=~?|!=|IN)\s*\(?\s*['"](?!\$)""", text, re.I):
+                errors.append(f"grafana/{name}: panel {p['title']!r} names a placement in its query; "
+                              "filter by $placement")
+        if "$placement" in p.get("title", "") and p.get("repeat") != "placement":
+            errors.append(f"grafana/{name}: panel {p['title']!r} is one placement's but does not repeat over $placement")
+    for v in d.get("templating", {}).get("list", []):
+        if v["name"] == "placement" and v.get("type") != "query":
+            errors.append(f"grafana/{name}: $placement is a fixed list, not the chosen sweep's placements")
 
 
 # ---------------------------------------------------------------- Docker
@@ -589,6 +599,17 @@ def main():
     c4 = copy.deepcopy(compose)
     c4["services"]["scheduler"]["volumes"] = []
     bad += must_fail("a compose scheduler without its TLS folder", lambda errs: check_docker(c4, errs))
+    sources = {"normsweep-postgres": "postgres", "normsweep-prometheus": "prometheus"}
+    sensitivity = json.loads(read(os.path.join(DEPLOY, "grafana/dashboards/layernorm-sensitivity.json")))
+    hard_coded = copy.deepcopy(sensitivity)
+    target = next(t for p in hard_coded["panels"] for t in p.get("targets", []) if "$placement" in t.get("rawSql", ""))
+    target["rawSql"] = target["rawSql"].replace("IN ($placement)", "= 'post'")
+    bad += must_fail("a dashboard query naming a placement",
+                     lambda errs: check_dashboard("hard-coded.json", hard_coded, sources, errs))
+    fixed_list = copy.deepcopy(sensitivity)
+    next(v for v in fixed_list["templating"]["list"] if v["name"] == "placement").update(type="custom", query="post,pre")
+    bad += must_fail("a fixed list of placements",
+                     lambda errs: check_dashboard("fixed-list.json", fixed_list, sources, errs))
     unit = read(os.path.join(DEPLOY, "systemd", "normsweep-scheduler.service"))
     no_credential = re.sub(r"^LoadCredential=tls.key:.*$", "", unit, flags=re.M)
     bad += must_fail("a unit reading a credential it does not load",
