@@ -81,31 +81,9 @@ const CudaModule& LoadCudaModule() {
 }  // namespace
 #endif
 
-namespace {
-
-// What the CUDA backend does not implement yet (issue 24): empty when it
-// does all options asks for, else the first option it lacks.
-std::string CudaLacks(const BackendOptions& options) {
-  const ModelConfig& m = options.model;
-  if (m.placement != Placement::kPostLN && m.placement != Placement::kPreLN) {
-    return std::string("placement ") + PlacementName(m.placement);
-  }
-  if (m.qk_norm) return "qk_norm";
-  if (m.norm != NormKind::kLayerNorm) return std::string("norm ") + NormName(m.norm);
-  if (options.z_loss != 0.0) return "z_loss";
-  return "";
-}
-
-}  // namespace
-
 StatusOr<std::unique_ptr<Backend>> MakeBackend(const BackendOptions& options) {
   if (options.device == "cpu") return cpu::CpuBackend::Create(options);
   if (options.device.rfind("cuda", 0) == 0) {
-    if (const std::string lacks = CudaLacks(options); !lacks.empty()) {
-      return InvalidArgument("device: '" + options.device + "': the CUDA backend does not implement " + lacks +
-                             " yet (the cpu backend does; placements post and pre, norm layernorm, no qk_norm, "
-                             "no z_loss run on CUDA)");
-    }
 #ifdef NORMSWEEP_HAVE_CUDA
     const CudaModule& module = LoadCudaModule();
     if (module.create == nullptr) return InvalidArgument("device: '" + options.device + "' needs " + module.error);

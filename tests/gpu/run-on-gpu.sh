@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs every GPU check on a GPU machine, in well under 6 minutes:
-# the CUDA vs CPU tests (tests/gpu/cuda_vs_cpu_test.cc) and the benchmark
-# against PyTorch (tests/bench/gpu_vs_pytorch.py, skipped without PyTorch).
+# the CUDA vs CPU tests (tests/gpu/cuda_vs_cpu_test.cc, every placement and
+# switch), CUDA against the PyTorch fixtures (tests/gpu/cuda_pytorch_parity_test.cc),
+# RAdam, and the benchmark against PyTorch (tests/bench/gpu_vs_pytorch.py,
+# skipped without PyTorch).
 #
 # Needs only CMake, a C++ compiler with OpenMP and the CUDA toolkit: it builds
 # with -DNORMSWEEP_TRAINER_ONLY=ON (no protobuf, gRPC or PostgreSQL). OpenBLAS
@@ -36,7 +38,8 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DNORMSWEEP_
   -DCMAKE_CUDA_ARCHITECTURES="$archs" "${gtest_args[@]}" >"$out/configure.log" 2>&1 ||
   { tail -40 "$out/configure.log"; exit 1; }
 echo "== build"
-cmake --build "$build" -j"$(nproc)" --target trainer_cuda_vs_cpu_test trainer_cuda_radam_test normsweep-gpu-bench >"$out/build.log" 2>&1 ||
+cmake --build "$build" -j"$(nproc)" --target trainer_cuda_vs_cpu_test trainer_cuda_radam_test \
+  trainer_cuda_pytorch_parity_test normsweep-gpu-bench >"$out/build.log" 2>&1 ||
   { tail -60 "$out/build.log"; exit 1; }
 
 status=0
@@ -45,6 +48,9 @@ echo "== CUDA vs CPU tests"
   status=1
 "$build/tests/gpu/trainer_cuda_radam_test" --gtest_output="xml:$out/gpu_radam_tests.xml" 2>&1 | tee -a "$out/gpu_tests.log" ||
   status=1
+# The fixtures are read from tests/reference/fixtures under the source tree.
+NORMSWEEP_SOURCE_DIR="$PWD" "$build/tests/gpu/trainer_cuda_pytorch_parity_test" \
+  --gtest_output="xml:$out/gpu_parity_tests.xml" 2>&1 | tee -a "$out/gpu_tests.log" || status=1
 if grep -q "SKIPPED" "$out/gpu_tests.log" && ! grep -q "PASSED.*[1-9]" "$out/gpu_tests.log"; then
   echo "error: the GPU tests skipped: no CUDA device visible" >&2
   status=1

@@ -73,9 +73,10 @@ Status CudaBackend::EnqueueStep(int B, int T, bool training) {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_row_loss_, row_loss_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_row_correct_, row_correct_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  // log Z in training too: the z term (LossStats::z_term) needs its squares.
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_row_log_z_, row_log_z_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   if (!training) {
-    CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(host_row_log_z_, row_log_z_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     if (options_.diagnostics && model_.layers > 0) {
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_block_max_, block_max_, model_.layers * sizeof(float),
                                            cudaMemcpyDeviceToHost, stream_));
@@ -138,13 +139,15 @@ Status CudaBackend::CaptureTrainingStep(int B, int T) {
   return OkStatus();
 }
 
-LossStats CudaBackend::CollectStats(const Batch& batch, bool with_log_z) const {
+LossStats CudaBackend::CollectStats(const Batch& batch) const {
   LossStats stats;
   const size_t n = batch.targets.size();
   for (size_t i = 0; i < n; ++i) {
     if (batch.targets[i] < 0) continue;
     stats.loss_sum += host_row_loss_[i];
-    if (with_log_z) stats.log_z_sum += host_row_log_z_[i];
+    const double log_z = host_row_log_z_[i];
+    stats.log_z_sum += log_z;
+    stats.log_z_sq_sum += log_z * log_z;
     stats.count += 1;
     stats.correct += host_row_correct_[i];
   }
@@ -159,7 +162,7 @@ StatusOr<LossStats> CudaBackend::ForwardBackward(const Batch& batch, uint64_t dr
   for (int32_t t : batch.targets) count += t >= 0;
   TRAINER_RETURN_IF_ERROR(Stage(batch, dropout_seed, count));
   TRAINER_RETURN_IF_ERROR(RunTrainingStep(batch.batch_size, batch.seq_len));
-  return CollectStats(batch, /*with_log_z=*/false);
+  return CollectStats(batch);
 }
 
 StatusOr<LossStats> CudaBackend::Evaluate(const Batch& batch) {
@@ -174,7 +177,7 @@ StatusOr<LossStats> CudaBackend::Evaluate(const Batch& batch) {
       max_attn_logit_[l] = std::max(max_attn_logit_[l], static_cast<double>(host_block_max_[l]));
     }
   }
-  return CollectStats(batch, /*with_log_z=*/true);
+  return CollectStats(batch);
 }
 
 StatusOr<std::vector<double>> CudaBackend::TakeMaxAttentionLogits() {
@@ -262,6 +265,9 @@ Status CudaBackend::OptimizerStep(const OptimizerStepArgs& args) {
 
 StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const BackendOptions& options) {
   TRAINER_RETURN_IF_ERROR(ValidateModelConfig(options.model));
+  if (!(options.z_loss >= 0.0 && std::isfinite(options.z_loss))) {
+    return InvalidArgument("z_loss: must be a finite number >= 0");
+  }
   TRAINER_ASSIGN_OR_RETURN(const int index, ParseDeviceIndex(options.device));
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);

@@ -136,8 +136,25 @@ class CudaBackend final : public Backend {
   // row_max (B*H*T), when not null: each query row's largest attention logit.
   Status AttentionForward(BlockActivations& a, int B, int T, float* row_max);
   Status AttentionBackward(float* dqkv, const float* datty, const BlockActivations& a, int B, int T);
-  void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                         const float* mean, const float* rstd, int N);
+  // A norm over N rows of C (ModelConfig::norm), as the CPU backend's:
+  // LayerNorm (w, b; mean and rstd saved) or RMSNorm (w only; rstd saved,
+  // mean and b unused). The backward accumulates into dinp and overwrites
+  // dw (and db under LayerNorm).
+  void NormForward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
+                   int C);
+  void NormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                    const float* mean, const float* rstd, int N, int C);
+  // Block l's passes, as CpuBackend::BlockForward and BlockBackward: the
+  // forward from its input x returns its output; the backward takes the
+  // gradient of its output in dx and leaves its input's there (dx and
+  // dtmp may swap).
+  StatusOr<const float*> BlockForward(int l, const float* x, int B, int T, bool training);
+  Status BlockBackward(int l, int B, int T, float*& dx, float*& dtmp);
+  // qk_norm: q and k of a block's qkv normalised over each head's channels
+  // (raw copies in a.q_raw, a.k_raw), and the backward pass of that within
+  // grad_qkv_.
+  Status QkNormForward(BlockActivations& a, const BlockOffsets& w, int N);
+  Status QkNormBackward(const BlockActivations& a, const BlockOffsets& w, int N);
 
   // cuda_backend.cu: a step as the Backend runs it.
   Status Stage(const Batch& batch, uint64_t dropout_seed, int64_t count);
@@ -145,8 +162,8 @@ class CudaBackend final : public Backend {
   Status EnqueueStep(int B, int T, bool training);
   Status RunTrainingStep(int B, int T);
   Status CaptureTrainingStep(int B, int T);
-  // with_log_z: the row log Z were copied out too (evaluation only).
-  LossStats CollectStats(const Batch& batch, bool with_log_z) const;
+  // From the rows copied out by EnqueueStep, the log Z sums included.
+  LossStats CollectStats(const Batch& batch) const;
   // OptimizerStep with args.measure_update: the step, bracketed by a copy
   // of the weights before it and the update's squared norms after it.
   Status MeasuredOptimizerStep(const OptimizerStepArgs& args);
@@ -192,6 +209,8 @@ class CudaBackend final : public Backend {
 
   // Activations and scratch (sized for capacity_b_).
   float *emb_out_ = nullptr, *emb_mask_ = nullptr;
+  // Peri-LN: the embedding's norm ln_emb (its output is the first block's input).
+  float *emb_ln_out_ = nullptr, *emb_ln_mean_ = nullptr, *emb_ln_rstd_ = nullptr;
   std::vector<BlockActivations> blocks_;
   float *lnf_out_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
   float *logits_ = nullptr, *probs_ = nullptr;
@@ -201,6 +220,11 @@ class CudaBackend final : public Backend {
   // output atty (N,C); qkv (N,3C); the ReLU output fc1_act (N,F).
   float *grad_res_a_ = nullptr, *grad_res_b_ = nullptr, *grad_masked_ = nullptr, *grad_atty_ = nullptr;
   float *grad_qkv_ = nullptr, *grad_fc1_act_ = nullptr;
+  // Peri-LN: the gradient of a sublayer's output before its output norm
+  // (N,C). qk_norm: q or k gathered to (N*H, hd), normalised in the
+  // forward pass and its gradient in the backward one (qk_scratch_), and
+  // the gradient of the norm's input (grad_qk_raw_).
+  float *grad_norm_in_ = nullptr, *qk_scratch_ = nullptr, *grad_qk_raw_ = nullptr;
   // Attention heads, each (B,H,T,hd), y_ also dy in backward; grad_att_ (B,H,T,T).
   float *q_ = nullptr, *k_ = nullptr, *v_heads_ = nullptr, *y_ = nullptr, *grad_att_ = nullptr;
   float *grad_q_ = nullptr, *grad_k_ = nullptr, *grad_v_ = nullptr, *partial_ = nullptr;

@@ -130,6 +130,11 @@ Status CudaBackend::EnsureCapacity(int B) {
   BufferPlan plan;
   plan.push_back({&emb_out_, N * C});
   if (dropout) plan.push_back({&emb_mask_, N * C});
+  if (layout_.has_emb_ln()) {
+    plan.push_back({&emb_ln_out_, N * C});
+    plan.push_back({&emb_ln_mean_, N});
+    plan.push_back({&emb_ln_rstd_, N});
+  }
   PlanBlockActivations(model_, B, &blocks_, &plan);
   plan.push_back({&lnf_out_, N * C});
   plan.push_back({&lnf_mean_, N});
@@ -139,8 +144,15 @@ Status CudaBackend::EnsureCapacity(int B) {
   for (float** p : {&grad_res_a_, &grad_res_b_, &grad_masked_, &grad_atty_, &y_}) plan.push_back({p, N * C});
   plan.push_back({&grad_qkv_, N * 3 * C});
   plan.push_back({&grad_fc1_act_, N * F});
+  if (layout_.has_emb_ln()) plan.push_back({&grad_norm_in_, N * C});  // Peri-LN
+  if (model_.qk_norm) {
+    plan.push_back({&qk_scratch_, N * C});
+    plan.push_back({&grad_qk_raw_, N * C});
+  }
   for (float** p : {&q_, &k_, &v_heads_, &grad_q_, &grad_k_, &grad_v_}) plan.push_back({p, N * C});
   plan.push_back({&grad_att_, static_cast<size_t>(B) * H * T * T});
+  // Column reductions are over at most max(3C, F, V) columns of N rows;
+  // qk_norm's over hd columns of N*H rows need no more (Chunks(N*H) <= H * Chunks(N)).
   plan.push_back({&partial_, cuda::ColumnReducePartialFloats(static_cast<int>(N),
                                                              static_cast<int>(std::max({3 * C, F, V})))});
   float* arena = nullptr;

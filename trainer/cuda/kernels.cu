@@ -102,6 +102,36 @@ __global__ void LayerNormInputGradKernel(float* dinp, const float* dout, const f
   }
 }
 
+// ---- RMSNorm (as trainer/cpu/ops_kernels.inc: no centring, no bias) ----
+
+__global__ void RmsNormForwardKernel(float* out, float* rstd, const float* inp, const float* w, int N, int C,
+                                     float eps) {
+  const int n = WarpRow();
+  if (n >= N) return;
+  const int lane = threadIdx.x % kWarp;
+  const float* x = inp + static_cast<size_t>(n) * C;
+  float ss = 0.0f;
+  for (int c = lane; c < C; c += kWarp) ss += x[c] * x[c];
+  const float r = 1.0f / sqrtf(WarpSum(ss) / C + eps);
+  float* o = out + static_cast<size_t>(n) * C;
+  for (int c = lane; c < C; c += kWarp) o[c] = x[c] * r * w[c];
+  if (lane == 0) rstd[n] = r;
+}
+
+// dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), xhat = x * rstd, dxhat = dout * w.
+__global__ void RmsNormInputGradKernel(float* dinp, const float* dout, const float* inp, const float* w,
+                                       const float* rstd, int N, int C) {
+  const int n = WarpRow();
+  if (n >= N) return;
+  const int lane = threadIdx.x % kWarp;
+  const size_t row = static_cast<size_t>(n) * C;
+  const float r = rstd[n];
+  float s = 0.0f;
+  for (int c = lane; c < C; c += kWarp) s += dout[row + c] * w[c] * (inp[row + c] * r);
+  s = WarpSum(s) / C;
+  for (int c = lane; c < C; c += kWarp) dinp[row + c] += r * (dout[row + c] * w[c] - inp[row + c] * r * s);
+}
+
 // ---- column reductions (bias and LayerNorm parameter gradients) ----
 // Stage 1: blocks of (32 columns) x (kRowsPerChunk rows), 8 row-threads
 // each, reduced in shared memory in a fixed order, one float2 per (chunk,
@@ -125,6 +155,15 @@ struct LayerNormParamOp {
     const size_t i = static_cast<size_t>(r) * C + c;
     const float xhat = (inp[i] - mean[r]) * rstd[r];
     return make_float2(dout[i] * xhat, dout[i]);
+  }
+};
+
+struct RmsNormParamOp {
+  const float *dout, *inp, *rstd;
+  int C;
+  __device__ float2 operator()(int r, int c) const {
+    const size_t i = static_cast<size_t>(r) * C + c;
+    return make_float2(dout[i] * (inp[i] * rstd[r]), 0.0f);
   }
 };
 
@@ -270,6 +309,15 @@ __global__ void MultiplyKernel(float* out, const float* a, const float* b, size_
   if (i < n) out[i] = a[i] * b[i];
 }
 
+__global__ void ScaledAddKernel(float* out, float alpha, const float* a, const float* b, size_t n) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = alpha * a[i] + b[i];
+}
+__global__ void ScaleKernel(float* x, float alpha, size_t n) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= alpha;
+}
+
 __global__ void DropoutMaskKernel(float* mask, size_t n, float p, const uint64_t* base_seed, uint64_t stream) {
   const size_t bi = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t begin = bi * kDropoutMaskBlock;
@@ -332,6 +380,23 @@ __global__ void CrossEntropyBackwardKernel(float* dlogits, const float* probs, c
   const int n = static_cast<int>(i / V), j = static_cast<int>(i % V);
   const int32_t target = targets[n];
   dlogits[i] = target < 0 ? 0.0f : (probs[i] - (j == target ? 1.0f : 0.0f)) * *scale;
+}
+
+// d/dlogit_j of CE + z_loss * (log Z)^2 = p_j - onehot_j + 2 z_loss log Z p_j.
+__global__ void CrossEntropyZLossBackwardKernel(float* dlogits, const float* probs, const float* row_log_z,
+                                                const int32_t* targets, int N, int V, const float* scale,
+                                                float z_loss) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<size_t>(N) * V) return;
+  const int n = static_cast<int>(i / V), j = static_cast<int>(i % V);
+  const int32_t target = targets[n];
+  if (target < 0) {
+    dlogits[i] = 0.0f;
+    return;
+  }
+  const float sc = *scale;
+  const float g = (1.0f + 2.0f * z_loss * row_log_z[n]) * sc;
+  dlogits[i] = probs[i] * g - (j == target ? sc : 0.0f);
 }
 
 // ---- optimizers (trainer/optimizer.cc, element by element) ----
@@ -465,6 +530,18 @@ void LaunchLayerNormParamGrad(float* dw, float* db, float* partial, const float*
                               const float* mean, const float* rstd, int N, int C, cudaStream_t s) {
   ColumnReduce(dw, db, partial, LayerNormParamOp{dout, inp, mean, rstd, C}, N, C, s);
 }
+void LaunchRmsNormForward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps,
+                          cudaStream_t s) {
+  RmsNormForwardKernel<<<Blocks(N, kWarpsPerBlock), kThreads, 0, s>>>(out, rstd, inp, w, N, C, eps);
+}
+void LaunchRmsNormInputGrad(float* dinp, const float* dout, const float* inp, const float* w, const float* rstd,
+                            int N, int C, cudaStream_t s) {
+  RmsNormInputGradKernel<<<Blocks(N, kWarpsPerBlock), kThreads, 0, s>>>(dinp, dout, inp, w, rstd, N, C);
+}
+void LaunchRmsNormParamGrad(float* dw, float* partial, const float* dout, const float* inp, const float* rstd, int N,
+                            int C, cudaStream_t s) {
+  ColumnReduce(dw, nullptr, partial, RmsNormParamOp{dout, inp, rstd, C}, N, C, s);
+}
 void LaunchColumnSums(float* db, float* partial, const float* dout, int N, int O, cudaStream_t s) {
   ColumnReduce(db, nullptr, partial, ColumnOp{dout, O}, N, O, s);
 }
@@ -512,6 +589,12 @@ void LaunchAdd(float* out, const float* a, const float* b, size_t n, cudaStream_
 void LaunchMultiply(float* out, const float* a, const float* b, size_t n, cudaStream_t s) {
   MultiplyKernel<<<Blocks(n), kThreads, 0, s>>>(out, a, b, n);
 }
+void LaunchScaledAdd(float* out, float alpha, const float* a, const float* b, size_t n, cudaStream_t s) {
+  ScaledAddKernel<<<Blocks(n), kThreads, 0, s>>>(out, alpha, a, b, n);
+}
+void LaunchScale(float* x, float alpha, size_t n, cudaStream_t s) {
+  ScaleKernel<<<Blocks(n), kThreads, 0, s>>>(x, alpha, n);
+}
 void LaunchDropoutMask(float* mask, size_t n, float p, const uint64_t* base_seed, uint64_t stream,
                        cudaStream_t s) {
   const size_t blocks = (n + kDropoutMaskBlock - 1) / kDropoutMaskBlock;
@@ -527,6 +610,13 @@ void LaunchCrossEntropyBackward(float* dlogits, const float* probs, const int32_
                                 const float* scale, cudaStream_t s) {
   CrossEntropyBackwardKernel<<<Blocks(static_cast<size_t>(N) * V), kThreads, 0, s>>>(dlogits, probs, targets, N,
                                                                                      V, scale);
+}
+
+void LaunchCrossEntropyZLossBackward(float* dlogits, const float* probs, const float* row_log_z,
+                                     const int32_t* targets, int N, int V, const float* scale, float z_loss,
+                                     cudaStream_t s) {
+  CrossEntropyZLossBackwardKernel<<<Blocks(static_cast<size_t>(N) * V), kThreads, 0, s>>>(
+      dlogits, probs, row_log_z, targets, N, V, scale, z_loss);
 }
 
 void LaunchAdam(float* p, const float* g, float* m, float* v, size_t n, AdamCoefficients a, cudaStream_t s) {

@@ -36,6 +36,16 @@ void LaunchLayerNormInputGrad(float* dinp, const float* dout, const float* inp, 
 // ColumnReducePartialFloats(N, C) floats.
 void LaunchLayerNormParamGrad(float* dw, float* db, float* partial, const float* dout, const float* inp,
                               const float* mean, const float* rstd, int N, int C, cudaStream_t s);
+// RMSNorm (Zhang & Sennrich 2019) over rows of C: out = inp * rstd * w,
+// rstd = 1/sqrt(mean(inp^2) + eps) saved (N) for backward; no mean, no bias.
+void LaunchRmsNormForward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps,
+                          cudaStream_t s);
+// dinp (N,C) += RMSNorm backward (accumulates, as on the CPU).
+void LaunchRmsNormInputGrad(float* dinp, const float* dout, const float* inp, const float* w, const float* rstd,
+                            int N, int C, cudaStream_t s);
+// dw = sum_n dout * inp * rstd (overwrites); partial as below.
+void LaunchRmsNormParamGrad(float* dw, float* partial, const float* dout, const float* inp, const float* rstd, int N,
+                            int C, cudaStream_t s);
 // db (O) = column sums of dout (N,O) (overwrites); partial as above.
 void LaunchColumnSums(float* db, float* partial, const float* dout, int N, int O, cudaStream_t s);
 size_t ColumnReducePartialFloats(int N, int C);
@@ -65,6 +75,10 @@ void LaunchRelu(float* x, size_t n, cudaStream_t s);
 void LaunchReluBackward(float* dx, const float* act, size_t n, cudaStream_t s);  // in place on dx
 void LaunchAdd(float* out, const float* a, const float* b, size_t n, cudaStream_t s);
 void LaunchMultiply(float* out, const float* a, const float* b, size_t n, cudaStream_t s);
+// out = alpha * a + b (DeepNorm's residual); out may alias a or b.
+void LaunchScaledAdd(float* out, float alpha, const float* a, const float* b, size_t n, cudaStream_t s);
+// In place: x *= alpha.
+void LaunchScale(float* x, float alpha, size_t n, cudaStream_t s);
 // The CPU backend's counter-based mask (trainer/cpu/ops.cc MakeDropoutMask),
 // bit for bit, seeded with MixSeed(*base_seed, stream).
 void LaunchDropoutMask(float* mask, size_t n, float p, const uint64_t* base_seed, uint64_t stream,
@@ -79,6 +93,14 @@ void LaunchCrossEntropyForward(float* probs, float* row_loss, float* row_log_z, 
 // alias probs.
 void LaunchCrossEntropyBackward(float* dlogits, const float* probs, const int32_t* targets, int N, int V,
                                 const float* scale, cudaStream_t s);
+
+// LaunchCrossEntropyBackward with the z-loss (Wortsman et al. 2023): the
+// gradient of (*scale) * sum_n (CE_n + z_loss * log Z_n^2) over counted rows,
+// dlogits = (probs * (1 + 2 z_loss log Z_n) - onehot) * (*scale), 0 for
+// ignored rows; row_log_z from the forward kernel. May alias probs.
+void LaunchCrossEntropyZLossBackward(float* dlogits, const float* probs, const float* row_log_z,
+                                     const int32_t* targets, int N, int V, const float* scale, float z_loss,
+                                     cudaStream_t s);
 
 // The optimizer updates of trainer/optimizer.h, over params[0, n).
 void LaunchAdam(float* p, const float* g, float* m, float* v, size_t n, AdamCoefficients a, cudaStream_t s);

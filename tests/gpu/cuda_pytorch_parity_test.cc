@@ -1,0 +1,216 @@
+// PyTorch parity of the CUDA backend: the 11 fixtures of
+// tests/reference/make_fixtures.py (weights, a batch, the loss, every
+// gradient, the diagnostics and 5 Adam steps, in float64, at an odd size:
+// head dim 15, seq_len 19), checked on cuda:0 with the tolerances of the CPU's
+// tests/trainer/pytorch_parity_test.cc: loss and Adam losses within 1e-4
+// relative, every gradient within 1e-3 max-relative error, log Z and the
+// largest attention logits within 1e-5, update ratios within 1e-4. One
+// fixture per scheme of issue 24: post, pre, peri, deepnorm, mix, and
+// qk_norm, z_loss and rmsnorm each on top of post and of pre.
+//
+// The fixture's reading and checks follow CheckFixture of the CPU test (it
+// lives in that test's anonymous namespace; see the commit for the move to a
+// header both could share). Every test skips, saying so, without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/common/gpu_skip.h"
+#include "trainer/backend.h"
+#include "trainer/param_layout.h"
+#include "trainer/safetensors.h"
+
+namespace normsweep::trainer {
+namespace {
+
+std::string FixturePath(const std::string& scheme) {
+  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/tests/reference/fixtures/parity_" + scheme + ".safetensors";
+}
+
+double MaxAbs(const float* x, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(x[i])));
+  return m;
+}
+
+// max|got - want| / scale, scale = max|want| unless given.
+double MaxRelativeError(const float* got, const float* want, size_t n, double scale = -1) {
+  double max_diff = 0;
+  for (size_t i = 0; i < n; ++i) max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+  if (scale < 0) scale = MaxAbs(want, n);
+  return scale > 0 ? max_diff / scale : max_diff;
+}
+
+// attn.k_norm.bias has a zero gradient in exact arithmetic (it adds q.b to
+// every logit of a query's row, which the softmax ignores): its error is
+// measured against the scale of its weight's gradient, as on the CPU.
+bool ZeroByShiftInvariance(const std::string& name) {
+  const std::string suffix = "attn.k_norm.bias";
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The model the fixture's metadata describes (the keys of a checkpoint).
+ModelConfig FixtureModel(const std::map<std::string, std::string>& md) {
+  ModelConfig m;
+  auto placement = ParsePlacement(md.at("placement"));
+  EXPECT_TRUE(placement.ok()) << placement.status().message();
+  if (placement.ok()) m.placement = *placement;
+  if (md.count("mix_post_fraction")) m.mix_post_fraction = std::stod(md.at("mix_post_fraction"));
+  m.qk_norm = md.count("qk_norm") && md.at("qk_norm") == "true";
+  if (md.count("norm")) {
+    auto norm = ParseNorm(md.at("norm"));
+    EXPECT_TRUE(norm.ok()) << norm.status().message();
+    if (norm.ok()) m.norm = *norm;
+  }
+  m.layers = std::stoi(md.at("layers"));
+  m.d_model = std::stoi(md.at("d_model"));
+  m.heads = std::stoi(md.at("heads"));
+  m.d_ff = std::stoi(md.at("d_ff"));
+  m.seq_len = std::stoi(md.at("seq_len"));
+  return m;
+}
+
+class CudaPyTorchParityTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU("the CUDA backend's PyTorch parity checks");
+    auto file = ReadSafeTensors(FixturePath(GetParam()));
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    file_ = std::move(file.value());
+    const auto& md = file_.metadata;
+    model_ = FixtureModel(md);
+    ASSERT_EQ(md.at("positions"), "sinusoidal");
+    z_loss_ = md.count("z_loss") ? std::stod(md.at("z_loss")) : 0.0;
+    const SafeTensor& inputs = file_.tensors.at("batch.inputs");
+    batch_.batch_size = static_cast<int>(inputs.shape[0]);
+    batch_.seq_len = static_cast<int>(inputs.shape[1]);
+    batch_.inputs = inputs.ints;
+    batch_.targets = file_.tensors.at("batch.targets").ints;
+
+    BackendOptions o;
+    o.device = "cuda:0";
+    o.model = model_;
+    o.max_batch_size = batch_.batch_size;
+    o.optimizer.kind = OptimizerKind::kAdam;
+    o.optimizer.beta1 = std::stod(md.at("adam_beta1"));
+    o.optimizer.beta2 = std::stod(md.at("adam_beta2"));
+    o.optimizer.eps = std::stod(md.at("adam_eps"));
+    o.z_loss = z_loss_;
+    auto backend = MakeBackend(o);
+    ASSERT_TRUE(backend.ok()) << backend.status().message();
+    gpu_ = std::move(backend.value());
+
+    // Weights by name: every parameter of the layout must be in the fixture.
+    std::vector<float> params(gpu_->layout().total());
+    for (const TensorSpec& t : gpu_->layout().tensors()) {
+      auto it = file_.tensors.find(t.name);
+      ASSERT_NE(it, file_.tensors.end()) << "fixture lacks " << t.name;
+      ASSERT_EQ(it->second.shape, t.shape) << t.name;
+      std::copy(it->second.floats.begin(), it->second.floats.end(), params.begin() + t.offset);
+    }
+    ASSERT_TRUE(gpu_->SetParameters(params).ok());
+  }
+  // The training objective: cross-entropy plus the z term when z_loss > 0.
+  double Objective(const LossStats& l) const { return l.mean() + l.z_term(z_loss_); }
+  float Expected(const std::string& name) const { return file_.tensors.at(name).floats[0]; }
+
+  SafeTensorsFile file_;
+  ModelConfig model_;
+  double z_loss_ = 0.0;
+  Batch batch_;
+  std::unique_ptr<Backend> gpu_;
+};
+
+TEST_P(CudaPyTorchParityTest, DiagnosticsOfAnEvaluation) {
+  auto eval = gpu_->Evaluate(batch_);
+  ASSERT_TRUE(eval.ok()) << eval.status().message();
+  const float want_log_z = Expected("expected.log_z");
+  EXPECT_NEAR(eval->mean_log_z(), want_log_z, 1e-5 * std::fabs(want_log_z)) << "log Z";
+  auto maxima = gpu_->TakeMaxAttentionLogits();
+  ASSERT_TRUE(maxima.ok());
+  const std::vector<float>& want_max = file_.tensors.at("expected.max_attn_logit").floats;
+  ASSERT_EQ(maxima->size(), want_max.size());
+  for (size_t l = 0; l < want_max.size(); ++l) {
+    EXPECT_NEAR((*maxima)[l], want_max[l], 1e-5 * std::fabs(want_max[l])) << "max attention logit, block " << l;
+  }
+}
+
+TEST_P(CudaPyTorchParityTest, LossAndEveryGradient) {
+  auto loss = gpu_->ForwardBackward(batch_, 0);
+  ASSERT_TRUE(loss.ok()) << loss.status().message();
+  const float want_loss = Expected("expected.loss");
+  EXPECT_NEAR(Objective(*loss), want_loss, 1e-4 * std::fabs(want_loss)) << "loss";
+  if (z_loss_ > 0) {
+    const float want_z = Expected("expected.z_term");
+    EXPECT_NEAR(loss->z_term(z_loss_), want_z, 1e-4 * std::fabs(want_z)) << "z term";
+  }
+  std::vector<float> grads;
+  ASSERT_TRUE(gpu_->GetGradients(&grads).ok());
+  size_t fixture_grads = 0;
+  for (const auto& [name, t] : file_.tensors) fixture_grads += name.rfind("grads.", 0) == 0;
+  EXPECT_EQ(fixture_grads, gpu_->layout().tensors().size()) << "the fixture has parameters the layout lacks";
+  for (const TensorSpec& t : gpu_->layout().tensors()) {
+    const SafeTensor& want = file_.tensors.at("grads." + t.name);
+    double scale = -1;
+    if (ZeroByShiftInvariance(t.name)) {
+      const SafeTensor& w = file_.tensors.at("grads." + t.name.substr(0, t.name.size() - 4) + "weight");
+      scale = MaxAbs(w.floats.data(), w.floats.size());
+    }
+    EXPECT_LT(MaxRelativeError(grads.data() + t.offset, want.floats.data(), t.size, scale), 1e-3)
+        << "gradient of " << t.name;
+  }
+}
+
+// Five Adam steps on the same batch: the loss at the start of each, and
+// each step's update ratios [step][block][qkv, proj, fc1, fc2].
+TEST_P(CudaPyTorchParityTest, FiveAdamSteps) {
+  const std::vector<float>& adam = file_.tensors.at("expected.adam_losses").floats;
+  const SafeTensor& want_ratios = file_.tensors.at("expected.update_ratios");
+  ASSERT_EQ(file_.metadata.at("update_ratio_matrices"), "attn.qkv,attn.proj,ffn.fc1,ffn.fc2");
+  ASSERT_EQ(want_ratios.shape, (std::vector<int64_t>{static_cast<int64_t>(adam.size()), model_.layers, 4}));
+  const double lr = std::stod(file_.metadata.at("adam_lr"));
+  const ParamLayout& layout = gpu_->layout();
+  auto tensor_at = [&](size_t offset) {
+    size_t t = 0;
+    while (layout.tensors()[t].offset != offset) ++t;
+    return t;
+  };
+  for (size_t step = 0; step < adam.size(); ++step) {
+    auto l = gpu_->ForwardBackward(batch_, 0);
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    EXPECT_NEAR(Objective(*l), adam[step], 1e-4 * std::fabs(adam[step])) << "Adam step " << step;
+    OptimizerStepArgs args;
+    args.step = static_cast<int>(step) + 1;
+    args.lr = lr;
+    args.measure_update = true;
+    ASSERT_TRUE(gpu_->OptimizerStep(args).ok());
+    auto u = gpu_->LastUpdateSquaredNorms();
+    ASSERT_TRUE(u.ok()) << u.status().message();
+    for (int b = 0; b < model_.layers; ++b) {
+      const BlockOffsets& w = layout.blocks()[static_cast<size_t>(b)];
+      const size_t offsets[4] = {w.qkv_w, w.proj_w, w.fc1_w, w.fc2_w};
+      for (int k = 0; k < 4; ++k) {
+        const size_t t = tensor_at(offsets[k]);
+        const double got = std::sqrt(u->update[t] / u->weight[t]);
+        const float want = want_ratios.floats[(step * model_.layers + static_cast<size_t>(b)) * 4 +
+                                              static_cast<size_t>(k)];
+        EXPECT_NEAR(got, want, 1e-4 * want) << "update ratio of " << layout.tensors()[t].name << ", Adam step "
+                                            << step + 1;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, CudaPyTorchParityTest,
+                         ::testing::Values("post", "pre", "peri", "deepnorm", "mix", "post_qknorm", "pre_qknorm",
+                                           "post_zloss", "pre_zloss", "post_rmsnorm", "pre_rmsnorm"));
+
+}  // namespace
+}  // namespace normsweep::trainer
