@@ -104,7 +104,7 @@ std::string VariantSections(const VariantView& v) {
   std::string s = absl::StrCat(
       "<h2>Final validation loss over warm-up \u00d7 peak lr", Escape(suffix), "</h2>\n",
       "<p>Mean over seeds of the final validation loss (\u00b1 sample std); \u201ck/n div\u201d: k of "
-      "n seeds diverged and are left out of the mean. One colour scale for both placements.</p>\n",
+      "n seeds diverged and are left out of the mean. One colour scale for every placement.</p>\n",
       HeatmapSection(v));
   absl::StrAppend(&s, "<h2>Final validation loss against peak lr", Escape(suffix), "</h2>\n",
                   "<p>Each grid cell's mean final validation loss over seeds against its peak lr (log scale), one "
