@@ -4,12 +4,14 @@
 // max_attempts (3) and max_interruptions (20). Each worker is given both
 // schedulers (a gRPC address list, in opposite orders for odd and even
 // workers; gRPC connects to the first that answers), as a DNS name with two
-// replicas would give them. While the sweep runs, a fixed schedule of 17
-// faults, about one per trial and mostly worker kills: SIGKILL of trainers
-// (3), of workers (9, each started again at once, same name), of schedulers
-// (3, each started again on its port once the trials progress through the
-// other one), a crash restart of PostgreSQL (pg_ctl restart -m immediate)
-// and a fast one (pg_ctl stop -m fast, start). Every fault waits for
+// replicas would give them. While the sweep runs, a fixed schedule of up to
+// 17 faults, mostly worker kills: SIGKILL of trainers (3), of workers (9,
+// each started again at once, same name), of schedulers (3, each started
+// again on its port once the trials progress through the other one), a
+// crash restart of PostgreSQL (pg_ctl restart -m immediate) and a fast one
+// (pg_ctl stop -m fast, start). The first 11 must land (both restarts among
+// them; 0.69 faults a trial); the rest land unless the sweep ends first (an
+// idle machine runs a trial in ~2 s). Every fault waits for
 // conditions, never for a fixed time: the previous fault has recovered
 // (every trial that was running at it has stored progress again, been
 // re-queued, or ended), a share of the trials has succeeded (so the faults
@@ -96,6 +98,13 @@ constexpr FaultKind kSchedule[] = {
     FaultKind::kWorker,  FaultKind::kTrainer,   FaultKind::kWorker,       FaultKind::kScheduler,
     FaultKind::kWorker,  FaultKind::kPostgresFast, FaultKind::kWorker,    FaultKind::kTrainer,
     FaultKind::kWorker,  FaultKind::kScheduler, FaultKind::kWorker,       FaultKind::kWorker};
+// The first kRequiredFaults must land: 5 worker, 2 trainer, 2 scheduler
+// SIGKILLs and both PostgreSQL restarts, 0.69 faults a trial (the fault run
+// that found the problem: 31 in 64 trials, 0.48, in about these shares). The
+// rest land while the sweep still has a running trial to aim at: on an idle
+// machine a trial takes ~2 s and the sweep may end before them, under load
+// all 17 do.
+constexpr int kRequiredFaults = 11;
 
 bool IsFinal(v1::TrialState s) {
   return s == v1::TRIAL_SUCCEEDED || s == v1::TRIAL_DIVERGED || s == v1::TRIAL_FAILED || s == v1::TRIAL_CANCELLED;
@@ -612,6 +621,11 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
     const int succeeded = static_cast<int>(faults.size()) * trial_count / (kFaults + 9);
     std::optional<FaultTarget> target =
         WaitForTarget(observer, faults.empty() ? nullptr : &faults.back(), succeeded, &why);
+    if (!target.has_value() && static_cast<int>(faults.size()) >= kRequiredFaults &&
+        why == "the sweep ended first") {
+      std::printf("faults %zu-%d not injected: the sweep ended first\n", faults.size() + 1, kFaults);
+      break;
+    }
     ASSERT_TRUE(target.has_value()) << "fault " << faults.size() + 1 << " (" << FaultName(kind)
                                     << ") found no moment: " << why;
     ++hits_[target->trial_id];
