@@ -18,7 +18,10 @@ bool IsBareJsonScalar(const std::string& s) {
   return s == "true" || s == "false" || s == "null" || std::regex_match(s, number);
 }
 
-void Emit(const YAML::Node& node, std::string* out) {
+// strings: every scalar is a JSON string (an extra axis's values, repeated
+// string in the schema, so that `values: [false, true]` or `[6, 12]` read as
+// written rather than as a bool or a number the parser refuses).
+void Emit(const YAML::Node& node, std::string* out, bool strings = false) {
   switch (node.Type()) {
     case YAML::NodeType::Null:
       *out += "null";
@@ -26,7 +29,7 @@ void Emit(const YAML::Node& node, std::string* out) {
     case YAML::NodeType::Scalar: {
       const std::string& s = node.Scalar();
       // Tag "!" marks a quoted scalar: always a string.
-      if (node.Tag() != "!" && IsBareJsonScalar(s)) {
+      if (!strings && node.Tag() != "!" && IsBareJsonScalar(s)) {
         *out += s;
       } else {
         *out += JsonQuote(s);
@@ -39,7 +42,7 @@ void Emit(const YAML::Node& node, std::string* out) {
       for (const YAML::Node& item : node) {
         if (!first) *out += ",";
         first = false;
-        Emit(item, out);
+        Emit(item, out, strings);
       }
       *out += "]";
       return;
@@ -50,9 +53,11 @@ void Emit(const YAML::Node& node, std::string* out) {
       for (const auto& kv : node) {
         if (!first) *out += ",";
         first = false;
-        *out += JsonQuote(kv.first.as<std::string>());
+        const std::string key = kv.first.as<std::string>();
+        *out += JsonQuote(key);
         *out += ":";
-        Emit(kv.second, out);
+        // ExtraAxis.values is the schema's only field named values.
+        Emit(kv.second, out, key == "values" && kv.second.IsSequence());
       }
       *out += "}";
       return;

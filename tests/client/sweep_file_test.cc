@@ -52,6 +52,29 @@ max_attempts: 2
   EXPECT_EQ(spec->max_attempts(), 2);
 }
 
+TEST(SweepFileTest, ExtraAxisValuesAreStringsAsWritten) {
+  // qk_norm's values unquoted are YAML bools, layers' numbers: both read as
+  // the strings written (the schema's values are strings).
+  auto spec = SweepSpecFromYaml(R"(
+name: schemes
+placements: [post, pre, sandwich, deepnorm, mix]
+extra_axes:
+  - field: qk_norm
+    values: [false, true]
+  - field: layers
+    values: [6, 12]
+  - field: z_loss
+    values: [0, 1e-4]
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->extra_axes_size(), 3);
+  EXPECT_EQ(spec->extra_axes(0).values(0), "false");
+  EXPECT_EQ(spec->extra_axes(0).values(1), "true");
+  EXPECT_EQ(spec->extra_axes(1).values(1), "12");
+  EXPECT_EQ(spec->extra_axes(2).values(1), "1e-4");
+  EXPECT_EQ(spec->placements(2), "sandwich");  // the scheduler stores it as peri
+}
+
 TEST(SweepFileTest, JsonIsYamlToo) {
   auto spec = SweepSpecFromYaml(R"({"name": "j", "placements": ["pre"], "peak_lrs": [0.001], "base": {"steps": 10}})");
   ASSERT_TRUE(spec.ok()) << spec.status();
