@@ -586,6 +586,11 @@ v1::SweepSpec ChaosSpec() {
   for (double lr : {1e-3, 3e-3}) spec.add_peak_lrs(lr);
   spec.add_seeds(0);
   // max_attempts and max_interruptions stay at their defaults (3 and 20).
+  // Two trials at a time on four workers: on an idle machine (a trial in
+  // ~1 s) the sweep lasts long enough for the faults (with four at a time it
+  // ended after 5 of them), and on two loaded cores, where the trainers
+  // share the CPU whatever their number, it costs little.
+  spec.set_max_concurrent_trials(2);
   return spec;
 }
 
