@@ -47,12 +47,14 @@ std::unique_ptr<Store> OpenStore(const std::string& conninfo) {
   return store.ok() ? *std::move(store) : nullptr;
 }
 
-// A sweep of n Pre-LN trials (lr 1e-3), created at kT0.
+// A sweep of n Pre-LN trials (lr 1e-3), created at kT0. max_interruptions
+// 0: the default (20).
 absl::StatusOr<CreateSweepResult> CreateSweepOf(Store& store, const std::string& name, int n,
-                                                int max_attempts) {
+                                                int max_attempts, int max_interruptions = 0) {
   v1::SweepSpec spec;
   spec.set_name(name);
   spec.set_max_attempts(max_attempts);
+  spec.set_max_interruptions(max_interruptions);
   std::vector<NewTrial> trials(n);
   for (int i = 0; i < n; ++i) {
     trials[i].index = i;
@@ -685,8 +687,10 @@ TEST(OpenTrialsTest, CountFollowsEveryTransitionAndCompletesTheSweep) {
     EXPECT_EQ(r->GetInt64(0, 1), open);
     EXPECT_EQ(r->GetString(0, 2), state);
   };
+  // An expired lease is an interruption: these sweeps allow as many of
+  // them as they allow attempts.
   auto create = [&](int n, int max_attempts) {
-    auto created = CreateSweepOf(store, "open", n, max_attempts);
+    auto created = CreateSweepOf(store, "open", n, max_attempts, max_attempts);
     EXPECT_TRUE(created.ok()) << created.status();
     return created.ok() ? created->sweep.id() : 0;
   };
