@@ -93,21 +93,6 @@ class EndToEndTest : public testing::StackTest {
     return false;
   }
 
-  // Waits until every named worker is registered and live.
-  bool WaitForLiveWorkers(const std::set<std::string>& names, double timeout_s) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
-    while (absl::Now() < deadline) {
-      auto workers = client_->ListWorkers(/*live_only=*/true);
-      std::set<std::string> live;
-      if (workers.ok()) {
-        for (const v1::Worker& w : *workers) live.insert(w.name());
-      }
-      if (std::includes(live.begin(), live.end(), names.begin(), names.end())) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
-  }
-
   // A connection to this test's database, for what only SQL shows.
   std::unique_ptr<db::PgConnection> Sql() {
     auto conn = testing::Connect(conninfo_);

@@ -46,22 +46,6 @@ size_t Count(const std::string& text, const std::string& what) {
 
 class NormSchemesEndToEndTest : public testing::StackTest {
  protected:
-  // Waits until every named worker is registered and live, so that both
-  // share the sweep.
-  bool WaitForLiveWorkers(const std::set<std::string>& names, double timeout_s) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
-    while (absl::Now() < deadline) {
-      auto workers = client_->ListWorkers(/*live_only=*/true);
-      std::set<std::string> live;
-      if (workers.ok()) {
-        for (const v1::Worker& w : *workers) live.insert(w.name());
-      }
-      if (std::includes(live.begin(), live.end(), names.begin(), names.end())) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
-  }
-
   // The (placement, variant) pairs of a view's rows for the sweep, and how
   // many rows it has.
   std::pair<std::set<std::pair<std::string, std::string>>, int> ViewRows(db::PgConnection& sql,

@@ -4,11 +4,15 @@
 #ifndef NORMSWEEP_TESTS_E2E_STACK_TEST_H_
 #define NORMSWEEP_TESTS_E2E_STACK_TEST_H_
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/sweep_client.h"
 #include "tests/common/process_test.h"
 
@@ -29,6 +33,21 @@ class StackTest : public ProcessTest {
     std::map<std::string, std::string> env;
     if (with_scheduler) env["NORMSWEEP_SCHEDULER"] = scheduler_->address();
     return ProcessTest::Cli(args, env, timeout_s);
+  }
+
+  // Waits until every named worker is registered and live.
+  bool WaitForLiveWorkers(const std::set<std::string>& names, double timeout_s) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
+    while (absl::Now() < deadline) {
+      auto workers = client_->ListWorkers(/*live_only=*/true);
+      std::set<std::string> live;
+      if (workers.ok()) {
+        for (const v1::Worker& w : *workers) live.insert(w.name());
+      }
+      if (std::includes(live.begin(), live.end(), names.begin(), names.end())) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
   }
 
   SchedulerProcess* scheduler_ = nullptr;
