@@ -8,9 +8,9 @@
 // fixture per scheme of issue 24: post, pre, peri, deepnorm, mix, and
 // qk_norm, z_loss and rmsnorm each on top of post and of pre.
 //
-// The fixture's reading and checks follow CheckFixture of the CPU test (it
-// lives in that test's anonymous namespace; see the commit for the move to a
-// header both could share). Every test skips, saying so, without a GPU.
+// The fixture's reading, the model it describes and the yardstick are the
+// CPU test's (tests/trainer/parity_fixture.h). Every test skips, saying so,
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/common/gpu_skip.h"
+#include "tests/trainer/parity_fixture.h"
 #include "trainer/backend.h"
 #include "trainer/param_layout.h"
 #include "trainer/safetensors.h"
@@ -29,53 +30,11 @@
 namespace normsweep::trainer {
 namespace {
 
-std::string FixturePath(const std::string& scheme) {
-  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/tests/reference/fixtures/parity_" + scheme + ".safetensors";
-}
-
-double MaxAbs(const float* x, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(x[i])));
-  return m;
-}
-
-// max|got - want| / scale, scale = max|want| unless given.
-double MaxRelativeError(const float* got, const float* want, size_t n, double scale = -1) {
-  double max_diff = 0;
-  for (size_t i = 0; i < n; ++i) max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-  if (scale < 0) scale = MaxAbs(want, n);
-  return scale > 0 ? max_diff / scale : max_diff;
-}
-
-// attn.k_norm.bias has a zero gradient in exact arithmetic (it adds q.b to
-// every logit of a query's row, which the softmax ignores): its error is
-// measured against the scale of its weight's gradient, as on the CPU.
-bool ZeroByShiftInvariance(const std::string& name) {
-  const std::string suffix = "attn.k_norm.bias";
-  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The model the fixture's metadata describes (the keys of a checkpoint).
-ModelConfig FixtureModel(const std::map<std::string, std::string>& md) {
-  ModelConfig m;
-  auto placement = ParsePlacement(md.at("placement"));
-  EXPECT_TRUE(placement.ok()) << placement.status().message();
-  if (placement.ok()) m.placement = *placement;
-  if (md.count("mix_post_fraction")) m.mix_post_fraction = std::stod(md.at("mix_post_fraction"));
-  m.qk_norm = md.count("qk_norm") && md.at("qk_norm") == "true";
-  if (md.count("norm")) {
-    auto norm = ParseNorm(md.at("norm"));
-    EXPECT_TRUE(norm.ok()) << norm.status().message();
-    if (norm.ok()) m.norm = *norm;
-  }
-  m.layers = std::stoi(md.at("layers"));
-  m.d_model = std::stoi(md.at("d_model"));
-  m.heads = std::stoi(md.at("heads"));
-  m.d_ff = std::stoi(md.at("d_ff"));
-  m.seq_len = std::stoi(md.at("seq_len"));
-  return m;
-}
+using parity::FixtureModel;
+using parity::FixturePath;
+using parity::MaxAbs;
+using parity::MaxRelativeError;
+using parity::ZeroByShiftInvariance;
 
 class CudaPyTorchParityTest : public ::testing::TestWithParam<std::string> {
  protected:

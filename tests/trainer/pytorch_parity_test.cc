@@ -19,6 +19,7 @@
 #include <map>
 #include <string>
 
+#include "tests/trainer/parity_fixture.h"
 #include "trainer/backend.h"
 #include "trainer/cpu/kernel_variant.h"
 #include "trainer/param_layout.h"
@@ -27,59 +28,16 @@
 namespace normsweep::trainer {
 namespace {
 
-std::string FixturePath(const std::string& placement) {
-  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/tests/reference/fixtures/parity_" + placement + ".safetensors";
-}
-
-double MaxAbs(const float* x, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(x[i])));
-  return m;
-}
-
-// max|got - want| / scale, scale = max|want| unless given.
-double MaxRelativeError(const std::vector<float>& got, const float* want, size_t n, double scale = -1) {
-  double max_diff = 0;
-  for (size_t i = 0; i < n; ++i) max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-  if (scale < 0) scale = MaxAbs(want, n);
-  return scale > 0 ? max_diff / scale : max_diff;
-}
-
-// attn.k_norm.bias has a zero gradient in exact arithmetic (a bias added to
-// every key of a head adds q.b to every logit of a query's row, which the
-// softmax ignores; the fixture holds ~1e-17): its error is measured against
-// the scale of its weight's gradient, as make_fixtures.py does.
-bool ZeroByShiftInvariance(const std::string& name) {
-  const std::string suffix = "attn.k_norm.bias";
-  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
+using parity::FixtureModel;
+using parity::FixturePath;
+using parity::MaxAbs;
+using parity::MaxRelativeError;
+using parity::ZeroByShiftInvariance;
 
 std::string Scientific(double x) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2e", x);
   return buf;
-}
-
-// The model the fixture's metadata describes (the keys of a checkpoint).
-ModelConfig FixtureModel(const std::map<std::string, std::string>& md) {
-  ModelConfig m;
-  auto placement = ParsePlacement(md.at("placement"));
-  EXPECT_TRUE(placement.ok()) << placement.status().message();
-  if (placement.ok()) m.placement = *placement;
-  if (md.count("mix_post_fraction")) m.mix_post_fraction = std::stod(md.at("mix_post_fraction"));
-  m.qk_norm = md.count("qk_norm") && md.at("qk_norm") == "true";
-  if (md.count("norm")) {
-    auto norm = ParseNorm(md.at("norm"));
-    EXPECT_TRUE(norm.ok()) << norm.status().message();
-    if (norm.ok()) m.norm = *norm;
-  }
-  m.layers = std::stoi(md.at("layers"));
-  m.d_model = std::stoi(md.at("d_model"));
-  m.heads = std::stoi(md.at("heads"));
-  m.d_ff = std::stoi(md.at("d_ff"));
-  m.seq_len = std::stoi(md.at("seq_len"));
-  return m;
 }
 
 // The whole check of one fixture on the active kernel variant.
@@ -161,7 +119,7 @@ void CheckFixture(const SafeTensorsFile& fixture, double* worst_grad, double* wo
       const SafeTensor& w = file->tensors.at("grads." + weight);
       scale = MaxAbs(w.floats.data(), w.floats.size());
     }
-    const double err = MaxRelativeError(got, want.floats.data(), t.size, scale);
+    const double err = MaxRelativeError(got.data(), want.floats.data(), t.size, scale);
     *worst_grad = std::max(*worst_grad, err);
     EXPECT_LT(err, 1e-3) << "gradient of " << t.name;
   }
