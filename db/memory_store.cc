@@ -485,7 +485,8 @@ void MemoryStore::AdvanceBoundaryLine(const v1::Trial& finished, absl::Time now)
                                                                         : std::nullopt);
     probes.push_back({t.config().lr(),
                       ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
-                                    l0, settings)});
+                                    l0, r.has_unigram_loss() ? std::optional(r.unigram_loss()) : std::nullopt,
+                                    settings)});
   }
   const LineDecision decision = DecideLine(settings, probes);
   if (!decision.next_lr.has_value() || sweep.state() != v1::SWEEP_RUNNING) return;

@@ -354,6 +354,8 @@ absl::Status ValidateFinish(const v1::FinishTrialRequest& request) {
   }
   RETURN_IF_ERROR(
       CheckFinite("result.init_val_loss", request.result().has_init_val_loss(), request.result().init_val_loss()));
+  RETURN_IF_ERROR(
+      CheckFinite("result.unigram_loss", request.result().has_unigram_loss(), request.result().unigram_loss()));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 #include "trainer/data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 
@@ -127,6 +128,31 @@ StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
 int64_t WindowCount(size_t begin, size_t end, int seq_len) {
   if (end <= begin) return 0;
   return static_cast<int64_t>((end - begin) / (static_cast<size_t>(seq_len) + 1));
+}
+
+double UnigramLoss(const Dataset& data, int batch_size, int seq_len, int eval_batches) {
+  std::vector<double> count(kVocabSize, 1.0);  // add-one
+  double total = kVocabSize;
+  for (int step = 1; step <= kUnigramBatches; ++step) {
+    const Batch b = data.TrainBatch(0, step, batch_size, seq_len);
+    for (int32_t t : b.targets) {
+      if (t < 0 || t >= kVocabSize) continue;
+      count[t] += 1;
+      total += 1;
+    }
+  }
+  double loss = 0;
+  int64_t n = 0;
+  const int batches = std::min(eval_batches, data.ValidationBatchCount(batch_size, seq_len));
+  for (int i = 0; i < batches; ++i) {
+    const Batch b = data.ValidationBatch(i, batch_size, seq_len);
+    for (int32_t t : b.targets) {
+      if (t < 0 || t >= kVocabSize) continue;
+      loss -= std::log(count[t] / total);
+      ++n;
+    }
+  }
+  return n > 0 ? loss / static_cast<double>(n) : std::nan("");
 }
 
 Batch ConsecutiveWindows(const std::vector<uint8_t>& bytes, size_t begin, int first, int count, int seq_len) {

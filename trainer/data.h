@@ -42,6 +42,15 @@ class Dataset {
 // error naming data_file when the file is missing or too small for seq_len.
 StatusOr<std::unique_ptr<Dataset>> MakeDataset(const DataConfig& data, int seq_len, int batch_size);
 
+// The unigram loss: the mean cross-entropy, over the targets of validation
+// batches 0 .. eval_batches-1 (those Evaluate scores), of the token
+// frequencies counted over the targets of training batches 1 ..
+// kUnigramBatches of seed 0, add-one smoothed over the kVocabSize tokens.
+// It depends on the data and the shapes only, not on the run's seed, so
+// every trial of a sweep on the same data reports the same figure.
+inline constexpr int kUnigramBatches = 256;
+double UnigramLoss(const Dataset& data, int batch_size, int seq_len, int eval_batches);
+
 // Reads a whole file as bytes.
 StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 

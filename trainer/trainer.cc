@@ -80,6 +80,9 @@ class Run {
  private:
   Status Loop() {
     TRAINER_ASSIGN_OR_RETURN(data_, MakeDataset(s_.data, s_.model.seq_len, s_.batch_size));
+    if (const double u = UnigramLoss(*data_, s_.batch_size, s_.model.seq_len, s_.eval_batches); std::isfinite(u)) {
+      final_.unigram_loss = u;
+    }
     BackendOptions bo;
     bo.device = s_.device;
     bo.precision = s_.precision;

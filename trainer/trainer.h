@@ -77,6 +77,7 @@ struct FinalEvent {
   std::optional<double> final_train_loss, final_val_loss, best_val_loss, final_val_accuracy;
   std::optional<int> diverged_step;
   std::optional<double> init_val_loss;  // l0: the step-0 evaluation's loss (fresh runs only)
+  std::optional<double> unigram_loss;   // the data's (UnigramLoss, trainer/data.h); every run
   double mean_tokens_per_s = 0;
   std::string backend, precision;
   int64_t parameters = 0;

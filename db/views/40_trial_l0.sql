@@ -19,7 +19,7 @@
 -- column that uses l0).
 CREATE VIEW trial_l0 AS
 SELECT t.id AS trial_id, t.sweep_id, t.trial_index, t.variant, t.placement, t.warmup_steps, t.peak_lr, t.seed,
-       t.state, t.final_val_loss, t.boundary_line,
+       t.state, t.final_val_loss, t.boundary_line, t.unigram_loss,
        coalesce(normsweep_finite(t.init_val_loss), normsweep_finite(step0.val_loss)) AS l0
 FROM trials t
 LEFT JOIN LATERAL (

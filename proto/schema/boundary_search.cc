@@ -1,5 +1,7 @@
 #include "proto/schema/boundary_search.h"
 
+#include "proto/schema/failure.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -42,7 +44,8 @@ std::vector<double> InitialLrs(const BoundarySettings& s) {
 }
 
 ProbeOutcome ClassifyProbe(v1::TrialState state, std::optional<double> final_val_loss,
-                           std::optional<double> init_val_loss, const BoundarySettings& s) {
+                           std::optional<double> init_val_loss, std::optional<double> unigram_loss,
+                           const BoundarySettings& s) {
   switch (state) {
     case v1::TRIAL_PENDING:
     case v1::TRIAL_RUNNING:
@@ -52,12 +55,15 @@ ProbeOutcome ClassifyProbe(v1::TrialState state, std::optional<double> final_val
     case v1::TRIAL_CANCELLED: return ProbeOutcome::kCancelled;
     default: break;  // SUCCEEDED
   }
-  // A run that ended with no finite loss did not train (NaN is divergence).
-  if (!final_val_loss.has_value() || !std::isfinite(*final_val_loss)) return ProbeOutcome::kUntrainable;
+  // The one rule of failing to train (no finite loss, the unigram plateau,
+  // above max_val_loss), then the improvement on l0.
+  if (ClassifyTraining(state, final_val_loss, unigram_loss, s.max_val_loss) != TrainingFailure::kNone) {
+    return ProbeOutcome::kUntrainable;
+  }
   const double loss = *final_val_loss;
-  if (s.max_val_loss.has_value() && loss > *s.max_val_loss) return ProbeOutcome::kUntrainable;
   if (!init_val_loss.has_value() || !std::isfinite(*init_val_loss)) {
-    return s.max_val_loss.has_value() ? ProbeOutcome::kTrainable : ProbeOutcome::kFailed;
+    const bool judged = s.max_val_loss.has_value() || (unigram_loss.has_value() && std::isfinite(*unigram_loss));
+    return judged ? ProbeOutcome::kTrainable : ProbeOutcome::kFailed;
   }
   return loss <= *init_val_loss - s.min_improvement ? ProbeOutcome::kTrainable : ProbeOutcome::kUntrainable;
 }

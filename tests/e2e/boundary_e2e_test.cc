@@ -80,6 +80,7 @@ TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
     probes[t.boundary_line()].push_back(
         {t.config().lr(), schema::ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
                                                 r.has_init_val_loss() ? std::optional(r.init_val_loss()) : std::nullopt,
+                                                r.has_unigram_loss() ? std::optional(r.unigram_loss()) : std::nullopt,
                                                 settings)});
   }
   for (const v1::BoundaryLine& line : analysis->boundary()) {

@@ -70,23 +70,31 @@ TEST(BoundarySettingsTest, InitialLrsAreLogSpacedWithExactEnds) {
 
 TEST(ClassifyProbeTest, Criterion) {
   BoundarySettings s = ThreeDecades();
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_PENDING, {}, {}, s), ProbeOutcome::kOpen);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_RUNNING, {}, {}, s), ProbeOutcome::kOpen);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_DIVERGED, 2.0, 5.8, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_FAILED, {}, {}, s), ProbeOutcome::kFailed);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_CANCELLED, {}, {}, s), ProbeOutcome::kCancelled);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 5.3, 5.8, s), ProbeOutcome::kTrainable);    // exactly 0.5 below
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 5.31, 5.8, s), ProbeOutcome::kUntrainable); // the unigram plateau
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, NAN, 5.8, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, {}, 5.8, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_PENDING, {}, {}, std::nullopt, s), ProbeOutcome::kOpen);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_RUNNING, {}, {}, std::nullopt, s), ProbeOutcome::kOpen);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_DIVERGED, 2.0, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_FAILED, {}, {}, std::nullopt, s), ProbeOutcome::kFailed);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_CANCELLED, {}, {}, std::nullopt, s), ProbeOutcome::kCancelled);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 5.3, 5.8, std::nullopt, s), ProbeOutcome::kTrainable);    // exactly 0.5 below
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 5.31, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable); // too little
+  // The unigram plateau (schema::kPlateauMargin 0.1): 3.35 is 2.45 below l0
+  // but within 0.1 of the unigram loss 3.41, so it learnt nothing more.
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.35, 5.8, 3.41, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.45, 5.8, 3.41, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.30, 5.8, 3.41, s), ProbeOutcome::kTrainable);
+  // Without l0 the plateau alone judges it.
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.5, {}, 3.41, s), ProbeOutcome::kTrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.4, {}, 3.41, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, NAN, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, {}, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);
   // No l0 and no absolute threshold: cannot be judged.
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.0, {}, s), ProbeOutcome::kFailed);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.0, {}, std::nullopt, s), ProbeOutcome::kFailed);
   s.max_val_loss = 4.0;
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.0, {}, s), ProbeOutcome::kTrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 4.5, {}, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 4.5, 5.8, s), ProbeOutcome::kUntrainable);  // both must hold
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.0, {}, std::nullopt, s), ProbeOutcome::kTrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 4.5, {}, std::nullopt, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 4.5, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);  // both must hold
   s.min_improvement = 2.0;
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.9, 5.8, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.9, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);
 }
 
 TEST(DecideLineTest, MonotoneLineFindsTheBoundaryInEightTrials) {
