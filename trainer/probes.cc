@@ -1,8 +1,12 @@
 #include "trainer/probes.h"
 
 #include <cmath>
+#include <algorithm>
+#include <cstdio>
 #include <memory>
+#include <utility>
 
+#include "common/quote.h"
 #include "trainer/backend.h"
 #include "trainer/cpu/ops.h"
 #include "trainer/data.h"
@@ -89,54 +93,161 @@ class SimpleStack {
   std::vector<float> ones_, zeros_;
 };
 
-std::vector<float> Add(const std::vector<float>& a, const std::vector<float>& b) {
+// out = alpha a + b (the trainer's Residual: DeepNorm's alpha, else 1).
+std::vector<float> Residual(const std::vector<float>& a, const std::vector<float>& b, float alpha) {
   std::vector<float> out(a.size());
-  for (size_t i = 0; i < a.size(); ++i) out[i] = a[i] + b[i];
+  for (size_t i = 0; i < a.size(); ++i) out[i] = alpha == 1.0f ? a[i] + b[i] : alpha * a[i] + b[i];
   return out;
 }
 
+void Scale(std::vector<float>& x, float s) {
+  if (s == 1.0f) return;
+  for (float& v : x) v *= s;
+}
+
+// One simplified block of placement `kind` as CpuBackend::BlockForward writes
+// it: Pre-LN and Peri-LN normalise each sublayer's input, Post-LN and DeepNorm
+// the residual sum, Peri-LN also each sublayer's output. `gain` multiplies
+// W_V, W_O, W1 and W2 (DeepNorm's beta times the weight scale); the sublayers
+// are products of two of them with ReLU between, so their outputs scale as
+// gain^2. Returns the block's output; *sum_norm is ||x^{post,5}||^2/d, the
+// last residual sum's (before its normalisation in Post-LN and DeepNorm).
+std::vector<float> SimpleBlock(const SimpleStack& stack, const SimpleLayer& w, Placement kind, float alpha,
+                               float gain, std::vector<float> x, int n, int d, double* sum_norm) {
+  const bool norm_in = kind == Placement::kPreLN || kind == Placement::kPeriLN;
+  const bool peri = kind == Placement::kPeriLN;
+  std::vector<float> s1 = stack.Attention(norm_in ? stack.Ln(x) : x, w);
+  Scale(s1, gain * gain);
+  if (peri) s1 = stack.Ln(s1);
+  std::vector<float> x1 = Residual(x, s1, alpha);
+  if (!norm_in) x1 = stack.Ln(x1);
+  std::vector<float> s2 = stack.Ffn(norm_in ? stack.Ln(x1) : x1, w);
+  Scale(s2, gain * gain);
+  if (peri) s2 = stack.Ln(s2);
+  std::vector<float> x2 = Residual(x1, s2, alpha);
+  *sum_norm = MeanSquaredNorm(x2, n, d);
+  return norm_in ? x2 : stack.Ln(x2);
+}
+
+// How many blocks from the first are Post-LN (kMix; 0 for Pre-LN).
+int MixPostBlocks(const ModelConfig& m) {
+  int n = 0;
+  while (n < m.layers && m.BlockPlacement(n) == Placement::kPostLN) ++n;
+  return n;
+}
+
+// The mean-field expectation of the tracked ||.||^2/d after layer l (1-based)
+// of model m; s4 = weight_scale^4. A sublayer's output F(y) with ||y||^2 = d
+// adds s4/2 (the FFN: ReLU keeps half) or between 0 and s4 (attention: the
+// mean over tokens of normalised rows) per Pre-LN layer; a normalised
+// sublayer output adds exactly 1 (Peri-LN, plus 1 for ln_emb's output).
+std::pair<double, double> HiddenNormTheory(const ModelConfig& m, int l, double s4) {
+  switch (m.placement) {
+    case Placement::kPostLN:
+    case Placement::kDeepNorm: {
+      const double alpha = m.ResidualAlpha(), beta = m.DeepNormBeta();
+      const double v = alpha * alpha + s4 * std::pow(beta, 4) / 2;
+      return {v, v};
+    }
+    case Placement::kPeriLN:
+      return {1.0 + 2.0 * l, 1.0 + 2.0 * l};
+    case Placement::kPreLN:
+    case Placement::kMix: {
+      const int pre_layers = std::max(0, l - MixPostBlocks(m));
+      return {1.0 + s4 * pre_layers / 2.0, 1.0 + 3.0 * s4 * pre_layers / 2.0};
+    }
+  }
+  return {0, 0};
+}
+
 }  // namespace
+
+const char* PlacementTitle(Placement p) {
+  switch (p) {
+    case Placement::kPostLN: return "Post-LN";
+    case Placement::kPreLN: return "Pre-LN";
+    case Placement::kPeriLN: return "Peri-LN";
+    case Placement::kDeepNorm: return "DeepNorm";
+    case Placement::kMix: return "Mix-LN";
+  }
+  return "?";
+}
+
+StatusOr<std::vector<Placement>> ParsePlacementList(const std::string& list) {
+  std::vector<Placement> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    StatusOr<Placement> p = ParsePlacement(name);
+    if (!p.ok()) {
+      return InvalidArgument("--placements: unknown placement " + normsweep::QuoteForError(name) +
+                             " (expected a comma-separated list of post, pre, peri (alias sandwich), deepnorm, mix)");
+    }
+    out.push_back(*p);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
 
 StatusOr<std::vector<HiddenNormsRow>> ProbeHiddenNorms(const HiddenNormsOptions& o) {
   if (o.d < 2 || o.tokens < 1 || o.layers < 1 || o.draws < 1) {
     return InvalidArgument("hidden-norms: d, tokens, layers and draws must be positive");
   }
+  if (!(o.weight_scale > 0) || !std::isfinite(o.weight_scale)) {
+    return InvalidArgument("hidden-norms: weight scale must be a positive number");
+  }
+  if (o.placements.empty()) return InvalidArgument("hidden-norms: no placement given");
   for (int l : o.report_layers) {
     if (l < 1 || l > o.layers) return InvalidArgument("hidden-norms: report layer " + std::to_string(l) + " is out of range");
   }
-  // [layer][draw]
-  std::vector<std::vector<double>> post(static_cast<size_t>(o.layers)), pre(static_cast<size_t>(o.layers));
+  // The trainer's definitions of each placement at this depth: Mix-LN's
+  // blocks, DeepNorm's alpha and beta.
+  std::vector<ModelConfig> models;
+  for (Placement p : o.placements) {
+    ModelConfig m;
+    m.placement = p;
+    m.layers = o.layers;
+    m.mix_post_fraction = o.mix_post_fraction;
+    models.push_back(m);
+  }
+  // [placement][layer][draw]
+  std::vector<std::vector<std::vector<double>>> tracked(
+      models.size(), std::vector<std::vector<double>>(static_cast<size_t>(o.layers)));
   for (int draw = 0; draw < o.draws; ++draw) {
     Rng rng(MixSeed(o.seed, 0x41dde, static_cast<uint64_t>(draw)));
     SimpleStack stack(o.d, o.tokens, o.layers, rng);
     std::vector<float> x0(static_cast<size_t>(o.tokens) * o.d);
     for (float& v : x0) v = static_cast<float>(rng.Normal());
-    // Post-LN: x2 = x + Attn(x); x3 = LN(x2); x5 = x3 + FFN(x3); x <- LN(x5).
-    std::vector<float> x = x0;
-    for (int l = 0; l < o.layers; ++l) {
-      const SimpleLayer& w = stack.layers()[static_cast<size_t>(l)];
-      const std::vector<float> x3 = stack.Ln(Add(x, stack.Attention(x, w)));
-      const std::vector<float> x5 = Add(x3, stack.Ffn(x3, w));
-      post[static_cast<size_t>(l)].push_back(MeanSquaredNorm(x5, o.tokens, o.d));
-      x = stack.Ln(x5);
-    }
-    // Pre-LN: x3 = x + Attn(LN(x)); x <- x3 + FFN(LN(x3)).
-    x = x0;
-    for (int l = 0; l < o.layers; ++l) {
-      const SimpleLayer& w = stack.layers()[static_cast<size_t>(l)];
-      const std::vector<float> x3 = Add(x, stack.Attention(stack.Ln(x), w));
-      x = Add(x3, stack.Ffn(stack.Ln(x3), w));
-      pre[static_cast<size_t>(l)].push_back(MeanSquaredNorm(x, o.tokens, o.d));
+    for (size_t i = 0; i < models.size(); ++i) {
+      const ModelConfig& m = models[i];
+      const float alpha = static_cast<float>(m.ResidualAlpha());
+      const float gain = static_cast<float>(m.DeepNormBeta() * o.weight_scale);
+      // Post-LN and DeepNorm: the pre-normalisation sum; the others (Mix-LN
+      // in its Post-LN blocks too): the residual stream, the block's output.
+      const bool track_sum = m.placement == Placement::kPostLN || m.placement == Placement::kDeepNorm;
+      // Peri-LN normalises the embedding too (ln_emb).
+      std::vector<float> x = m.HasEmbeddingNorm() ? stack.Ln(x0) : x0;
+      for (int l = 0; l < o.layers; ++l) {
+        double sum_norm = 0;
+        x = SimpleBlock(stack, stack.layers()[static_cast<size_t>(l)], m.BlockPlacement(l), alpha, gain, std::move(x),
+                        o.tokens, o.d, &sum_norm);
+        tracked[i][static_cast<size_t>(l)].push_back(track_sum ? sum_norm : MeanSquaredNorm(x, o.tokens, o.d));
+      }
     }
   }
+  const double s4 = std::pow(o.weight_scale, 4);
   std::vector<HiddenNormsRow> rows;
   for (int l : o.report_layers) {
     HiddenNormsRow r;
     r.layer = l;
-    r.post = Summarise(post[static_cast<size_t>(l - 1)]);
-    r.pre = Summarise(pre[static_cast<size_t>(l - 1)]);
-    r.pre_lower = 1.0 + l / 2.0;
-    r.pre_upper = 1.0 + 3.0 * l / 2.0;
+    for (size_t i = 0; i < models.size(); ++i) {
+      r.values.push_back(Summarise(tracked[i][static_cast<size_t>(l - 1)]));
+      const auto [lo, hi] = HiddenNormTheory(models[i], l, s4);
+      r.lower.push_back(lo);
+      r.upper.push_back(hi);
+    }
     rows.push_back(r);
   }
   return rows;
@@ -224,8 +335,9 @@ StatusOr<GradNormsResult> ProbeGradNorms(const GradNormsOptions& o) {
     return backend->GradientSquaredNorms();
   };
 
+  if (o.placements.empty()) return InvalidArgument("grad-norms: no placement given");
   GradNormsResult r;
-  for (Placement p : {Placement::kPostLN, Placement::kPreLN}) {
+  for (Placement p : o.placements) {
     ModelConfig m = o.model;
     m.placement = p;
     m.dropout = 0;
@@ -263,6 +375,93 @@ StatusOr<GradNormsResult> ProbeGradNorms(const GradNormsOptions& o) {
     r.last_w2_by_depth.push_back(by_depth);
   }
   return r;
+}
+
+namespace {
+
+template <typename... Args>
+std::string Format(const char* fmt, Args... args) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+std::string Padded(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+}  // namespace
+
+std::string HiddenNormsTable(const HiddenNormsOptions& o, const std::vector<HiddenNormsRow>& rows) {
+  constexpr size_t kWidth = 31;
+  std::string out = "hidden-state norms at initialization: d=" + std::to_string(o.d) + ", " + std::to_string(o.tokens) +
+                    " tokens, " + std::to_string(o.layers) + " layers, mean (std) over " + std::to_string(o.draws) +
+                    " draws, [the mean-field expectation]";
+  if (o.weight_scale != 1.0) out += ", every weight x " + Format("%g", o.weight_scale);
+  out += "\n";
+  for (Placement p : o.placements) {
+    if (p == Placement::kMix) {
+      ModelConfig m;
+      m.placement = p;
+      m.layers = o.layers;
+      m.mix_post_fraction = o.mix_post_fraction;
+      out += "Mix-LN: the first " + std::to_string(MixPostBlocks(m)) + " of " + std::to_string(o.layers) +
+             " layers Post-LN (mix_post_fraction " + Format("%g", o.mix_post_fraction) + "), then Pre-LN\n";
+    }
+  }
+  out += Padded("layer", 7);
+  for (Placement p : o.placements) {
+    const bool pre_norm_sum = p == Placement::kPostLN || p == Placement::kDeepNorm;
+    out += Padded(std::string(PlacementTitle(p)) + (pre_norm_sum ? " |x_post5|^2/d" : " |x_l|^2/d"), kWidth);
+  }
+  while (out.back() == ' ') out.pop_back();
+  out += "\n";
+  for (const HiddenNormsRow& r : rows) {
+    std::string line = Padded(std::to_string(r.layer), 6);
+    for (size_t i = 0; i < r.values.size(); ++i) {
+      std::string theory = r.lower[i] == r.upper[i] ? Format("[%.3g]", r.lower[i])
+                                                    : Format("[%.3g - %.3g]", r.lower[i], r.upper[i]);
+      line += Padded(Format("%7.3f (%5.3f)", r.values[i].mean, r.values[i].std) + "  " + theory, kWidth);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string GradNormsTable(const GradNormsOptions& o, const GradNormsResult& r) {
+  constexpr size_t kWidth = 19;
+  const ModelConfig& m = o.model;
+  std::string out = "FFN weight gradient norms at initialization (Frobenius), " + std::to_string(m.layers) +
+                    " layers, d_model " + std::to_string(m.d_model) + ", d_ff " + std::to_string(m.d_ff) + ", batch " +
+                    std::to_string(o.batch_size) + " x " + std::to_string(m.seq_len) + " of " +
+                    (o.data_file.empty() ? std::string("the translate task") : o.data_file) + ", mean (std) over " +
+                    std::to_string(o.seeds) + " seeds\n";
+  auto cell = [](const MeanStd& v) { return Padded(Format("%7.4f (%6.4f)", v.mean, v.std), kWidth); };
+  auto trim = [](std::string line) {
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    return line + "\n";
+  };
+  std::string header = Padded("layer", 7);
+  for (Placement p : o.placements) {
+    header += Padded(std::string(PlacementTitle(p)) + " W1", kWidth) + Padded(std::string(PlacementTitle(p)) + " W2", kWidth);
+  }
+  out += trim(header);
+  for (int l = 0; l < m.layers; ++l) {
+    std::string line = Padded(std::to_string(l + 1), 7);
+    for (size_t i = 0; i < r.w1.size(); ++i) line += cell(r.w1[i][static_cast<size_t>(l)]) + cell(r.w2[i][static_cast<size_t>(l)]);
+    out += trim(line);
+  }
+  header = Padded("depth", 7);
+  for (Placement p : o.placements) header += Padded(PlacementTitle(p), kWidth);
+  out += "\nlast layer's W2 gradient norm by depth\n" + trim(header);
+  for (size_t d = 0; d < o.depths.size(); ++d) {
+    std::string line = Padded(std::to_string(o.depths[d]), 7);
+    for (const auto& by_depth : r.last_w2_by_depth) line += cell(by_depth[d]);
+    out += trim(line);
+  }
+  return out;
 }
 
 }  // namespace normsweep::trainer

@@ -7,6 +7,7 @@
 //
 // Exit status: 0 when the run ended (SUCCEEDED, DIVERGED or CANCELLED: the
 // final event says which), 1 when it FAILED, 2 for bad usage or config.
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -75,15 +76,19 @@ Runtime:   --threads N  --device cpu|cuda:N  --precision fp32|tf32|bf16  --event
 Probes of the paper's evidence at initialization (Xiong et al. 2020), each
 printing a table:
   probe hidden-norms  [--d 512] [--tokens 8] [--layers 12] [--draws 20] [--seed 0]
-      ||x||^2/d per layer: Post-LN's x^{post,5} (theory 3/2) and Pre-LN's
-      residual stream (theory between 1 + l/2 and 1 + 3l/2)
+                      [--placements post,pre] [--weight-scale 1]
+      ||x||^2/d per layer, a column per placement (post, pre, peri (alias
+      sandwich), deepnorm, mix): Post-LN's and DeepNorm's pre-normalisation
+      sum x^{post,5} (theory alpha^2 + beta^4/2: 3/2 for Post-LN), the
+      residual stream of Pre-LN (between 1 + l/2 and 1 + 3l/2), Peri-LN
+      (1 + 2l) and Mix-LN; --weight-scale multiplies every weight
   probe ln-jacobian   [--d 256] [--seed 0]
       spectral norm of LayerNorm's Jacobian at x = k z, k = 1, 2, 4, 8, beside sqrt(d)/||x||
   probe grad-norms    [--layers 6] [--d-model 128] [--heads 4] [--d-ff 4*d-model] [--seq-len 64]
                       [--batch-size 32] [--seeds 10] [--depths 6,8,10,12,14]
-                      [--data FILE] [--threads N]
-      FFN W1/W2 gradient norms per layer at initialization, both placements,
-      and the last layer's W2 gradient norm by depth
+                      [--data FILE] [--threads N] [--placements post,pre]
+      FFN W1/W2 gradient norms per layer at initialization, a column pair per
+      placement, and the last layer's W2 gradient norm by depth
 )";
 
 // normsweep-train MODE [NAME] [flags]: positional[0] is the mode, positional[1]
@@ -302,12 +307,16 @@ std::vector<int> ParseIntList(const std::string& s, bool* ok) {
 
 int Probe(const Args& args) {
   std::map<std::string, int> ints;
-  std::string data_file, depths = "6,8,10,12,14";
+  std::string data_file, depths = "6,8,10,12,14", placements = "post,pre", weight_scale;
   for (const auto& [name, value] : args.flags) {
     if (name == "data") {
       data_file = value;
     } else if (name == "depths") {
       depths = value;
+    } else if (name == "placements" && args.submode != "ln-jacobian") {
+      placements = value;
+    } else if (name == "weight-scale" && args.submode == "hidden-norms") {
+      weight_scale = value;
     } else {
       int32_t x;
       if (!absl::SimpleAtoi(value, &x)) return UsageError("--" + name + ": invalid value '" + value + "'");
@@ -322,6 +331,8 @@ int Probe(const Args& args) {
     return v;
   };
   auto leftover = [&]() -> std::string { return ints.empty() ? "" : ints.begin()->first; };
+  auto placement_list = tr::ParsePlacementList(placements);
+  if (!placement_list.ok()) return UsageError(placement_list.status().message());
   if (args.submode == "hidden-norms") {
     tr::HiddenNormsOptions o;
     o.d = take("d", o.d);
@@ -329,6 +340,11 @@ int Probe(const Args& args) {
     o.layers = take("layers", o.layers);
     o.draws = take("draws", o.draws);
     o.seed = static_cast<uint64_t>(take("seed", 0));
+    o.placements = *placement_list;
+    if (!weight_scale.empty() && (!absl::SimpleAtod(weight_scale, &o.weight_scale) || !(o.weight_scale > 0) ||
+                                  !std::isfinite(o.weight_scale))) {
+      return UsageError("--weight-scale: expected a positive number, got '" + weight_scale + "'");
+    }
     if (!leftover().empty()) return UsageError("unknown flag --" + leftover() + " for probe hidden-norms");
     std::vector<int> report;
     for (int l : o.report_layers) if (l <= o.layers) report.push_back(l);
@@ -336,13 +352,7 @@ int Probe(const Args& args) {
     o.report_layers = report;
     auto rows = tr::ProbeHiddenNorms(o);
     if (!rows.ok()) return UsageError(rows.status().message());
-    std::printf("hidden-state norms at initialization: d=%d, %d tokens, %d layers, mean (std) over %d draws\n",
-                o.d, o.tokens, o.layers, o.draws);
-    std::printf("%-6s %-22s %-22s %s\n", "layer", "Post-LN |x_post5|^2/d", "Pre-LN |x_l|^2/d", "Pre-LN theory");
-    for (const auto& r : *rows) {
-      std::printf("%-6d %6.3f (%5.3f)  [3/2]  %6.3f (%5.3f)        %.1f - %.1f\n", r.layer, r.post.mean, r.post.std,
-                  r.pre.mean, r.pre.std, r.pre_lower, r.pre_upper);
-    }
+    std::fputs(tr::HiddenNormsTable(o, *rows).c_str(), stdout);
     return 0;
   }
   if (args.submode == "ln-jacobian") {
@@ -371,27 +381,14 @@ int Probe(const Args& args) {
     o.seeds = take("seeds", 10);
     o.threads = take("threads", 1);
     o.data_file = data_file;
+    o.placements = *placement_list;
     bool ok;
     o.depths = ParseIntList(depths, &ok);
     if (!ok) return UsageError("--depths: expected a comma-separated list of layer counts, got '" + depths + "'");
     if (!leftover().empty()) return UsageError("unknown flag --" + leftover() + " for probe grad-norms");
     auto r = tr::ProbeGradNorms(o);
     if (!r.ok()) return UsageError(r.status().message());
-    std::printf("FFN weight gradient norms at initialization (Frobenius), %d layers, d_model %d, d_ff %d, "
-                "batch %d x %d of %s, mean (std) over %d seeds\n",
-                o.model.layers, o.model.d_model, o.model.d_ff, o.batch_size, o.model.seq_len,
-                data_file.empty() ? "the translate task" : data_file.c_str(), o.seeds);
-    std::printf("%-6s %-18s %-18s %-18s %-18s\n", "layer", "Post-LN W1", "Post-LN W2", "Pre-LN W1", "Pre-LN W2");
-    for (int l = 0; l < o.model.layers; ++l) {
-      const auto& a = r->w1[0][l]; const auto& b = r->w2[0][l]; const auto& c = r->w1[1][l]; const auto& d = r->w2[1][l];
-      std::printf("%-6d %7.4f (%6.4f)   %7.4f (%6.4f)   %7.4f (%6.4f)   %7.4f (%6.4f)\n", l + 1, a.mean, a.std,
-                  b.mean, b.std, c.mean, c.std, d.mean, d.std);
-    }
-    std::printf("\nlast layer's W2 gradient norm by depth\n%-6s %-18s %-18s\n", "depth", "Post-LN", "Pre-LN");
-    for (size_t i = 0; i < o.depths.size(); ++i) {
-      const auto& a = r->last_w2_by_depth[0][i]; const auto& b = r->last_w2_by_depth[1][i];
-      std::printf("%-6d %7.4f (%6.4f)   %7.4f (%6.4f)\n", o.depths[i], a.mean, a.std, b.mean, b.std);
-    }
+    std::fputs(tr::GradNormsTable(o, *r).c_str(), stdout);
     return 0;
   }
   return UsageError(args.submode.empty() ? "probe: name one of hidden-norms, ln-jacobian, grad-norms"

@@ -232,6 +232,28 @@ INSTANTIATE_TEST_SUITE_P(
                       BadFlags{{"--lr", "1e-3", "--config", "/nonexistent.json"}, "--config"},
                       BadFlags{{"--lr", "1e-3", "--steps"}, "--steps needs a value"}));
 
+// The probes' --placements: a column per placement, an unknown name refused.
+TEST(TrainCliTest, ProbesTakePlacements) {
+  Result r = RunTrainer({"probe", "hidden-norms", "--d", "32", "--layers", "2", "--draws", "1", "--placements",
+                         "peri,deepnorm,mix,sandwich"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Peri-LN |x_l|^2/d"));
+  EXPECT_THAT(r.out, HasSubstr("DeepNorm |x_post5|^2/d"));
+  EXPECT_THAT(r.out, HasSubstr("Mix-LN |x_l|^2/d"));
+  r = RunTrainer({"probe", "grad-norms", "--layers", "2", "--d-model", "16", "--heads", "2", "--seq-len", "8",
+                  "--batch-size", "2", "--seeds", "1", "--depths", "2", "--placements", "pre,deepnorm"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Pre-LN W1"));
+  EXPECT_THAT(r.out, HasSubstr("DeepNorm W2"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("Post-LN")));
+  for (const char* probe : {"hidden-norms", "grad-norms"}) {
+    r = RunTrainer({"probe", probe, "--placements", "post,middle"});
+    EXPECT_EQ(r.exit_code, 2) << probe << r.out;
+    EXPECT_THAT(r.err, HasSubstr("--placements: unknown placement 'middle'"));
+    EXPECT_THAT(r.err, HasSubstr("deepnorm"));
+  }
+}
+
 TEST(TrainCliTest, ConfigFileWithFlagOverrides) {
   const fs::path config = TempDir() / "config.json";
   std::ofstream(config) << R"({"placement": "pre", "lr": 0.002, "warmup_steps": 50, "layers": 3})";
