@@ -39,7 +39,8 @@ namespace schema = normsweep::schema;
 std::atomic<bool> g_cancel{false};
 void OnSignal(int) { g_cancel.store(true); }
 
-constexpr char kUsage[] = R"(normsweep-train: train one decoder-only Transformer LM (Post-LN or Pre-LN).
+constexpr char kUsage[] = R"(normsweep-train: train one decoder-only Transformer LM (Post-LN, Pre-LN,
+Peri-LN, DeepNorm or Mix-LN; QK-norm, z-loss and RMSNorm as switches).
 
 Usage:
   normsweep-train train [--config FILE.json] [flags]
@@ -56,7 +57,8 @@ each with the instability diagnostics (per layer the largest attention
 logit and the update-to-weight RMS ratios, and the output logits' log Z),
 "grad_norms" (FFN W1/W2 gradient norms per layer) at initialization (step 0)
 and at every evaluation step, and "final" with the outcome SUCCEEDED,
-DIVERGED, FAILED or CANCELLED (and init_val_loss, l0).
+DIVERGED, FAILED or CANCELLED (and init_val_loss, l0, and unigram_loss, the
+data's unigram loss: a final val loss within 0.1 of it is the plateau).
 Flags override the --config file (protobuf JSON of normsweep.v1.TrainConfig).
 --no-diagnostics drops the step-0 evaluation, the diagnostics and the later
 grad_norms events (only for measuring what they cost).
