@@ -1,0 +1,258 @@
+"""Client: normsweep's gRPC API (SweepService) for notebooks and scripts."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+import grpc
+import pandas as pd
+
+from . import connection
+from ._stubs import sweep_pb2, sweep_service_pb2, sweep_service_pb2_grpc
+from .columns import TABLE_KEYS, FrameBuilder
+from .errors import Error, InvalidArgument, from_rpc_error
+from .records import analysis_frames, flat, sweep_dict, sweeps_frame
+from .spec import SpecLike, load_spec
+
+_RETRIES = 3
+_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+_FINAL_TRIAL_STATES = ("succeeded", "diverged", "failed", "cancelled")
+TABLES = tuple(TABLE_KEYS)
+
+
+def new_request_id() -> str:
+    """A fresh idempotency key for submit()."""
+    return "py-" + secrets.token_hex(12)
+
+
+class Client:
+    """A connection to a normsweep-scheduler.
+
+    Args:
+        address: HOST:PORT; default $NORMSWEEP_SCHEDULER, else localhost:50051.
+        token: the API token; default $NORMSWEEP_API_TOKEN, else the contents
+            of $NORMSWEEP_API_TOKEN_FILE, else none.
+        tls_ca, tls_cert, tls_key: PEM files (default $NORMSWEEP_TLS_CA,
+            $NORMSWEEP_TLS_CERT, $NORMSWEEP_TLS_KEY); TLS is on when any is
+            given, and then tls_ca is required.
+        timeout: seconds for each unary call (the CLI's 15 s).
+
+    Every failed call raises a subclass of normsweep.Error with the gRPC
+    code and the server's message. Use as a context manager, or call close().
+    """
+
+    def __init__(self, address: Optional[str] = None, token: Optional[str] = None,
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None, timeout: float = 15.0) -> None:
+        self.address = connection.resolve_address(address)
+        self._token = connection.resolve_token(token)
+        self._credentials = connection.channel_credentials(tls_ca, tls_cert, tls_key)
+        self.timeout = timeout
+        self._channel = connection.open_channel(self.address, self._credentials)
+        self._stub = sweep_service_pb2_grpc.SweepServiceStub(self._channel)
+
+    # ---- plumbing ----
+
+    def close(self) -> None:
+        """Closes the channel (open streams end with CANCELLED)."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _metadata(self) -> Optional[List[tuple]]:
+        return [("authorization", f"Bearer {self._token}")] if self._token else None
+
+    def _call(self, method: str, request: Any) -> Any:
+        """A unary call with the CLI's retries of UNAVAILABLE/CANCELLED (3 tries)."""
+        rpc = getattr(self._stub, method)
+        last: Optional[grpc.RpcError] = None
+        for attempt in range(_RETRIES):
+            if attempt > 0:
+                self._pause(0.3 * (2 ** attempt))
+            try:
+                return rpc(request, timeout=self.timeout, metadata=self._metadata())
+            except grpc.RpcError as e:
+                last = e
+                if e.code() not in _RETRYABLE:
+                    break
+        assert last is not None
+        raise from_rpc_error(last, self.address) from None
+
+    def _pause(self, seconds: float) -> None:
+        # Wait for the channel to connect (or the pause to pass), not a blind sleep.
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=seconds)
+        except grpc.FutureTimeoutError:
+            pass
+
+    # ---- sweeps ----
+
+    def submit(self, spec: SpecLike, request_id: Optional[str] = None,
+               validate_only: bool = False) -> Dict[str, Any]:
+        """Submits a sweep: a dict in SweepSpec's JSON form, a SweepSpec, or a YAML/JSON file path.
+
+        request_id makes the call idempotent (the same id returns the sweep the
+        first call created, with created False); default a fresh one.
+        validate_only checks the spec and counts its trials without storing it.
+        Returns the sweep as sweep() does, plus "created".
+        """
+        request = sweep_service_pb2.SubmitSweepRequest(
+            request_id=request_id if request_id is not None else new_request_id(),
+            spec=load_spec(spec), validate_only=validate_only)
+        response = self._call("SubmitSweep", request)
+        out = sweep_dict(response.sweep)
+        out["created"] = response.created
+        return out
+
+    def sweep(self, sweep_id: int) -> Dict[str, Any]:
+        """One sweep: id, name, state, counts, times, submitted_by, cancelled_by, spec, ..."""
+        return sweep_dict(self._call("GetSweep", sweep_service_pb2.GetSweepRequest(sweep_id=sweep_id)).sweep)
+
+    def sweeps(self, state: Optional[str] = None) -> pd.DataFrame:
+        """Every sweep, newest first (state: "running", "completed" or "cancelled" to filter)."""
+        state_value = sweep_pb2.SWEEP_STATE_UNSPECIFIED
+        if state:
+            names = {"running": sweep_pb2.SWEEP_RUNNING, "completed": sweep_pb2.SWEEP_COMPLETED,
+                     "cancelled": sweep_pb2.SWEEP_CANCELLED}
+            if state.lower() not in names:
+                raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT,
+                                      f"state: expected running, completed or cancelled, got {state!r}")
+            state_value = names[state.lower()]
+        request = sweep_service_pb2.ListSweepsRequest(state=state_value, page_size=1000)
+        out: List[sweep_pb2.Sweep] = []
+        while True:
+            response = self._call("ListSweeps", request)
+            out.extend(response.sweeps)
+            if not response.next_page_token:
+                return sweeps_frame(out)
+            request.page_token = response.next_page_token
+
+    def cancel(self, sweep_id: int) -> Dict[str, Any]:
+        """Cancels a sweep (PENDING trials at once, RUNNING ones at their next heartbeat); returns it."""
+        return sweep_dict(self._call("CancelSweep", sweep_service_pb2.CancelSweepRequest(sweep_id=sweep_id)).sweep)
+
+    def analysis(self, sweep_id: int, near_best_tolerance: float = 0.0) -> Dict[str, pd.DataFrame]:
+        """The sweep's figures as the SQL views define them, a DataFrame each:
+
+        cells (warmup_lr_grid_stats), placements (placement_sensitivity),
+        lr_sensitivity, lr_sensitivity_summary, importance (variance shares)
+        and boundary (boundary-search lines). Columns are the proto fields.
+        """
+        response = self._call("GetSweepAnalysis", sweep_service_pb2.GetSweepAnalysisRequest(
+            sweep_id=sweep_id, near_best_tolerance=near_best_tolerance))
+        return analysis_frames(response)
+
+    def watch(self, sweep_id: int, progress: bool = False) -> Iterator[Dict[str, Any]]:
+        """Yields the sweep's progress until it is final: each event is the sweep (as sweep()
+        returns it) with "trials", the trials that changed (all of them in the first event).
+
+        progress=True draws a tqdm bar of finished trials. Reconnects after a
+        scheduler restart, like `normsweep watch`.
+        """
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm  # optional dependency
+            bar = tqdm(unit="trial", desc=f"sweep {sweep_id}")
+        failures = 0
+        try:
+            while True:
+                call = self._stub.WatchSweep(sweep_service_pb2.WatchSweepRequest(sweep_id=sweep_id),
+                                             metadata=self._metadata())
+                got_any = False
+                try:
+                    for event in call:
+                        got_any = True
+                        failures = 0
+                        out = sweep_dict(event.sweep)
+                        out["trials"] = [flat(t) for t in event.trials]
+                        if bar is not None:
+                            _update_bar(bar, out)
+                        yield out
+                    return
+                except grpc.RpcError as e:
+                    if e.code() not in _RETRYABLE or (not got_any and failures >= 5):
+                        raise from_rpc_error(e, self.address) from None
+                    failures += 0 if got_any else 1
+                    self._pause(0.5 * min(failures + 1, 6))
+                finally:
+                    call.cancel()
+        finally:
+            if bar is not None:
+                bar.close()
+
+    # ---- bulk rows: ExportSweep ----
+
+    def export_chunks(self, sweep_id: int, table: str, metrics: Optional[Sequence[str]] = None,
+                      since: str = "", follow: bool = False) -> Iterator[sweep_service_pb2.ExportChunk]:
+        """ExportSweep's chunks as they arrive. Closing the generator early cancels the stream."""
+        request = sweep_service_pb2.ExportSweepRequest(sweep_id=sweep_id, table=table,
+                                                       metrics=list(metrics or ()), since=since or "",
+                                                       follow=follow)
+        call = self._stub.ExportSweep(request, metadata=self._metadata())
+        try:
+            for chunk in call:
+                yield chunk
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, self.address) from None
+        finally:
+            call.cancel()  # a no-op once the stream has ended; stops the server's query otherwise
+
+    def export(self, sweep_id: int, table: str, metrics: Optional[Sequence[str]] = None,
+               since: str = "", follow: bool = False) -> pd.DataFrame:
+        """One of the sweep's tables as a DataFrame (see export_chunks), sorted by its key
+        (trial_id, step, layer / attempt), the newest row kept where one was sent again.
+
+        The frame's attrs["cursor"] is the last chunk's cursor: pass it as since
+        to get only the rows stored after this export.
+        """
+        if table not in TABLE_KEYS:
+            raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT,
+                                  f"table: expected one of {', '.join(TABLES)}, got {table!r}")
+        builder = FrameBuilder()
+        for chunk in self.export_chunks(sweep_id, table, metrics, since, follow):
+            builder.add(chunk)
+        df = builder.frame(TABLE_KEYS[table])
+        df.attrs["cursor"] = builder.cursor
+        return df
+
+    def trials(self, sweep_id: int, since: str = "") -> pd.DataFrame:
+        """One row per trial: trial_id, trial_index, variant, state, attempts, interruptions,
+        worker_id, times, every resolved TrainConfig field and every TrialResult field."""
+        return self.export(sweep_id, "trials", since=since)
+
+    def metrics(self, sweep_id: int, names: Optional[Sequence[str]] = None, since: str = "",
+                follow: bool = False) -> pd.DataFrame:
+        """Per-step metrics, long format: trial_id, step, then the MetricPoint fields
+        (names narrows them: e.g. ["train_loss", "val_loss"])."""
+        return self.export(sweep_id, "metrics", metrics=names, since=since, follow=follow)
+
+    def grad_norms(self, sweep_id: int, since: str = "") -> pd.DataFrame:
+        """FFN gradient norms: trial_id, step, layer, w1, w2."""
+        return self.export(sweep_id, "grad_norms", since=since)
+
+    def diagnostics(self, sweep_id: int, since: str = "") -> pd.DataFrame:
+        """Per-layer instability diagnostics: trial_id, step, layer, then LayerDiagnostics' fields."""
+        return self.export(sweep_id, "diagnostics", since=since)
+
+    def attempts(self, sweep_id: int, since: str = "") -> pd.DataFrame:
+        """Every ended attempt: trial_id, then TrialAttempt's fields (interruption: why, if it was one)."""
+        return self.export(sweep_id, "attempts", since=since)
+
+
+def _update_bar(bar: Any, sweep: Dict[str, Any]) -> None:
+    counts = sweep["counts"]
+    done = sum(counts[k] for k in _FINAL_TRIAL_STATES)
+    if bar.total != sweep["trial_count"]:
+        bar.total = sweep["trial_count"]
+    bar.update(done - bar.n)
+    bar.set_postfix(running=counts["running"], pending=counts["pending"], diverged=counts["diverged"],
+                    refresh=False)
+
+
+__all__ = ["Client", "Error", "TABLES", "new_request_id"]

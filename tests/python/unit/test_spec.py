@@ -1,0 +1,57 @@
+"""Sweep files and dicts into SweepSpec, as the CLI reads them (client/sweep_file.cc)."""
+
+import pytest
+
+import normsweep
+from normsweep.spec import load_spec, yaml_to_dict
+
+
+def test_yaml_reads_as_the_cli_reads_it(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: depth\nplacements: [post, sandwich]\nwarmup_steps: [0, 100]\n"
+                    "peak_lrs: [1e-3, 3.0e-3]\nseeds: [0]\n"
+                    "extra_axes:\n  - field: qk_norm\n    values: [false, true]\n"
+                    "  - field: layers\n    values: [6, 12]\n"
+                    "base: {layers: 2, d_model: 16, task: translate, dropout: 0.1, qk_norm: true}\n")
+    spec = load_spec(str(path))
+    assert spec.name == "depth"
+    assert list(spec.placements) == ["post", "sandwich"]
+    assert list(spec.peak_lrs) == [1e-3, 3e-3]  # 1e-3 a number, as in yaml-cpp (PyYAML would say a string)
+    assert list(spec.extra_axes[0].values) == ["false", "true"]
+    assert list(spec.extra_axes[1].values) == ["6", "12"]
+    assert spec.base.layers == 2 and spec.base.dropout == 0.1 and spec.base.qk_norm
+    assert load_spec(path) == spec  # a PathLike too
+
+
+def test_quoted_scalars_are_strings():
+    assert yaml_to_dict('name: "123"\nseeds: [1]\n') == {"name": "123", "seeds": [1]}
+
+
+def test_dict_spec_and_axis_values_as_strings():
+    spec = load_spec({"name": "d", "placements": ["pre"], "peak_lrs": [0.01],
+                      "extra_axes": [{"field": "qk_norm", "values": [False, True]}]})
+    assert list(spec.extra_axes[0].values) == ["false", "true"]
+
+
+@pytest.mark.parametrize("spec,names", [
+    ({"name": "x", "placement": ["pre"]}, "placement"),
+    ({"name": "x", "base": {"layerz": 2}}, "layerz"),
+    ({"name": "x", "seeds": ["zero"]}, "seeds"),
+])
+def test_unknown_or_mistyped_fields_name_the_field(spec, names):
+    with pytest.raises(normsweep.InvalidArgument) as e:
+        load_spec(spec)
+    assert names in e.value.details
+    assert e.value.code.name == "INVALID_ARGUMENT"
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(normsweep.InvalidArgument, match="cannot read the file"):
+        load_spec(str(tmp_path / "missing.yaml"))
+    p = tmp_path / "list.yaml"
+    p.write_text("- a\n- b\n")
+    with pytest.raises(normsweep.InvalidArgument, match="must be a mapping"):
+        load_spec(str(p))
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(normsweep.InvalidArgument, match=r"list.yaml: line \d+, column \d+"):
+        load_spec(str(p))
