@@ -33,6 +33,7 @@
 #include "client/sweep_file.h"
 #include "client/sweep_flags.h"
 #include "client/sweep_tables.h"
+#include "client/trial_failure.h"
 #include "client/workers_table.h"
 #include "common/api_token.h"
 #include "common/cli_args.h"
@@ -54,8 +55,10 @@ Usage:
                    [--max-attempts N] [--max-interruptions N] [--priority N] [--max-concurrent N] [--watch]
   normsweep watch ID          live progress until the sweep ends, then its results
   normsweep list [--state running|completed|cancelled]
-  normsweep show ID           the sweep and every trial
-  normsweep trial ID          one trial's l0 and metric history, FFN gradient norms,
+  normsweep show ID           the sweep and every trial (failure: by the rule of
+                              proto/schema/failure.h, diverged or plateau, ...)
+  normsweep trial ID          one trial's l0, unigram loss and failure to train,
+                              metric history, FFN gradient norms,
                               per-block diagnostics (largest attention logit, update
                               ratios) at step 0 and the last evaluation, and every
                               attempt (re-queued ones: why)
@@ -213,7 +216,10 @@ int Show(cl::SweepClient& client, int64_t id) {
 int Trial(cl::SweepClient& client, int64_t id) {
   auto t = client.GetTrial(id);
   if (!t.ok()) return Fail(t.status());
-  std::fputs(cl::RenderTrialDetail(*t).c_str(), stdout);
+  // The failure rule reads the sweep's boundary search's max_val_loss.
+  auto sweep = client.GetSweep(t->trial().sweep_id());
+  if (!sweep.ok()) return Fail(sweep.status());
+  std::fputs(cl::RenderTrialDetail(*t, cl::FailureMaxValLoss(sweep->spec())).c_str(), stdout);
   return 0;
 }
 

@@ -29,9 +29,17 @@ std::string CellText(const ResultCell& c) {
   std::string s = absl::StrFormat("%.3f", c.mean_final_val_loss);
   if (c.seeds_with_loss > 1) s += absl::StrFormat("±%.3f", c.std_final_val_loss);
   if (c.diverged > 0) s += absl::StrFormat(" (%d div)", c.diverged);
+  if (c.plateaued > 0) s += absl::StrFormat(" (%d plat)", c.plateaued);
   if (c.failed > 0) s += absl::StrFormat(" (%d fail)", c.failed);
   if (c.unfinished > 0) s += " ...";
   return s;
+}
+
+// A cell of the failure-rate grid: "50% (1/2)", "..." while no seed has
+// finished, "-" without a rate (a scheduler older than the rule).
+std::string FailureText(const ResultCell& c) {
+  if (!c.failure_rate) return c.unfinished > 0 ? "..." : "-";
+  return absl::StrFormat("%.0f%% (%d/%d)", 100 * *c.failure_rate, c.diverged + c.plateaued, c.succeeded + c.diverged);
 }
 
 // Display width of a UTF-8 string (± is two bytes, one column).
@@ -169,6 +177,9 @@ std::vector<ResultCell> CellsFromAnalysis(const v1::GetSweepAnalysisResponse& an
     c.mean_final_val_loss = g.mean_val_loss();
     c.std_final_val_loss = g.std_val_loss();  // unset (one seed): 0
     c.best_final_val_loss = g.min_val_loss();
+    c.plateaued = g.plateaued();
+    c.divergence_rate = Opt(g.has_divergence_rate(), g.divergence_rate());
+    c.failure_rate = Opt(g.has_failure_rate(), g.failure_rate());
   }
   return out;
 }
@@ -176,7 +187,8 @@ std::vector<ResultCell> CellsFromAnalysis(const v1::GetSweepAnalysisResponse& an
 std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysisResponse& analysis) {
   const std::vector<ResultCell> cells = CellsFromAnalysis(analysis);
   std::string out = absl::StrFormat("sweep %d \"%s\": final validation loss, mean±std over seeds "
-                                    "(\"diverged\": every seed diverged; (k div): k seeds diverged)\n",
+                                    "(\"diverged\": every seed diverged; (k div): k seeds diverged; (k plat): k "
+                                    "seeds failed to train without diverging, the unigram plateau)\n",
                                     sweep.id(), sweep.name());
   const std::map<Group, GroupRows> rows_by_group = RowsByGroup(analysis);
   std::set<Group> group_set;
@@ -204,19 +216,26 @@ std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysi
       grid[{c.warmup_steps, c.peak_lr}] = &c;
     }
     out += absl::StrCat("\n", GroupTitle(group), "\n");
-    std::vector<std::vector<std::string>> rows;
-    std::vector<std::string> header = {"warmup \\ lr"};
-    for (double lr : lrs) header.push_back(FormatLr(lr));
-    rows.push_back(header);
-    for (int w : warmups) {
-      std::vector<std::string> row = {std::to_string(w)};
-      for (double lr : lrs) {
-        auto it = grid.find({w, lr});
-        row.push_back(it == grid.end() ? "" : CellText(*it->second));
+    // The loss grid, then (from a scheduler with the rule) the failure rates.
+    bool any_rate = false;
+    for (const auto& [key, c] : grid) any_rate |= c->failure_rate.has_value();
+    for (const bool rates : {false, true}) {
+      if (rates && !any_rate) break;
+      if (rates) out += "failed to train, (diverged + plateaued) / finished seeds:\n";
+      std::vector<std::vector<std::string>> rows;
+      std::vector<std::string> header = {"warmup \\ lr"};
+      for (double lr : lrs) header.push_back(FormatLr(lr));
+      rows.push_back(header);
+      for (int w : warmups) {
+        std::vector<std::string> row = {std::to_string(w)};
+        for (double lr : lrs) {
+          auto it = grid.find({w, lr});
+          row.push_back(it == grid.end() ? "" : rates ? FailureText(*it->second) : CellText(*it->second));
+        }
+        rows.push_back(row);
       }
-      rows.push_back(row);
+      out += Columns(rows);
     }
-    out += Columns(rows);
     auto it = rows_by_group.find(group);
     if (it == rows_by_group.end()) continue;
     const GroupRows& g = it->second;
@@ -241,8 +260,8 @@ std::string RenderResultsCsv(const v1::GetSweepAnalysisResponse& analysis) {
   // placement's summary over warm-ups (summary_*) and variance shares
   // (share_*, importance_note), repeated on the rows they belong to.
   std::string out =
-      "placement,variant,warmup_steps,peak_lr,trials,succeeded,diverged,failed,cancelled,unfinished,"
-      "mean_final_val_loss,std_final_val_loss,best_final_val_loss,"
+      "placement,variant,warmup_steps,peak_lr,trials,succeeded,diverged,plateaued,failed,cancelled,unfinished,"
+      "divergence_rate,failure_rate,mean_final_val_loss,std_final_val_loss,best_final_val_loss,"
       "line_lrs,line_init_val_loss,line_best_val_loss,line_best_lr,line_lr_sensitivity,line_points_at_l0,"
       "line_lrs_pending,summary_warmups,summary_mean_lr_sensitivity,summary_min_lr_sensitivity,"
       "summary_max_lr_sensitivity,summary_warmup_of_min,summary_best_val_loss,"
@@ -251,8 +270,9 @@ std::string RenderResultsCsv(const v1::GetSweepAnalysisResponse& analysis) {
   for (const ResultCell& c : CellsFromAnalysis(analysis)) {
     const bool has = c.seeds_with_loss > 0;
     absl::StrAppend(&out, c.placement, ",\"", c.variant, "\",", c.warmup_steps, ",", absl::StrFormat("%.6g", c.peak_lr), ",",
-                    c.trials, ",", c.succeeded, ",", c.diverged, ",", c.failed, ",", c.cancelled, ",", c.unfinished,
-                    ",", has ? absl::StrFormat("%.6f", c.mean_final_val_loss) : "", ",",
+                    c.trials, ",", c.succeeded, ",", c.diverged, ",", c.plateaued, ",", c.failed, ",", c.cancelled,
+                    ",", c.unfinished, ",", CsvOpt(c.divergence_rate), ",", CsvOpt(c.failure_rate), ",",
+                    has ? absl::StrFormat("%.6f", c.mean_final_val_loss) : "", ",",
                     has ? absl::StrFormat("%.6f", c.std_final_val_loss) : "", ",",
                     has ? absl::StrFormat("%.6f", c.best_final_val_loss) : "");
     const GroupRows* g = nullptr;
@@ -304,7 +324,9 @@ std::string RenderResultsJson(const v1::Sweep& sweep, const v1::GetSweepAnalysis
     absl::StrAppend(&out, "{\"placement\":", JsonQuote(c.placement), ",\"variant\":", JsonQuote(c.variant),
                     ",\"warmup_steps\":", c.warmup_steps, ",\"peak_lr\":", JsonNumber(c.peak_lr),
                     ",\"trials\":", c.trials, ",\"succeeded\":", c.succeeded, ",\"diverged\":", c.diverged,
-                    ",\"failed\":", c.failed, ",\"cancelled\":", c.cancelled, ",\"unfinished\":", c.unfinished,
+                    ",\"plateaued\":", c.plateaued, ",\"failed\":", c.failed, ",\"cancelled\":", c.cancelled,
+                    ",\"unfinished\":", c.unfinished, ",\"divergence_rate\":", JsonOpt(c.divergence_rate),
+                    ",\"failure_rate\":", JsonOpt(c.failure_rate),
                     ",\"mean_final_val_loss\":", has ? JsonNumber(c.mean_final_val_loss) : "null",
                     ",\"std_final_val_loss\":", has ? JsonNumber(c.std_final_val_loss) : "null",
                     ",\"best_final_val_loss\":", has ? JsonNumber(c.best_final_val_loss) : "null", "}");

@@ -1,8 +1,9 @@
 // The results of a sweep as users read them: one cell per (placement,
 // variant, warm-up, peak lr), final validation loss over seeds, and how many
-// seeds diverged or failed; per placement, the LR sensitivity of each warm-up
-// (Wortsman et al. 2023) with its summary, and the variance shares of a
-// functional ANOVA over the grid. Rendered as a table (per placement: the
+// seeds diverged, plateaued (failed to train without diverging, the rule of
+// proto/schema/failure.h) or failed; per placement, the LR sensitivity of
+// each warm-up (Wortsman et al. 2023) with its summary, and the variance
+// shares of a functional ANOVA over the grid. Rendered as a table (per placement: the
 // warm-up x lr grid, then the LR-sensitivity table and the shares), CSV (one
 // row per cell, with its line's LR sensitivity and its placement's summary
 // and shares repeated on each row) or JSON. Every figure is GetSweepAnalysis's
@@ -10,6 +11,7 @@
 #ifndef NORMSWEEP_CLIENT_RESULTS_H_
 #define NORMSWEEP_CLIENT_RESULTS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,13 @@ struct ResultCell {
   double mean_final_val_loss = 0;    // over those
   double std_final_val_loss = 0;     // sample std; 0 with one seed
   double best_final_val_loss = 0;    // their minimum
+  // Failing to train by the one rule (proto/schema/failure.h): plateaued
+  // counts the SUCCEEDED seeds that failed (the unigram plateau, no finite
+  // loss, above a boundary search's max_val_loss); the rates are over the
+  // finished seeds (succeeded + diverged), unset without one.
+  int plateaued = 0;
+  std::optional<double> divergence_rate;  // diverged / finished
+  std::optional<double> failure_rate;     // (diverged + plateaued) / finished
 };
 
 // The cells of GetSweepAnalysis (rows of the warmup_lr_grid_stats view, by

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "client/attempts_table.h"
 #include "client/results.h"
+#include "client/trial_failure.h"
 #include "google/protobuf/util/time_util.h"
 #include "proto/schema/state_names.h"
 
@@ -57,11 +60,21 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
       "cancelled)\ncreated %s\n",
       sweep.id(), sweep.name(), SweepStateLabel(sweep.state()), sweep.trial_count(), c.pending(), c.running(),
       c.succeeded(), c.diverged(), c.failed(), c.cancelled(), TimeUtil::ToString(sweep.created_at()));
-  // place: wide enough for every placement's name ("deepnorm").
-  absl::StrAppendFormat(&out, "\n%-8s %-5s %-8s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-6s %-10s %s\n", "trial", "idx",
-                        "place", "warmup", "lr", "seed", "variant", "state", "attempts", "interr", "step", "val_loss",
-                        "note");
+  // place: wide enough for every placement's name ("deepnorm"); failure:
+  // for the longest name in the table.
+  const std::optional<double> max_val_loss = FailureMaxValLoss(sweep.spec());
+  std::vector<std::string> failures;
+  size_t failure_width = std::string("failure").size();
   for (const v1::Trial& t : trials) {
+    failures.push_back(FailureColumn(t, max_val_loss));
+    failure_width = std::max(failure_width, failures.back().size());
+  }
+  const int fw = static_cast<int>(failure_width);
+  absl::StrAppendFormat(&out, "\n%-8s %-5s %-8s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-6s %-10s %-8s %-*s %s\n",
+                        "trial", "idx", "place", "warmup", "lr", "seed", "variant", "state", "attempts", "interr",
+                        "step", "val_loss", "unigram", fw, "failure", "note");
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const v1::Trial& t = trials[i];
     const std::string val = t.result().has_final_val_loss() ? absl::StrFormat("%.4f", t.result().final_val_loss())
                             : t.has_last_val_loss()          ? absl::StrFormat("(%.4f)", t.last_val_loss())
                                                              : "";
@@ -71,10 +84,11 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
                                  : "";
     // attempts: the trial's own (what max_attempts counts); interr: the
     // interruptions, counted apart.
-    absl::StrAppendFormat(&out, "%-8d %-5d %-8s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-6d %-10s %s\n", t.id(),
+    absl::StrAppendFormat(&out, "%-8d %-5d %-8s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-6d %-10s %-8s %-*s %s\n", t.id(),
                           t.index(), t.config().placement(), t.config().warmup_steps(), FormatLr(t.config().lr()),
                           t.config().seed(), t.variant().substr(0, 20), TrialStateLabel(t.state()),
-                          t.attempts() - t.interruptions(), t.interruptions(), t.last_step(), val, note);
+                          t.attempts() - t.interruptions(), t.interruptions(), t.last_step(), val,
+                          Opt(t.result().has_unigram_loss(), t.result().unigram_loss(), "%.4f"), fw, failures[i], note);
   }
   return out;
 }
@@ -137,9 +151,29 @@ std::string NormSettings(const v1::TrainConfig& config) {
   return out;
 }
 
+// The unigram loss, and once the trial ended whether it failed to train by
+// the one rule and why.
+std::string FailureLines(const v1::Trial& trial, std::optional<double> max_val_loss) {
+  const v1::TrialResult& r = trial.result();
+  std::string out;
+  if (r.has_unigram_loss()) absl::StrAppendFormat(&out, "unigram loss (the plateau) %.4f\n", r.unigram_loss());
+  const std::optional<schema::TrainingFailure> f = TrialFailure(trial, max_val_loss);
+  if (!f.has_value()) return out;
+  std::string why;
+  if (*f == schema::TrainingFailure::kPlateau) {
+    why = absl::StrFormat(" (final validation loss %.4f > unigram loss %.4f - %g)", r.final_val_loss(),
+                          r.unigram_loss(), schema::kPlateauMargin);
+  } else if (*f == schema::TrainingFailure::kAboveMaxValLoss) {
+    why = absl::StrFormat(" (final validation loss %.4f > %.4f)", r.final_val_loss(), *max_val_loss);
+  }
+  const std::string cause = *f == schema::TrainingFailure::kNone ? "none, it trained" : FailureCause(trial, *f);
+  absl::StrAppend(&out, "failure: ", cause, why, "\n");
+  return out;
+}
+
 }  // namespace
 
-std::string RenderTrialDetail(const v1::GetTrialResponse& response) {
+std::string RenderTrialDetail(const v1::GetTrialResponse& response, std::optional<double> max_val_loss) {
   const v1::Trial& trial = response.trial();
   const v1::TrainConfig& config = trial.config();
   std::string out = absl::StrFormat("trial %d of sweep %d: %s, placement %s%s, warmup %d, lr %s, seed %d%s\n",
@@ -172,6 +206,7 @@ std::string RenderTrialDetail(const v1::GetTrialResponse& response) {
   } else if (step0 != nullptr) {
     absl::StrAppendFormat(&out, "l0 (validation loss at initialisation) %.4f\n", step0->val_loss());
   }
+  out += FailureLines(trial, max_val_loss);
   // log Z only for trials that have it, so that older ones print as before.
   auto add_row = [&](const std::vector<std::string>& cells) {
     if (log_z) {

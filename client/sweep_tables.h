@@ -4,6 +4,7 @@
 #ifndef NORMSWEEP_CLIENT_SWEEP_TABLES_H_
 #define NORMSWEEP_CLIENT_SWEEP_TABLES_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,10 @@ std::string TrialStateLabel(v1::TrialState state);
 std::string RenderSweepList(const std::vector<v1::Sweep>& sweeps);
 
 // `normsweep show ID`: the sweep's counts, then one line per trial (its
-// final validation loss, or the last one in parentheses while it runs; its
-// error or divergence step as the note).
+// final validation loss, or the last one in parentheses while it runs; the
+// data's unigram loss; whether it failed to train by the one rule,
+// proto/schema/failure.h: "-" trained, else "diverged", "plateau", ...,
+// blank while it is not judged; its error or divergence step as the note).
 std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Trial>& trials);
 
 // `normsweep trial ID`: the trial (with its normalisation settings where
@@ -32,7 +35,8 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
 // its FFN gradient norms at the first and last step they were taken, the
 // per-block diagnostics at step 0 and at the last evaluation, and its
 // attempts (RenderAttemptsTable).
-std::string RenderTrialDetail(const v1::GetTrialResponse& trial);
+std::string RenderTrialDetail(const v1::GetTrialResponse& trial,
+                              std::optional<double> max_val_loss = std::nullopt);
 
 }  // namespace normsweep::client
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "client/report/svg.h"
 #include "client/results.h"
+#include "client/trial_failure.h"
 
 namespace normsweep::client::report {
 namespace {
@@ -90,12 +92,17 @@ DiagSeries OutputLogZ(const v1::GetTrialResponse& t) {
 
 struct DiagLine {
   std::string placement;
-  bool diverged = false;  // the first-diverged trial (dashed), else the best lr's (solid)
   const v1::GetTrialResponse* trial = nullptr;
   DiagSeries series;
+  // The first failure (dashed), else the best lr's (solid); a cross where a
+  // diverged one's points end (a plateau has no divergence point).
+  std::optional<schema::TrainingFailure> failure;
 };
 
-std::string RoleName(bool diverged) { return diverged ? "first diverged lr" : "best lr"; }
+// "best lr", "first failure (plateau)", "first failure (diverged after step 60)".
+std::string RoleName(const DiagLine& l) {
+  return l.failure ? absl::StrCat("first failure (", FailureCause(l.trial->trial(), *l.failure), ")") : "best lr";
+}
 
 std::string DiagChartSvg(const std::string& title, const std::string& ytitle, const std::vector<DiagLine>& lines,
                          const std::string& clip) {
@@ -139,10 +146,10 @@ std::string DiagChartSvg(const std::string& title, const std::string& ytitle, co
     std::string points;
     for (const auto& [x, y] : l.series.pts) absl::StrAppend(&points, Px(f.X(x)), ",", Px(f.Y(T(y))), " ");
     absl::StrAppend(&s, "<polyline class=\"curve diag\" fill=\"none\" stroke=\"", colour, "\"",
-                    l.diverged ? " stroke-dasharray=\"7 4\"" : "", " points=\"", points, "\"><title>",
-                    Escape(PlacementTitle(l.placement)), ", ", RoleName(l.diverged), ": trial ", l.trial->trial().id(),
+                    l.failure ? " stroke-dasharray=\"7 4\"" : "", " points=\"", points, "\"><title>",
+                    Escape(PlacementTitle(l.placement)), ", ", Escape(RoleName(l)), ": trial ", l.trial->trial().id(),
                     l.series.what.empty() ? "" : ", ", Escape(l.series.what), "</title></polyline>\n");
-    if (l.diverged) {
+    if (l.failure == schema::TrainingFailure::kDiverged) {
       const auto& [x, y] = l.series.pts.back();
       ends += CrossPath(f.X(x), f.Y(T(y)), 5, "diverged-mark diag-end",
                         absl::StrCat("trial ", l.trial->trial().id(), " diverged after step ", x));
@@ -157,19 +164,17 @@ std::string DiagChartSvg(const std::string& title, const std::string& ytitle, co
 
 }  // namespace
 
-// First diverged: the smallest diverged lr, then the earliest diverged step.
 // Best: a trial of the placement's best grid cell (the view's mean over
 // seeds), its lowest seed; without cells, the trial with the lowest loss.
+// First failure (proto/schema/failure.h's rule): the instability failure,
+// the smallest failing lr above the best trial's lr, then the earliest
+// diverged step (a plateau has none: after the diverged ones), then the
+// lowest id; without a failure above the best lr (or without a best trial),
+// the smallest failing lr by the same order.
 DiagnosticPicks PickDiagnosticTrials(const VariantView& v, const std::string& placement) {
   DiagnosticPicks p;
   auto it = v.trials.find(placement);
   if (it == v.trials.end()) return p;
-  auto diverged_key = [](const v1::GetTrialResponse* t) {
-    const v1::TrialResult& r = t->trial().result();
-    return std::make_tuple(t->trial().config().lr(),
-                           r.has_diverged_step() ? r.diverged_step() : std::numeric_limits<int32_t>::max(),
-                           t->trial().id());
-  };
   const ResultCell* best_cell = nullptr;
   for (const ResultCell& c : v.cells) {
     if (c.placement == placement && c.seeds_with_loss > 0 && std::isfinite(c.mean_final_val_loss) &&
@@ -184,13 +189,25 @@ DiagnosticPicks PickDiagnosticTrials(const VariantView& v, const std::string& pl
   };
   for (const v1::GetTrialResponse* t : it->second) {
     const v1::TrainConfig& c = t->trial().config();
-    if (t->trial().state() == v1::TRIAL_DIVERGED &&
-        (p.first_diverged == nullptr || diverged_key(t) < diverged_key(p.first_diverged))) {
-      p.first_diverged = t;
-    }
     if (!UsableLoss(*t)) continue;
     if (best_cell != nullptr && (c.warmup_steps() != best_cell->warmup_steps || c.lr() != best_cell->peak_lr)) continue;
     if (p.best == nullptr || best_key(t) < best_key(p.best)) p.best = t;
+  }
+  auto failure_key = [&](const v1::GetTrialResponse* t) {
+    const v1::TrialResult& r = t->trial().result();
+    const double lr = t->trial().config().lr();
+    const bool above_best = p.best != nullptr && lr > p.best->trial().config().lr();
+    return std::make_tuple(!above_best, lr,
+                           r.has_diverged_step() ? r.diverged_step() : std::numeric_limits<int32_t>::max(),
+                           t->trial().id());
+  };
+  for (const v1::GetTrialResponse* t : it->second) {
+    const std::optional<schema::TrainingFailure> f = TrialFailure(t->trial(), v.max_val_loss);
+    if (!f || *f == schema::TrainingFailure::kNone) continue;
+    if (p.first_failure == nullptr || failure_key(t) < failure_key(p.first_failure)) {
+      p.first_failure = t;
+      p.failure = *f;
+    }
   }
   return p;
 }
@@ -201,16 +218,18 @@ std::string DiagnosticsSection(const VariantView& v) {
   bool any = false;
   for (const std::string& p : v.placements) {
     const DiagnosticPicks picks = PickDiagnosticTrials(v, p);
-    for (const bool diverged : {false, true}) {
-      const v1::GetTrialResponse* t = diverged ? picks.first_diverged : picks.best;
-      std::string row;
+    for (const bool failing : {false, true}) {
+      const v1::GetTrialResponse* t = failing ? picks.first_failure : picks.best;
       if (t == nullptr) {
-        legend_rows.push_back(Text(10, 0, absl::StrCat(PlacementTitle(p), ": ", diverged ? "no trial diverged" : "no trial succeeded"),
-                                   "class=\"tick\""));
+        legend_rows.push_back(Text(
+            10, 0, absl::StrCat(PlacementTitle(p), ": ", failing ? "no trial failed to train" : "no trial succeeded"),
+            "class=\"tick\""));
         continue;
       }
-      const DiagLine a{p, diverged, t, WorstAttnLogit(*t)}, z{p, diverged, t, OutputLogZ(*t)},
-          u{p, diverged, t, LargestUpdateRatio(*t)};
+      const std::optional<schema::TrainingFailure> failure =
+          failing ? std::optional<schema::TrainingFailure>(picks.failure) : std::nullopt;
+      const DiagLine a{p, t, WorstAttnLogit(*t), failure}, z{p, t, OutputLogZ(*t), failure},
+          u{p, t, LargestUpdateRatio(*t), failure};
       any |= !a.series.pts.empty() || !z.series.pts.empty() || !u.series.pts.empty();
       logit.push_back(a);
       log_z.push_back(z);
@@ -222,15 +241,15 @@ std::string DiagnosticsSection(const VariantView& v) {
       if (worst.empty()) worst = z.series.pts.empty() ? "no diagnostics reported" : "no per-layer diagnostics";
       legend_rows.push_back(absl::StrCat(
           "<line x1=\"10\" x2=\"44\" y1=\"-4\" y2=\"-4\" stroke=\"", PlacementColour(p), "\"",
-          diverged ? " stroke-dasharray=\"7 4\"" : "", " class=\"curve\"/>",
-          Text(52, 0, absl::StrCat(PlacementTitle(p), ", ", RoleName(diverged), ": trial ", t->trial().id()),
+          failing ? " stroke-dasharray=\"7 4\"" : "", " class=\"curve\"/>",
+          Text(52, 0, absl::StrCat(PlacementTitle(p), ", ", RoleName(a), ": trial ", t->trial().id()),
                "class=\"tick\""),
           Text(52, 15, absl::StrCat("warm-up ", c.warmup_steps(), ", lr ", FormatLr(c.lr()), ", seed ", c.seed(), "; ",
                                     worst),
                "class=\"tick small\"")));
     }
   }
-  if (logit.empty()) return "<p class=\"note\">No trial to show diagnostics for: none has succeeded or diverged.</p>\n";
+  if (logit.empty()) return "<p class=\"note\">No trial to show diagnostics for: none has succeeded or failed to train.</p>\n";
   if (!any) {
     return "<p class=\"note\">The chosen trials reported no instability diagnostics (attention logits, output "
            "log Z, update ratios).</p>\n";

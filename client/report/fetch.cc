@@ -36,7 +36,7 @@ absl::StatusOr<ReportData> FetchReportData(SweepClient& client, int64_t sweep_id
   for (const report::VariantView& v : report::Variants(data)) {
     for (const std::string& p : v.placements) {
       const report::DiagnosticPicks picks = report::PickDiagnosticTrials(v, p);
-      for (const v1::GetTrialResponse* t : {picks.best, picks.first_diverged}) {
+      for (const v1::GetTrialResponse* t : {picks.best, picks.first_failure}) {
         if (t != nullptr) plotted.insert(t->trial().id());
       }
     }

@@ -10,6 +10,7 @@
 
 #include "client/report/report.h"
 #include "client/report/variant_view.h"
+#include "proto/schema/failure.h"
 #include "trainer/config.h"
 
 namespace normsweep::client::report {
@@ -44,11 +45,13 @@ std::string CurvesSection(const VariantView& v);
 // diagnostics.cc: worst layer's max attention logit, output log Z and
 // largest update ratio of two trials per placement.
 std::string DiagnosticsSection(const VariantView& v);
-// The two trials: the best lr's and the lr that diverged first (either null
-// when there is none). The fetch keeps the diagnostics of these trials only.
+// The two trials: the best lr's and the first failure to train by the one
+// rule (proto/schema/failure.h), either null when there is none. The fetch
+// keeps the diagnostics of these trials only.
 struct DiagnosticPicks {
-  const v1::GetTrialResponse* best = nullptr;            // the best lr's trial
-  const v1::GetTrialResponse* first_diverged = nullptr;  // the lr that diverged first
+  const v1::GetTrialResponse* best = nullptr;           // the best lr's trial
+  const v1::GetTrialResponse* first_failure = nullptr;  // the first above the best lr, else the smallest lr
+  schema::TrainingFailure failure = schema::TrainingFailure::kNone;  // first_failure's cause
 };
 DiagnosticPicks PickDiagnosticTrials(const VariantView& v, const std::string& placement);
 

@@ -38,6 +38,9 @@ std::string HeatmapSvg(const VariantView& v, const std::string& placement) {
         main = Num(cell->mean_final_val_loss);
         if (cell->seeds_with_loss > 1) sub = absl::StrCat("\u00b1", Num(cell->std_final_val_loss));
         if (cell->diverged > 0) absl::StrAppend(&sub, sub.empty() ? "" : " ", cell->diverged, "/", cell->trials, " div");
+        if (const int plat = PlateauedWithLoss(*cell); plat > 0) {
+          absl::StrAppend(&sub, sub.empty() ? "" : " ", plat, "/", cell->trials, " plat");
+        }
         if (v.best_cell && cell->mean_final_val_loss <= *v.best_cell * (1 + kNearBestTolerance)) cls += " near";
       } else if (cell != nullptr && cell->diverged > 0) {
         fill = "url(#diverged)";

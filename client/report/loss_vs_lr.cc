@@ -20,6 +20,7 @@ struct LossPoint {
   std::optional<double> y;  // the mean loss over seeds; l0 for a cell with no usable seed
   int bad = 0;              // seeds diverged or with a non-finite loss
   bool all_bad = false;     // no usable seed: a cross at l0, or at the top edge without an l0
+  bool plateau = false;     // a seed with a finite loss failed to train (the plateau): a hollow point
   const ResultCell* cell = nullptr;
 };
 
@@ -40,6 +41,7 @@ std::vector<LossPoint> LossLine(const VariantView& v, const std::string& placeme
     p.lr = c.peak_lr;
     p.cell = &c;
     p.bad = c.diverged + std::max(0, c.succeeded - c.seeds_with_loss);
+    p.plateau = PlateauedWithLoss(c) > 0;
     if (c.seeds_with_loss > 0 && std::isfinite(c.mean_final_val_loss)) {
       p.y = c.mean_final_val_loss;
     } else if (p.bad > 0) {
@@ -118,9 +120,15 @@ std::string LossVsLrSvg(const VariantView& v, const std::string& placement,
       absl::StrAppend(&segment, Px(x), ",", Px(y), " ");
       std::string tip = absl::StrCat(where, Num(*p.y), " (", c.seeds_with_loss, c.seeds_with_loss == 1 ? " seed" : " seeds");
       if (p.bad > 0) absl::StrAppend(&tip, "; ", p.bad, "/", c.trials, " diverged or non-finite, left out");
+      if (p.plateau) absl::StrAppend(&tip, "; ", PlateauedWithLoss(c), "/", c.trials, " plateaued: failed to train");
       tip += ")";
       if (p.bad > 0) {
         absl::StrAppend(&marks, "<circle class=\"partial-mark\" r=\"6.5\" cx=\"", Px(x), "\" cy=\"", Px(y), "\"/>\n");
+      }
+      if (p.plateau) {
+        absl::StrAppend(&marks, "<circle class=\"plateau-point\" r=\"3.5\" cx=\"", Px(x), "\" cy=\"", Px(y),
+                        "\" fill=\"#fff\" stroke=\"", colour, "\"><title>", Escape(tip), "</title></circle>\n");
+        continue;
       }
       absl::StrAppend(&marks, "<circle class=\"loss-point\" r=\"3.5\" cx=\"", Px(x), "\" cy=\"", Px(y), "\" fill=\"",
                       colour, "\"><title>", Escape(tip), "</title></circle>\n");
@@ -135,8 +143,8 @@ std::string LossVsLrSvg(const VariantView& v, const std::string& placement,
 }
 
 std::string LossVsLrLegendSvg(const VariantView& v, bool any_l0, bool any_partial, bool any_cross_at_l0,
-                              bool any_cross_at_top) {
-  const int extra = 1 + any_partial + any_cross_at_l0 + any_cross_at_top;
+                              bool any_cross_at_top, bool any_plateau) {
+  const int extra = 1 + any_partial + any_cross_at_l0 + any_cross_at_top + any_plateau;
   const double h = 30 + 20 * v.warmups.size() + 26 + 20 * extra + 10;
   std::string s = SvgOpen(270, h, "loss against lr legend");
   double y = 18;
@@ -165,6 +173,12 @@ std::string LossVsLrLegendSvg(const VariantView& v, bool any_l0, bool any_partia
     absl::StrAppend(&s, "<circle class=\"partial-mark\" r=\"6.5\" cx=\"27\" cy=\"", Px(y - 4), "\"/>",
                     Text(52, y, "some seeds diverged: mean of the rest", "class=\"tick\""));
   }
+  if (any_plateau) {
+    y += 20;
+    absl::StrAppend(&s, "<circle class=\"plateau-point\" r=\"3.5\" cx=\"27\" cy=\"", Px(y - 4),
+                    "\" fill=\"#fff\" stroke=\"#555\"/>",
+                    Text(52, y, "hollow: seeds plateaued (failed to train)", "class=\"tick\""));
+  }
   return s + "</svg>\n";
 }
 
@@ -175,7 +189,7 @@ std::string LossVsLrLegendSvg(const VariantView& v, bool any_l0, bool any_partia
 std::string LossVsLrSection(const VariantView& v) {
   std::map<std::string, std::vector<std::vector<LossPoint>>> lines;
   double lo = INFINITY, hi = -INFINITY;
-  bool any_partial = false, any_cross_at_l0 = false, any_cross_at_top = false, any_l0 = false;
+  bool any_partial = false, any_cross_at_l0 = false, any_cross_at_top = false, any_l0 = false, any_plateau = false;
   for (const std::string& p : v.placements) {
     if (const std::optional<double> l0 = PlacementL0(v, p)) {
       any_l0 = true;
@@ -192,6 +206,7 @@ std::string LossVsLrSection(const VariantView& v) {
         any_partial |= !pt.all_bad && pt.bad > 0;
         any_cross_at_l0 |= pt.all_bad && pt.y.has_value();
         any_cross_at_top |= pt.all_bad && !pt.y.has_value();
+        any_plateau |= !pt.all_bad && pt.plateau;
       }
       lines[p].push_back(std::move(line));
     }
@@ -216,7 +231,7 @@ std::string LossVsLrSection(const VariantView& v) {
   f.x1 = lx1 + xpad;
   std::string s = "<div class=\"row\">\n";
   for (const std::string& p : v.placements) s += LossVsLrSvg(v, p, lines[p], f);
-  s += LossVsLrLegendSvg(v, any_l0, any_partial, any_cross_at_l0, any_cross_at_top) + "</div>\n";
+  s += LossVsLrLegendSvg(v, any_l0, any_partial, any_cross_at_l0, any_cross_at_top, any_plateau) + "</div>\n";
   if (!any_l0) {
     s += "<p class=\"note\">No loss at initialisation (l0) was reported for these trials: no l0 line, and cells "
          "where every seed diverged are drawn at the top edge.</p>\n";

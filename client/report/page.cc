@@ -18,6 +18,7 @@
 #include "client/report/figures.h"
 #include "client/report/svg.h"
 #include "client/report/variant_view.h"
+#include "proto/schema/failure.h"
 #include "proto/schema/state_names.h"
 
 namespace normsweep::client::report {
@@ -52,6 +53,7 @@ svg text { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; }
 .diverged-mark { stroke: #d62728; stroke-width: 2.2; fill: none; }
 .partial-mark { stroke: #d62728; stroke-width: 1.6; fill: none; }
 .loss-point, .lrs-point { stroke: #fff; stroke-width: 0.8; }
+.plateau-point { stroke-width: 1.8; }
 .l0-line { stroke: #555; stroke-width: 1.2; stroke-dasharray: 6 4; }
 )css";
 
@@ -104,13 +106,15 @@ std::string VariantSections(const VariantView& v) {
   std::string s = absl::StrCat(
       "<h2>Final validation loss over warm-up \u00d7 peak lr", Escape(suffix), "</h2>\n",
       "<p>Mean over seeds of the final validation loss (\u00b1 sample std); \u201ck/n div\u201d: k of "
-      "n seeds diverged and are left out of the mean. One colour scale for every placement.</p>\n",
+      "n seeds diverged and are left out of the mean; \u201ck/n plat\u201d: k of n seeds plateaued (failed to "
+      "train without diverging, see the summary) and are in it. One colour scale for every placement.</p>\n",
       HeatmapSection(v));
   absl::StrAppend(&s, "<h2>Final validation loss against peak lr", Escape(suffix), "</h2>\n",
                   "<p>Each grid cell's mean final validation loss over seeds against its peak lr (log scale), one "
                   "line per warm-up, as in Wortsman et al. 2023 (Figure 1). \u00d7: every seed diverged, drawn at "
                   "l0, the loss at initialisation (dashed), which LR sensitivity counts in their place; a ring: "
-                  "some seeds diverged and the point is the mean of the others.</p>\n",
+                  "some seeds diverged and the point is the mean of the others; a hollow point: some seeds "
+                  "plateaued (failed to train without diverging, see the summary).</p>\n",
                   LossVsLrSection(v));
   absl::StrAppend(&s, "<h2>LR sensitivity by warm-up", Escape(suffix), "</h2>\n",
                   "<p>LR sensitivity (Wortsman et al. 2023, section 2.2) of each line of the grid: the mean over "
@@ -128,8 +132,9 @@ std::string VariantSections(const VariantView& v) {
                   Num(kCurveCap), " are drawn at the top edge.</p>\n", CurvesSection(v));
   absl::StrAppend(&s, "<h2>Instability diagnostics", Escape(suffix), "</h2>\n",
                   "<p>Per placement two trials: the best lr's (a trial of the best grid cell, its lowest seed; "
-                  "solid) and the lr that diverged first (the smallest diverged lr, then the earliest diverged "
-                  "step; dashed, \u00d7 where its points end). Attention logit: the largest q\u00b7k/\u221ad_head "
+                  "solid) and the first failure to train (see the summary): the smallest failing lr above the "
+                  "best trial's, else the smallest failing lr, then the earliest diverged step; dashed, the "
+                  "legend says why it failed, \u00d7 where a diverged one's points end). Attention logit: the largest q\u00b7k/\u221ad_head "
                   "over heads and positions on the validation batches; log Z: the output logits' mean "
                   "log-sum-exp; update ratio: RMS(update) / RMS(weight) of the step before the evaluation. Each "
                   "curve is the layer (and matrix) with the largest value over the run, named in the "
@@ -165,7 +170,14 @@ std::string RenderReportHtml(const ReportData& data) {
                   "A grid cell is a (warm-up, peak lr) pair, its value the mean over seeds; it is <em>near the "
                   "best</em> when within ",
                   absl::StrFormat("%g%%", kNearBestTolerance * 100),
-                  " of the best cell of either placement (the <code>placement_sensitivity</code> view).</p>\n",
+                  " of the best cell of either placement (the <code>placement_sensitivity</code> view). A trial "
+                  "<em>failed to train</em> when it diverged or, having succeeded, ended without a finite loss, "
+                  "within ",
+                  absl::StrFormat("%g", schema::kPlateauMargin),
+                  " nats of the data's unigram loss (the plateau: it learnt no more than which tokens are "
+                  "common) or above a boundary search's max_val_loss (<code>proto/schema/failure.h</code>); "
+                  "<em>plateaued</em> counts the succeeded ones that failed, the failure rate is (diverged + "
+                  "plateaued) / (succeeded + diverged).</p>\n",
                   report::SummaryTable(summary, show_variant));
   for (const report::VariantView& v : variants) s += report::VariantSections(v);
   s += BoundaryReportSection(data.analysis);  // boundary_search sweeps only

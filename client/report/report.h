@@ -5,7 +5,7 @@
 // (Wortsman et al. 2023, Figures 1 and 5); the fANOVA variance shares;
 // validation-loss curves per placement; the instability diagnostics (worst
 // layer's max attention logit, output log Z, largest update ratio) of the
-// best lr's trial and the first diverged one; the step-0 FFN gradient norms
+// best lr's trial and the first failure to train (proto/schema/failure.h); the step-0 FFN gradient norms
 // per layer (Xiong et al. 2020, Figure 3) and a summary per placement like
 // the placement_sensitivity view. Inline CSS and SVG only: no script,
 // nothing fetched from the network.
@@ -49,6 +49,8 @@ inline constexpr double kNearBestTolerance = schema::kDefaultNearBestTolerance;
 struct PlacementSummary {
   std::string variant, placement;
   int trials = 0, succeeded = 0, diverged = 0, failed = 0, cancelled = 0, unfinished = 0;
+  int plateaued = 0;                   // SUCCEEDED but failed to train (proto/schema/failure.h)
+  std::optional<double> failure_rate;  // (diverged + plateaued) / (succeeded + diverged)
   std::optional<double> best_val_loss;    // best final validation loss of a succeeded trial
   std::optional<double> median_val_loss;  // their median
   int grid_cells = 0, cells_near_best = 0;

@@ -22,6 +22,8 @@ std::vector<PlacementSummary> SummariesFromAnalysis(const v1::GetSweepAnalysisRe
     r.failed = p.failed();
     r.cancelled = p.cancelled();
     r.unfinished = p.unfinished();
+    r.plateaued = p.plateaued();
+    r.failure_rate = opt(p.has_failure_rate(), p.failure_rate());
     r.best_val_loss = opt(p.has_best_val_loss(), p.best_val_loss());
     r.median_val_loss = opt(p.has_median_val_loss(), p.median_val_loss());
     r.grid_cells = p.grid_cells();
@@ -37,13 +39,15 @@ namespace normsweep::client::report {
 namespace {
 
 std::string Opt(const std::optional<double>& v) { return v ? Num(*v) : "&ndash;"; }
+std::string Percent(const std::optional<double>& v) { return v ? absl::StrFormat("%.0f%%", 100 * *v) : "&ndash;"; }
 
 }  // namespace
 
 std::string SummaryTable(const std::vector<PlacementSummary>& rows, bool show_variant) {
   std::string s = absl::StrCat(
       "<table class=\"num\">\n<tr>", show_variant ? "<th>variant</th>" : "",
-      "<th>placement</th><th>trials</th><th>succeeded</th><th>diverged</th><th>failed</th><th>unfinished</th>"
+      "<th>placement</th><th>trials</th><th>succeeded</th><th>diverged</th><th>plateaued</th><th>failure rate</th>"
+      "<th>failed</th><th>unfinished</th>"
       "<th>best final val loss</th><th>median</th><th>grid cells near the best</th></tr>\n");
   for (const PlacementSummary& r : rows) {
     const std::string near =
@@ -52,7 +56,7 @@ std::string SummaryTable(const std::vector<PlacementSummary>& rows, bool show_va
                          : "&ndash;";
     absl::StrAppend(&s, "<tr>", show_variant ? absl::StrCat("<td>", Escape(r.variant), "</td>") : "", "<td>",
                     Escape(PlacementTitle(r.placement)), "</td><td>", r.trials, "</td><td>", r.succeeded, "</td><td>",
-                    r.diverged, "</td><td>", r.failed, "</td><td>", r.unfinished + r.cancelled, "</td><td>",
+                    r.diverged, "</td><td>", r.plateaued, "</td><td>", Percent(r.failure_rate), "</td><td>", r.failed, "</td><td>", r.unfinished + r.cancelled, "</td><td>",
                     Opt(r.best_val_loss), "</td><td>", Opt(r.median_val_loss), "</td><td>", near, "</td></tr>\n");
   }
   return s + "</table>\n";

@@ -6,6 +6,8 @@
 #include <set>
 #include <utility>
 
+#include "client/trial_failure.h"
+
 namespace normsweep::client::report {
 
 std::vector<VariantView> Variants(const ReportData& data) {
@@ -34,6 +36,7 @@ std::vector<VariantView> Variants(const ReportData& data) {
   std::vector<VariantView> out;
   for (auto& [name, v] : by_variant) {
     v.index = static_cast<int>(out.size());
+    v.max_val_loss = FailureMaxValLoss(data.sweep.spec());
     for (const auto& [placement, unused] : v.trials) v.placements.push_back(placement);
     v.placements = PlacementOrder(std::move(v.placements));
     std::set<int> warmups;
@@ -91,6 +94,10 @@ const v1::LrSensitivity* LrsRow(const VariantView& v, const std::string& placeme
     if (r->placement() == placement && r->warmup_steps() == warmup) return r;
   }
   return nullptr;
+}
+
+int PlateauedWithLoss(const ResultCell& c) {
+  return std::max(0, c.plateaued - std::max(0, c.succeeded - c.seeds_with_loss));
 }
 
 std::optional<double> PlacementL0(const VariantView& v, const std::string& placement) {

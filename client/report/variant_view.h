@@ -42,6 +42,7 @@ struct VariantView {
   std::vector<double> lrs;
   std::optional<double> best_cell;
   ColourScale scale;
+  std::optional<double> max_val_loss;  // the failure rule's (FailureMaxValLoss of the sweep's spec)
 };
 
 // By variant name; the views point into data, which must outlive them.
@@ -57,6 +58,11 @@ LayerNorms Step0Norms(const std::vector<const v1::GetTrialResponse*>& trials);
 
 // The lr_sensitivity row of a placement's warm-up line, or null.
 const v1::LrSensitivity* LrsRow(const VariantView& v, const std::string& placement, int warmup);
+
+// The seeds of a cell that failed to train with a finite final loss (the
+// unigram plateau, above a boundary search's max_val_loss): the view's
+// plateaued counts the succeeded seeds without a finite loss as well.
+int PlateauedWithLoss(const ResultCell& c);
 
 // l0 of a placement: the mean of its lines' l0 (they differ by the seeds
 // only: the loss at initialisation depends on neither warm-up nor lr).

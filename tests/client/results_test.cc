@@ -1,9 +1,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/results.h"
 #include "tests/common/views_fixture.h"
@@ -80,7 +82,10 @@ TEST(ResultsTest, MeanOverSeedsAndDivergenceCounts) {
   EXPECT_THAT(table, HasSubstr("1e-02"));
 
   const std::string csv = RenderResultsCsv(*analysis);
-  EXPECT_THAT(csv, HasSubstr("post,\"\",0,0.001,2,2,0,0,0,0,2.100000,0.141421,2.000000"));
+  // plateaued 0, divergence_rate 0, then failure_rate (0 from a view with
+  // the rule, empty before it).
+  EXPECT_THAT(csv, HasSubstr("post,\"\",0,0.001,2,2,0,0,0,0,0,0.000000,"));
+  EXPECT_THAT(csv, HasSubstr(",2.100000,0.141421,2.000000"));
   EXPECT_THAT(RenderResultsJson(sweep, *analysis), HasSubstr("\"mean_final_val_loss\":null"));
 }
 
@@ -141,9 +146,13 @@ TEST(ResultsTest, LrSensitivityAndVarianceSharesUnderEachGrid) {
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 6u) << csv;  // header and 5 cells
   const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
-  ASSERT_EQ(header.size(), 31u);
-  for (const std::string& line : lines) EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 31u) << line;
-  EXPECT_EQ(lines[1], "post,\"\",0,0.001,2,2,0,0,0,0,3.250000,0.353553,3.000000,"
+  ASSERT_EQ(header.size(), 34u);
+  for (const std::string& line : lines) EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 34u) << line;
+  // failure_rate (column 12) is the view's: 0 with the rule, empty before it.
+  std::vector<std::string> first = absl::StrSplit(lines[1], ',');
+  EXPECT_THAT(first[12], ::testing::AnyOf("", "0.000000"));
+  first.erase(first.begin() + 12);
+  EXPECT_EQ(absl::StrJoin(first, ","), "post,\"\",0,0.001,2,2,0,0,0,0,0,0.000000,3.250000,0.353553,3.000000,"
                       "2,6.000000,3.250000,0.001,0.500000,1,0,"
                       "2,0.375000,0.250000,0.500000,100,2.500000,"
                       "0.210526,0.013158,0.118421,0.657895,\"\"");
@@ -179,6 +188,83 @@ TEST(ResultsTest, PendingLinesAndRandomSearchNote) {
   EXPECT_THAT(table, HasSubstr("Variance explained (fANOVA): not computed: random search: no grid; fANOVA needs a "
                                "surrogate model (Optuna's fANOVA fits a random forest) - not computed"));
   EXPECT_THAT(RenderResultsJson(sweep, *analysis), HasSubstr("\"lr_sensitivity\":null"));
+}
+
+// The failure rule's columns (proto/schema/failure.h) from hand-made rows,
+// as a scheduler with the rule returns them: Post-LN without warm-up, one
+// seed at the plateau at 1e-3, both diverged at 1e-2; with warm-up both
+// trained at 1e-3, one still running at 1e-2.
+v1::GetSweepAnalysisResponse FailureAnalysis() {
+  v1::GetSweepAnalysisResponse a;
+  auto cell = [&](int warmup, double lr, int trials, int succeeded, int diverged, int plateaued, int unfinished,
+                  std::optional<double> mean) {
+    v1::GridCell& c = *a.add_cells();
+    c.set_placement("post");
+    c.set_warmup_steps(warmup);
+    c.set_peak_lr(lr);
+    c.set_trials(trials);
+    c.set_succeeded(succeeded);
+    c.set_diverged(diverged);
+    c.set_plateaued(plateaued);
+    c.set_unfinished(unfinished);
+    c.set_n_seeds(succeeded);
+    if (mean) c.set_mean_val_loss(*mean);
+    if (succeeded + diverged > 0) {
+      c.set_divergence_rate(static_cast<double>(diverged) / (succeeded + diverged));
+      c.set_failure_rate(static_cast<double>(diverged + plateaued) / (succeeded + diverged));
+    }
+  };
+  cell(0, 1e-3, 2, 2, 0, 1, 0, 2.9);
+  cell(0, 1e-2, 2, 0, 2, 0, 0, std::nullopt);
+  cell(100, 1e-3, 2, 2, 0, 0, 0, 2.5);
+  cell(100, 1e-2, 2, 1, 0, 0, 1, 2.4);
+  return a;
+}
+
+TEST(ResultsTest, PlateauedAndFailureRateColumns) {
+  const v1::GetSweepAnalysisResponse a = FailureAnalysis();
+  const std::vector<ResultCell> cells = CellsFromAnalysis(a);
+  ASSERT_EQ(cells.size(), 4u);
+  EXPECT_EQ(cells[0].plateaued, 1);
+  EXPECT_EQ(cells[0].failure_rate, 0.5);
+  EXPECT_EQ(cells[0].divergence_rate, 0.0);
+  EXPECT_EQ(cells[3].failure_rate, 0.0);
+
+  v1::Sweep sweep;
+  sweep.set_id(9);
+  sweep.set_name("f");
+  const std::string table = RenderResultsTable(sweep, a);
+  EXPECT_THAT(table, HasSubstr("(k plat): k seeds failed to train without diverging"));
+  EXPECT_TRUE(HasRow(table, {"0", "2.900±0.000", "(1", "plat)", "diverged"})) << table;
+  // Under the loss grid, the failure rates.
+  const size_t rates = table.find("failed to train, (diverged + plateaued) / finished seeds:\n");
+  ASSERT_NE(rates, std::string::npos) << table;
+  const std::string below = table.substr(rates);
+  EXPECT_TRUE(HasRow(below, {"0", "50%", "(1/2)", "100%", "(2/2)"})) << table;
+  EXPECT_TRUE(HasRow(below, {"100", "0%", "(0/2)", "0%", "(0/1)"})) << table;
+
+  const std::string csv = RenderResultsCsv(a);
+  const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 5u) << csv;
+  EXPECT_THAT(lines[0], HasSubstr("trials,succeeded,diverged,plateaued,failed,cancelled,unfinished,divergence_rate,"
+                                  "failure_rate,mean_final_val_loss,"));
+  EXPECT_THAT(lines[1], HasSubstr("post,\"\",0,0.001,2,2,0,1,0,0,0,0.000000,0.500000,2.900000,"));
+  EXPECT_THAT(lines[2], HasSubstr("post,\"\",0,0.01,2,0,2,0,0,0,0,1.000000,1.000000,,"));
+
+  const std::string json = RenderResultsJson(sweep, a);
+  EXPECT_THAT(json, HasSubstr("\"diverged\":0,\"plateaued\":1,\"failed\":0,\"cancelled\":0,\"unfinished\":0,"
+                              "\"divergence_rate\":0,\"failure_rate\":0.5,"));
+  EXPECT_THAT(json, HasSubstr("\"diverged\":2,\"plateaued\":0,\"failed\":0,\"cancelled\":0,\"unfinished\":0,"
+                              "\"divergence_rate\":1,\"failure_rate\":1,"));
+
+  // A scheduler before the rule sends no rates: no second grid, nulls.
+  v1::GetSweepAnalysisResponse old = a;
+  for (v1::GridCell& c : *old.mutable_cells()) {
+    c.clear_failure_rate();
+    c.set_plateaued(0);
+  }
+  EXPECT_THAT(RenderResultsTable(sweep, old), Not(HasSubstr("failed to train, (diverged")));
+  EXPECT_THAT(RenderResultsJson(sweep, old), HasSubstr("\"failure_rate\":null"));
 }
 
 TEST(ResultsTest, LearningRateFormatting) {

@@ -86,14 +86,15 @@ TEST(SweepTablesTest, SweepDetail) {
             "created 2026-12-01T08:10:49Z\n"
             "\n"
             "trial    idx   place    warmup   lr        seed  variant              state      attempts interr step   "
-            "val_loss   note\n"
+            "val_loss   unigram  failure  note\n"
             "101      0     pre      400      1e-03     2                          succeeded  1        0      100    "
-            "2.3457     \n"
+            "2.3457              -        \n"
             "102      1     pre      400      1e-03     2     layers=12,optimizer= running    1        0      100    "
-            "(3.5000)   \n"
-            "103      2     pre      400      1e-03     2                          diverged   1        0      100               "
-            "diverged at step 37\n"
-            "104      3     pre      400      1e-03     2                          failed     1        2      100               " +
+            "(3.5000)                     \n"
+            "103      2     pre      400      1e-03     2                          diverged   1        0      100    "
+            "                    diverged diverged at step 37\n"
+            "104      3     pre      400      1e-03     2                          failed     1        2      100    "
+            "                             " +
                 std::string(60, 'e') + "\n");
 }
 
@@ -156,8 +157,11 @@ TEST(SweepTablesTest, TrialDetail) {
   n->set_layer(1);
   n->set_matrix("ffn.fc2");
   n->set_norm(1.0 / 3);
+  // SUCCEEDED without a final loss: by the rule (proto/schema/failure.h) it
+  // failed to train.
   EXPECT_EQ(RenderTrialDetail(r),
             "trial 101 of sweep 7: succeeded, placement pre, warmup 400, lr 1e-03, seed 2\n"
+            "failure: no finite loss\n"
             "step    lr         train_loss  val_loss    grad_norm  tokens/s  \n"
             "1       2.500e-06  5.5432                  1.2500     12346     \n"
             "100                            2.5000                           \n"
@@ -226,6 +230,7 @@ TEST(SweepTablesTest, TrialDetailWithInitialLossAndDiagnostics) {
   EXPECT_EQ(RenderTrialDetail(r),
             "trial 101 of sweep 7: succeeded, placement pre, warmup 400, lr 1e-03, seed 2\n"
             "l0 (validation loss at initialisation) 5.5000\n"
+            "failure: no finite loss\n"
             "step    lr         train_loss  val_loss    grad_norm  tokens/s   log_z\n"
             "0                              5.5452                            6.2500\n"
             "10                 4.0000      4.0000                            5.2500\n"
@@ -247,6 +252,65 @@ TEST(SweepTablesTest, TrialDetailWithInitialLossAndDiagnostics) {
                                               "block  logit@0     upd_qkv    upd_proj   upd_fc1    upd_fc2\n"
                                               "0      2" + std::string(10 + 1 + 10 + 1 + 10 + 1 + 10 + 1, ' ') + "\n"
                                               "1      3"));
+}
+
+// The failure rule (proto/schema/failure.h) in `normsweep show`: the unigram
+// loss and the cause, the column as wide as its longest entry.
+TEST(SweepTablesTest, SweepDetailShowsTheUnigramLossAndTheFailure) {
+  v1::Trial plateau = Trial(301, 0, v1::TRIAL_SUCCEEDED);
+  plateau.mutable_result()->set_final_val_loss(3.43);
+  plateau.mutable_result()->set_unigram_loss(3.41);
+  v1::Trial trained = Trial(302, 1, v1::TRIAL_SUCCEEDED);
+  trained.mutable_result()->set_final_val_loss(2.5);
+  trained.mutable_result()->set_unigram_loss(3.41);
+  v1::Trial diverged = Trial(303, 2, v1::TRIAL_DIVERGED);
+  diverged.mutable_result()->set_diverged_step(37);
+  v1::Trial above = Trial(304, 3, v1::TRIAL_SUCCEEDED);
+  above.mutable_result()->set_final_val_loss(3.2);
+  above.mutable_result()->set_unigram_loss(3.41);
+  v1::Trial running = Trial(305, 4, v1::TRIAL_RUNNING);
+  const std::vector<v1::Trial> trials = {plateau, trained, diverged, above, running};
+  std::string out = RenderSweepDetail(Sweep(), trials);
+  EXPECT_THAT(out, HasSubstr("val_loss   unigram  failure  note\n"));
+  EXPECT_THAT(out, HasSubstr("\n301 "));
+  EXPECT_THAT(out, HasSubstr("100    3.4300     3.4100   plateau  \n"));
+  EXPECT_THAT(out, HasSubstr("100    2.5000     3.4100   -        \n"));
+  EXPECT_THAT(out, HasSubstr("100" + std::string(4 + 11 + 9, ' ') + "diverged diverged at step 37\n"));
+  EXPECT_THAT(out, HasSubstr("100    3.2000     3.4100   -        \n"));  // no max_val_loss: trained
+  EXPECT_THAT(out, HasSubstr("running    1        0      100" + std::string(4 + 11 + 9 + 9, ' ') + "\n"));
+  // A boundary search's max_val_loss: 3.2 is above 3.0; the column widens.
+  v1::Sweep boundary = Sweep();
+  boundary.mutable_spec()->mutable_boundary_search()->set_max_val_loss(3.0);
+  out = RenderSweepDetail(boundary, trials);
+  EXPECT_THAT(out, HasSubstr("val_loss   unigram  failure            note\n"));
+  EXPECT_THAT(out, HasSubstr("100    3.2000     3.4100   above_max_val_loss \n"));
+  EXPECT_THAT(out, HasSubstr("100    3.4300     3.4100   plateau            \n"));
+}
+
+TEST(SweepTablesTest, TrialDetailSaysTheUnigramLossAndWhyItFailed) {
+  v1::GetTrialResponse r;
+  *r.mutable_trial() = Trial(101, 0, v1::TRIAL_SUCCEEDED);
+  v1::TrialResult* result = r.mutable_trial()->mutable_result();
+  result->set_init_val_loss(5.5);
+  result->set_final_val_loss(3.43);
+  result->set_unigram_loss(3.41);
+  EXPECT_THAT(RenderTrialDetail(r), HasSubstr("seed 2\nl0 (validation loss at initialisation) 5.5000\n"
+                                              "unigram loss (the plateau) 3.4100\n"
+                                              "failure: plateau (final validation loss 3.4300 > unigram loss "
+                                              "3.4100 - 0.1)\nstep "));
+  result->set_final_val_loss(3.2);
+  EXPECT_THAT(RenderTrialDetail(r), HasSubstr("\nfailure: none, it trained\n"));
+  EXPECT_THAT(RenderTrialDetail(r, 3.0),
+              HasSubstr("\nfailure: above max_val_loss (final validation loss 3.2000 > 3.0000)\n"));
+  r.mutable_trial()->set_state(v1::TRIAL_DIVERGED);
+  result->clear_final_val_loss();
+  result->set_diverged_step(37);
+  EXPECT_THAT(RenderTrialDetail(r), HasSubstr("\nfailure: diverged after step 37\n"));
+  // Not judged while it runs; the unigram loss only once it is reported.
+  r.mutable_trial()->set_state(v1::TRIAL_RUNNING);
+  result->clear_unigram_loss();
+  EXPECT_THAT(RenderTrialDetail(r), Not(HasSubstr("failure:")));
+  EXPECT_THAT(RenderTrialDetail(r), Not(HasSubstr("unigram")));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -189,7 +190,9 @@ TEST_F(ReportCliTest, WritesThePageOfARealSweep) {
   // Curves from the stored metrics, norms from the stored step-0 rows.
   EXPECT_THAT(html, HasSubstr("<title>trial "));
   EXPECT_THAT(html, HasSubstr("<title>Post-LN W2 (fc2), layer 1: 1.6250</title>"));
-  EXPECT_THAT(html, HasSubstr("<td>Pre-LN</td><td>8</td><td>8</td><td>0</td><td>0</td><td>0</td><td>1.800</td>"));
+  // plateaued 0 and the failure rate, the view's (0% with the rule, none before).
+  EXPECT_TRUE(std::regex_search(html, std::regex("<td>Pre-LN</td><td>8</td><td>8</td><td>0</td><td>0</td>"
+                                                 "<td>(0%|&ndash;)</td><td>0</td><td>0</td><td>1.800</td>")));
   // Loss against lr: the diverged cell at l0, from the trials' init_val_loss.
   EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 1e-02: no usable seed (2/2 diverged or non-finite), drawn at "
                               "l0 5.550"));
@@ -208,20 +211,22 @@ TEST_F(ReportCliTest, WritesThePageOfARealSweep) {
   EXPECT_THAT(html, HasSubstr("<title>Pre-LN: peak lr 80.0%</title>"));
   EXPECT_THAT(html, HasSubstr("<title>Pre-LN: seeds (residual) 20.0%</title>"));
   EXPECT_THAT(html, HasSubstr("<title>Pre-LN: warm-up 0.0%</title>"));
-  // Diagnostics from the stored rows: Post-LN's first diverged trial (lr
-  // 1e-2, both seeds at step 40: the first by id) and the best cell's seed 0.
+  // Diagnostics from the stored rows: Post-LN's first failure above its best
+  // lr (1e-3): lr 1e-2, both seeds diverged at step 40, the first by id; and
+  // the best cell's seed 0.
   const int64_t diverged = trial_ids_.at({"post", 0, 1e-2, 0});
   const int64_t best = trial_ids_.at({"post", 100, 1e-3, 0});
-  EXPECT_THAT(html, HasSubstr(absl::StrCat(">Post-LN, first diverged lr: trial ", diverged, "</text>")));
+  EXPECT_THAT(html, HasSubstr(absl::StrCat(">Post-LN, first failure (diverged after step 40): trial ", diverged,
+                                           "</text>")));
   EXPECT_THAT(html, HasSubstr(absl::StrCat(">Post-LN, best lr: trial ", best, "</text>")));
   EXPECT_THAT(html, HasSubstr(">warm-up 0, lr 1e-02, seed 0; logit layer 1, update layer 1 fc2</text>"));
   EXPECT_THAT(html, HasSubstr(absl::StrCat(">Pre-LN, best lr: trial ", trial_ids_.at({"pre", 0, 1e-2, 0}), "</text>")));
-  EXPECT_THAT(html, HasSubstr(">Pre-LN: no trial diverged</text>"));
+  EXPECT_THAT(html, HasSubstr(">Pre-LN: no trial failed to train</text>"));
   EXPECT_THAT(html, HasSubstr(">max q\u00b7k/\u221ad_head (log scale)</text>"));
 }
 
 // GetTrial returns every trial's diagnostics; FetchReportData keeps those of
-// the trials the page draws: Post-LN's best and first diverged, Pre-LN's best.
+// the trials the page draws: Post-LN's best and first failure, Pre-LN's best.
 TEST_F(ReportCliTest, FetchKeepsTheDiagnosticsOfThePlottedTrialsOnly) {
   client::SweepClient sweeps(scheduler_->address());
   const int64_t other = trial_ids_.at({"pre", 100, 1e-3, 1});

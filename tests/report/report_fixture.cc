@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "gtest/gtest.h"
+
 namespace normsweep::testing {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -117,11 +119,12 @@ Figures LiteratureFigures() {
           v1::GetTrialResponse t = MakeTrial(p, warmup, lr, seed, diverges ? div : ok,
                                              diverges ? std::nullopt : std::optional<double>(loss));
           if (diverges) t.mutable_trial()->mutable_result()->set_diverged_step(post ? 60 : warmup == 0 ? 50 : 20);
+          t.mutable_trial()->mutable_result()->set_unigram_loss(kUnigramLoss);
           const int64_t id = t.trial().id();
           if (post && warmup == 100 && lr == 1e-3 && seed == 0) out.post_best = id;
-          if (post && warmup == 0 && lr == 1e-3 && seed == 1) out.post_first_diverged = id;
+          if (post && warmup == 0 && lr == 1e-2 && seed == 0) out.post_first_failure = id;
           if (!post && warmup == 0 && lr == 1e-3 && seed == 0) out.pre_best = id;
-          if (!post && warmup == 100 && lr == 1e-2 && seed == 1) out.pre_first_diverged = id;
+          if (!post && warmup == 100 && lr == 1e-2 && seed == 1) out.pre_first_failure = id;
           d.trials.push_back(std::move(t));
         }
       }
@@ -175,14 +178,14 @@ Figures LiteratureFigures() {
       // Layer 1's logits are the largest; layer 0's fc2 moves the most.
       AddDiagnostics(t, 2, [](int l, int step) { return 2.0 + l + step / 100.0; },
                      [](int l, int m, int step) { return (l == 0 && m == 3 ? 0.02 : 0.01) * 100.0 / step; });
-    } else if (id == out.post_first_diverged) {
+    } else if (id == out.post_first_failure) {
       // The logits of layer 0 blow up (5 -> 50 -> 500): a log scale; one NaN ratio.
       AddDiagnostics(t, 2, [](int l, int step) { return (l == 0 ? 5.0 : 4.0) * std::pow(10, step / 50.0); },
                      [](int l, int m, int step) { return l == 1 && m == 0 && step == 100 ? kNaN : 0.01 * (m + 1); });
     } else if (id == out.pre_best) {
       AddDiagnostics(t, 2, [](int l, int step) { return 1.0 + 0.5 * l + step / 200.0; },
                      [](int, int m, int) { return 0.002 * (m + 1); });
-    } else if (id == out.pre_first_diverged) {
+    } else if (id == out.pre_first_failure) {
       AddDiagnostics(t, 2, [](int l, int step) { return 1.0 + 0.5 * l + step / 20.0; },
                      [](int, int m, int step) { return 0.003 * (m + 1) * step / 50.0; });
     } else {
@@ -190,10 +193,40 @@ Figures LiteratureFigures() {
       AddDiagnostics(t, 2, [](int, int) { return 777.0; }, [](int, int, int) { return 0.777; });
     }
     for (v1::MetricPoint& m : *t.mutable_metrics()) {
-      m.set_output_log_z(id == out.post_first_diverged ? 5.0 + m.step() / 10.0 : 5.5 - m.step() / 300.0);
+      m.set_output_log_z(id == out.post_first_failure ? 5.0 + m.step() / 10.0 : 5.5 - m.step() / 300.0);
     }
   }
   return out;
+}
+
+int64_t AddPlateau(Figures& fig) {
+  v1::GetTrialResponse t = MakeTrial("post", 0, 3e-3, 0, v1::TRIAL_SUCCEEDED, 3.43);
+  t.mutable_trial()->mutable_result()->set_unigram_loss(kUnigramLoss);
+  // Stalled: the logits and updates stay small, log Z flat.
+  AddDiagnostics(t, 2, [](int l, int) { return 1.5 + 0.1 * l; }, [](int, int m, int) { return 0.001 * (m + 1); });
+  for (v1::MetricPoint& m : *t.mutable_metrics()) m.set_output_log_z(5.55);
+  const int64_t id = t.trial().id();
+  fig.data.trials.push_back(std::move(t));
+  v1::GridCell c = Cell("post", 0, 3e-3, 1, 0, 3.43, 1);
+  c.set_plateaued(1);
+  c.set_divergence_rate(0);
+  c.set_failure_rate(1);
+  *fig.data.analysis.add_cells() = c;
+  return id;
+}
+
+size_t Count(const std::string& html, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::string Section(const std::string& html, const std::string& heading) {
+  const size_t start = html.find("<h2>" + heading);
+  EXPECT_NE(start, std::string::npos) << heading;
+  if (start == std::string::npos) return "";
+  const size_t end = html.find("<h2>", start + 1);
+  return html.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
 }  // namespace normsweep::testing

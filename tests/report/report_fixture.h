@@ -36,16 +36,33 @@ v1::LrSensitivity Lrs(const std::string& placement, int warmup, int lrs, int at_
 void AddDiagnostics(v1::GetTrialResponse& t, int layers, const std::function<double(int, int)>& logit,
                     const std::function<double(int, int, int)>& ratio);
 
-// post/pre x warm-up {0, 100} x lr {1e-4, 1e-3, 1e-2} x seeds {0, 1}.
-// Post-LN: every seed diverges at 1e-2, one seed at (0, 1e-3); its best cell
-// is (100, 1e-3). Pre-LN: one seed diverges at (0, 1e-2) at step 50 and one
-// at (100, 1e-2) at step 20; its best cell is (0, 1e-3).
+// post/pre x warm-up {0, 100} x lr {1e-4, 1e-3, 1e-2} x seeds {0, 1}, the
+// data's unigram loss 3.41 (every final loss is more than 0.1 below it).
+// Post-LN: every seed diverges at 1e-2 (step 60), one seed at (0, 1e-3); its
+// best cell is (100, 1e-3), its first failure above it (0, 1e-2) seed 0.
+// Pre-LN: one seed diverges at (0, 1e-2) at step 50 and one at (100, 1e-2)
+// at step 20, its first failure; its best cell is (0, 1e-3).
 struct Figures {
   client::ReportData data;
-  int64_t post_best = 0, post_first_diverged = 0, pre_best = 0, pre_first_diverged = 0;
+  int64_t post_best = 0, post_first_failure = 0, pre_best = 0, pre_first_failure = 0;
 };
 
 Figures LiteratureFigures();
+
+// Adds to LiteratureFigures a Post-LN trial at (0, 3e-3), seed 0, that
+// SUCCEEDED at the unigram plateau (final loss 3.43 against the unigram loss
+// 3.41), with flat diagnostics, and its grid cell (plateaued 1, failure
+// rate 1): Post-LN's first failure above its best lr. Returns its id.
+int64_t AddPlateau(Figures& fig);
+
+inline constexpr double kUnigramLoss = 3.41;
+
+// How often `what` stands in html.
+size_t Count(const std::string& html, const std::string& what);
+
+// The part of the page under a heading (an <h2> starting with it), up to the
+// next one; "" and a failure when there is none.
+std::string Section(const std::string& html, const std::string& heading);
 
 }  // namespace normsweep::testing
 
