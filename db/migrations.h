@@ -10,7 +10,10 @@
 //   is pending or a definition changed: a hash of the definitions is kept
 //   in schema_views, and when nothing is pending and the hash matches,
 //   nothing is touched (a restarting replica takes no lock on the views
-//   that the others are reading).
+//   that the others are reading). A view's file may hold a function that
+//   only that view and readers use (25_placement_sensitivity.sql:
+//   placement_sensitivity_at, dropped and created there, after the view is
+//   gone), so that its current definition has one home too.
 // A view that goes away: delete its file. The names created last are kept
 // with the hash, and the next start drops those that are gone. (0002's
 // placement_summary and warmup_lr_grid predate that list: migration 0014

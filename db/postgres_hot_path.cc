@@ -100,7 +100,7 @@ struct ProgressArrays {
   PgArrayOf<int32_t> r_i, r_attempt, r_max, r_tstep, r_vstep, r_lo, r_hi, step, g_i, g_step, g_layer;
   PgArrayOf<int32_t> d_i, d_step, d_layer;
   PgArrayOf<int64_t> r_trial, r_worker;
-  PgArrayOf<double> r_tloss, r_vloss, lr, train, val, acc, gnorm, tps, log_z, g_norm;
+  PgArrayOf<double> r_tloss, r_vloss, lr, train, val, acc, gnorm, tps, log_z, z_term, g_norm;
   PgArrayOf<double> d_attn, d_qkv, d_proj, d_fc1, d_fc2;
   PgArrayOf<std::string> g_matrix;
   int32_t points = 0;  // metric points so far: the flat arrays' length
@@ -120,6 +120,7 @@ struct ProgressArrays {
       gnorm.AddOptional(p.has_grad_norm(), p.grad_norm());
       tps.AddOptional(p.has_tokens_per_s(), p.tokens_per_s());
       log_z.AddOptional(p.has_output_log_z(), p.output_log_z());
+      z_term.AddOptional(p.has_z_term(), p.z_term());
       max_step = std::max(max_step, p.step());
       if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
       if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
@@ -157,13 +158,13 @@ struct ProgressArrays {
     r_vloss.Add(val_loss);
   }
 
-  // In the order of the statement's $1..$32, each of the type it casts to.
+  // In the order of the statement's $1..$33, each of the type it casts to.
   PgParams Params() const {
     PgParams p;
     p.Add(r_i).Add(r_trial).Add(r_worker).Add(r_attempt).Add(r_max).Add(r_tstep).Add(r_tloss).Add(r_vstep);
     p.Add(r_vloss).Add(r_lo).Add(r_hi).Add(step).Add(lr).Add(train).Add(val).Add(acc).Add(gnorm).Add(tps);
     p.Add(g_i).Add(g_step).Add(g_layer).Add(g_matrix).Add(g_norm).Add(log_z);
-    p.Add(d_i).Add(d_step).Add(d_layer).Add(d_attn).Add(d_qkv).Add(d_proj).Add(d_fc1).Add(d_fc2);
+    p.Add(d_i).Add(d_step).Add(d_layer).Add(d_attn).Add(d_qkv).Add(d_proj).Add(d_fc1).Add(d_fc2).Add(z_term);
     return p;
   }
 };
@@ -180,8 +181,8 @@ void PostgresStore::WarmUp() {
   };
   for (PgPool::Lease& conn : leases) {
     (void)conn->ExecPrepared("ns_lease_group", sql::kLeaseGroup, empty(3));
-    (void)conn->ExecPrepared("ns_report_progress", sql::kReportProgress, empty(23));
-    (void)conn->ExecPrepared("ns_finish_trials", sql::kFinishTrials, empty(13));
+    (void)conn->ExecPrepared("ns_report_progress", sql::kReportProgress, empty(33));
+    (void)conn->ExecPrepared("ns_finish_trials", sql::kFinishTrials, empty(15));
   }
 }
 

@@ -269,7 +269,7 @@ absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
     if (exists.rows() == 0) return NoTrial(trial_id);
     TrialHistory h;
     ASSIGN_OR_RETURN(PgResult m, conn.Exec(
-        "SELECT step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s, output_log_z"
+        "SELECT step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s, output_log_z, z_term"
         " FROM trial_metrics WHERE trial_id = $1 ORDER BY step", PgParams().Add(trial_id)));
     for (int i = 0; i < m.rows(); ++i) {
       v1::MetricPoint& p = h.metrics.emplace_back();
@@ -281,6 +281,7 @@ absl::StatusOr<TrialHistory> PostgresStore::GetTrialHistory(int64_t trial_id) {
       if (auto v = m.GetOptionalDouble(i, 5)) p.set_grad_norm(*v);
       if (auto v = m.GetOptionalDouble(i, 6)) p.set_tokens_per_s(*v);
       if (auto v = m.GetOptionalDouble(i, 7)) p.set_output_log_z(*v);
+      if (auto v = m.GetOptionalDouble(i, 8)) p.set_z_term(*v);
     }
     ASSIGN_OR_RETURN(PgResult g, conn.Exec(
         "SELECT step, layer, matrix, norm FROM layer_grad_norms WHERE trial_id = $1"

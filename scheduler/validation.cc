@@ -311,6 +311,7 @@ absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request) {
     const v1::MetricPoint& p = request.points(i);
     if (p.step() < 0) return Invalid(absl::StrCat("points[", i, "].step"), "must be >= 0");
     RETURN_IF_ERROR(CheckFinite(absl::StrCat("points[", i, "].output_log_z"), p.has_output_log_z(), p.output_log_z()));
+    RETURN_IF_ERROR(CheckFinite(absl::StrCat("points[", i, "].z_term"), p.has_z_term(), p.z_term()));
   }
   int norms = 0;
   for (int i = 0; i < request.layer_grad_norms_size(); ++i) {

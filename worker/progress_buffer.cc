@@ -40,6 +40,7 @@ void ProgressBuffer::Add(const v1::TrainEvent& event, absl::Time now) {
     if (event.has_lr()) p.set_lr(event.lr());
     if (event.has_grad_norm()) p.set_grad_norm(event.grad_norm());
     if (event.has_tokens_per_s()) p.set_tokens_per_s(event.tokens_per_s());
+    if (event.has_z_term() && std::isfinite(event.z_term())) p.set_z_term(event.z_term());
     points_.push_back(std::move(p));
   } else if (event.type() == "eval") {
     v1::MetricPoint* p = nullptr;

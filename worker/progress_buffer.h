@@ -37,13 +37,13 @@ struct PeekedBatch {
 
 class ProgressBuffer {
  public:
-  // Step: train_loss, lr, grad_norm, tokens_per_s at its step. Eval:
-  // val_loss, val_accuracy, output_log_z (merged into the step's point while
-  // that is still waiting; step 0 is the evaluation before the first
+  // Step: train_loss, lr, grad_norm, tokens_per_s, z_term at its step.
+  // Eval: val_loss, val_accuracy, output_log_z (merged into the step's point
+  // while that is still waiting; step 0 is the evaluation before the first
   // update), and its layer_diagnostics as one StepDiagnostics. grad_norms:
-  // one LayerGradNorms at the event's step. Non-finite output_log_z and
-  // diagnostic values (a diverging run's) are left out: the API takes them
-  // finite or absent. Other events carry no progress. `now` starts the
+  // one LayerGradNorms at the event's step. Non-finite z_term, output_log_z
+  // and diagnostic values (a diverging run's) are left out: the API takes
+  // them finite or absent. Other events carry no progress. `now` starts the
   // flush timer.
   void Add(const v1::TrainEvent& event, absl::Time now);
 

@@ -30,3 +30,16 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     WHEN max_val_loss IS NOT NULL AND final_val_loss > max_val_loss THEN 'above_max_val_loss'
     ELSE '' END
 $$;
+
+-- The max_val_loss that normsweep_trial_failure judges a sweep's trials by:
+-- its boundary search's (sweeps.spec, protobuf JSON), NULL when it has none.
+CREATE FUNCTION normsweep_max_val_loss(spec jsonb) RETURNS double precision
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT (spec -> 'boundary_search' ->> 'max_val_loss')::double precision
+$$;
+
+-- The step's z-loss term (MetricPoint.z_term: z_loss x mean (log Z)^2, part of
+-- train_loss), kept like the other step metrics (0005_metric_batches.sql);
+-- NULL for steps stored before this migration or run without z_loss.
+ALTER TABLE trial_metric_batches ADD COLUMN z_term double precision[];
+ALTER TABLE trial_metric_late ADD COLUMN z_term double precision;

@@ -12,8 +12,17 @@
 --                    unfinished trials are left out (NULL when none is left)
 --   cancelled        CANCELLED trials
 --   unfinished       PENDING or RUNNING trials
+--   plateaued        SUCCEEDED trials that failed to train all the same:
+--                    no finite loss, stalled at the unigram plateau, or above
+--                    the sweep's boundary-search max_val_loss
+--                    (normsweep_trial_failure, migration 0016: the one rule
+--                    for "failed to train"; docs/sql.md)
+--   failure_rate     (diverged + plateaued) / (succeeded + diverged): the
+--                    share of the trials that ran to their end which failed
+--                    to train (NULL when none did)
 -- `normsweep results` and the report read every figure of a cell from here
 -- (GetSweepAnalysis); placement_sensitivity_at reads it by column name.
+-- New columns go last: readers outside this repository may read by position.
 CREATE VIEW warmup_lr_grid_stats AS
 SELECT sweep_id,
        variant,
@@ -32,6 +41,12 @@ SELECT sweep_id,
        min(final_val_loss) FILTER (WHERE usable) AS min_val_loss,
        max(final_val_loss) FILTER (WHERE usable) AS max_val_loss,
        count(*) FILTER (WHERE state = 'CANCELLED') AS cancelled,
-       count(*) FILTER (WHERE state IN ('PENDING', 'RUNNING')) AS unfinished
-FROM (SELECT t.*, normsweep_usable_loss(t.state, t.final_val_loss) AS usable FROM trials t) AS t
+       count(*) FILTER (WHERE state IN ('PENDING', 'RUNNING')) AS unfinished,
+       count(*) FILTER (WHERE state = 'SUCCEEDED' AND failure <> '') AS plateaued,
+       count(*) FILTER (WHERE failure <> '')::double precision
+         / NULLIF(count(*) FILTER (WHERE state IN ('SUCCEEDED', 'DIVERGED')), 0) AS failure_rate
+FROM (SELECT t.*, normsweep_usable_loss(t.state, t.final_val_loss) AS usable,
+             normsweep_trial_failure(t.state, t.final_val_loss, t.unigram_loss, normsweep_max_val_loss(s.spec))
+               AS failure
+      FROM trials t JOIN sweeps s ON s.id = t.sweep_id) AS t
 GROUP BY sweep_id, variant, placement, warmup_steps, peak_lr;

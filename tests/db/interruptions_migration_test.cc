@@ -26,7 +26,8 @@ TEST(InterruptionsMigrationTest, RecordedAttemptsGetTheirCausesAndTrialsTheirCou
   for (const Migration& m : EmbeddedMigrations()) {
     if (m.version < 15) before.push_back(m);
   }
-  ASSERT_TRUE(ApplyMigrations(**conn, before, EmbeddedViews()).ok());
+  // Without views: today's db/views read columns of later migrations.
+  ASSERT_TRUE(ApplyMigrations(**conn, before, {}).ok());
   // As a scheduler before 0015 left them: a trial running its third lease
   // after an expired one and a killed trainer, and an untouched one.
   for (const char* sql : {
@@ -46,7 +47,7 @@ TEST(InterruptionsMigrationTest, RecordedAttemptsGetTheirCausesAndTrialsTheirCou
   }
   auto applied = ApplyMigrations(**conn, EmbeddedMigrations(), EmbeddedViews());
   ASSERT_TRUE(applied.ok()) << applied.status();
-  EXPECT_EQ(*applied, 1);
+  EXPECT_EQ(*applied, static_cast<int>(EmbeddedMigrations().size() - before.size()));  // 0015 and later
 
   auto causes = (*conn)->Exec("SELECT cause FROM trial_attempts WHERE trial_id = 1 ORDER BY attempt");
   ASSERT_TRUE(causes.ok()) << causes.status();

@@ -657,6 +657,8 @@ TEST_F(GrpcApiTest, RejectsBadDiagnosticsAndInitialLossNamingTheField) {
   };
   ExpectRejected("NaN log Z", progress([&](auto* r) { r->mutable_points(0)->set_output_log_z(nan); }),
                  C::INVALID_ARGUMENT, "points[0].output_log_z: must be finite or absent, not nan");
+  ExpectRejected("infinite z term", progress([&](auto* r) { r->mutable_points(1)->set_z_term(inf); }),
+                 C::INVALID_ARGUMENT, "points[1].z_term: must be finite or absent, not inf");
   ExpectRejected("negative diagnostics step", progress([](auto* r) { r->mutable_diagnostics(1)->set_step(-2); }),
                  C::INVALID_ARGUMENT, "diagnostics[1].step: must be >= 0");
   ExpectRejected("layer missing", progress([](auto* r) { r->mutable_diagnostics(1)->mutable_layers(1)->clear_layer(); }),
@@ -710,6 +712,7 @@ TEST_F(GrpcApiTest, GetTrialReturnsTheDiagnosticsAndTheInitialLoss) {
   p.mutable_points(0)->set_output_log_z(5.25);
   p.mutable_points(20)->set_val_loss(3.5);
   p.mutable_points(20)->set_output_log_z(4.75);
+  p.mutable_points(7)->set_z_term(0.0125);  // z_loss > 0: the step's z term
   for (int step : {20, 0}) {  // in any order
     v1::StepDiagnostics* d = p.add_diagnostics();
     d->set_step(step);
@@ -746,6 +749,8 @@ TEST_F(GrpcApiTest, GetTrialReturnsTheDiagnosticsAndTheInitialLoss) {
   EXPECT_FALSE(t.metrics(0).has_train_loss());
   EXPECT_DOUBLE_EQ(t.metrics(20).output_log_z(), 4.75);
   EXPECT_FALSE(t.metrics(10).has_output_log_z());
+  EXPECT_DOUBLE_EQ(t.metrics(7).z_term(), 0.0125);
+  EXPECT_FALSE(t.metrics(8).has_z_term());
   ASSERT_EQ(t.diagnostics_size(), 2);  // by step, then layer
   EXPECT_EQ(t.diagnostics(0).step(), 0);
   EXPECT_EQ(t.diagnostics(1).step(), 20);

@@ -190,6 +190,27 @@ TEST(ProgressBufferTest, StepZeroEvaluationIsAPointAndDiagnosticsAStepOfTheirOwn
   EXPECT_TRUE(b.empty());
 }
 
+// A step's z term (z_loss > 0) goes into its point; a non-finite one (a
+// diverging run's) is left out, as the API takes it finite or absent.
+TEST(ProgressBufferTest, StepZTermIsKeptWhenFinite) {
+  FakeClock clock;
+  ProgressBuffer b;
+  v1::TrainEvent one = Step(1);
+  one.set_z_term(0.0125);
+  v1::TrainEvent two = Step(2);
+  two.set_z_term(std::numeric_limits<double>::quiet_NaN());
+  b.Add(one, clock.Now());
+  b.Add(two, clock.Now());
+  b.Add(Step(3), clock.Now());
+  v1::ReportProgressRequest r;
+  b.Peek(BatchLimits::Api(100), &r);
+  ASSERT_EQ(r.points_size(), 3);
+  EXPECT_DOUBLE_EQ(r.points(0).z_term(), 0.0125);
+  EXPECT_FALSE(r.points(1).has_z_term());
+  EXPECT_TRUE(r.points(1).has_train_loss());
+  EXPECT_FALSE(r.points(2).has_z_term());
+}
+
 TEST(ProgressBufferTest, NonFiniteDiagnosticsAreLeftOutTheRestStays) {
   FakeClock clock;
   ProgressBuffer b;
