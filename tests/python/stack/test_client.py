@@ -1,0 +1,138 @@
+"""Every Client call against a real scheduler, worker and trainer, and its error paths."""
+
+from __future__ import annotations
+
+import math
+
+import grpc
+import pandas as pd
+import pytest
+
+import normsweep
+from conftest import TINY_SPEC, run_to_end, tiny_spec
+
+
+def test_submit_is_idempotent_and_validates(client, worker):
+    first = client.submit(tiny_spec(name="idem"), request_id="idem-1")
+    again = client.submit(tiny_spec(name="idem"), request_id="idem-1")
+    assert first["created"] and not again["created"]
+    assert again["id"] == first["id"] and first["trial_count"] == 8
+    dry = client.submit(tiny_spec(name="dry", seeds=[0, 1]), validate_only=True)
+    assert dry["trial_count"] == 16 and not dry["created"]
+    run_to_end(client, first["id"])
+
+
+def test_submit_a_yaml_file(client, worker, stack, tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text("name: from-yaml\nplacements: [pre]\nwarmup_steps: [0]\npeak_lrs: [1e-3]\nseeds: [0]\n"
+                    "extra_axes:\n  - field: qk_norm\n    values: [false, true]\n"
+                    "base: {layers: 1, d_model: 16, heads: 2, seq_len: 16, batch_size: 4, steps: 10,"
+                    " eval_every: 5, eval_batches: 1}\n")
+    sweep = client.submit(str(path))
+    assert sweep["trial_count"] == 2
+    assert sweep["spec"]["extra_axes"] == [{"field": "qk_norm", "values": ["false", "true"]}]
+    stored = stack.sql("SELECT spec->>'name', trial_count FROM sweeps WHERE id = %s", (sweep["id"],))
+    assert stored == [("from-yaml", 2)]
+    run_to_end(client, sweep["id"])
+
+
+def test_sweep_and_sweeps_match_the_database(client, finished_sweep, stack):
+    s = client.sweep(finished_sweep)
+    assert s["id"] == finished_sweep and s["name"] == TINY_SPEC["name"] and s["state"] == "COMPLETED"
+    assert s["spec"]["placements"] == ["post", "pre"]
+    assert sum(s["counts"].values()) == 8 and s["counts"]["pending"] == 0 and s["counts"]["running"] == 0
+    assert s["submitted_by"] == "" and s["cancelled_by"] == ""  # no token roles on this scheduler
+    created, finished = stack.sql("SELECT created_at, finished_at FROM sweeps WHERE id = %s", (finished_sweep,))[0]
+    assert s["created_at"] == pd.Timestamp(created) and s["finished_at"] == pd.Timestamp(finished)
+    all_sweeps = client.sweeps()
+    ids = stack.sql("SELECT id FROM sweeps ORDER BY id DESC")
+    assert all_sweeps["id"].tolist() == [i for (i,) in ids]  # newest first, every one
+    assert {"submitted_by", "cancelled_by", "succeeded", "trial_count"} <= set(all_sweeps.columns)
+    row = all_sweeps.set_index("id").loc[finished_sweep]
+    assert row["state"] == "COMPLETED" and row["succeeded"] + row["diverged"] == 8
+    completed = client.sweeps(state="completed")
+    assert finished_sweep in completed["id"].tolist() and set(completed["state"]) == {"COMPLETED"}
+    with pytest.raises(normsweep.InvalidArgument, match="state: expected running"):
+        client.sweeps(state="done")
+
+
+def test_cancel(client, stack):
+    # No worker takes these: a new sweep with priority below everything and
+    # max_concurrent_trials 1 is cancelled at once.
+    sweep = client.submit(tiny_spec(name="to-cancel", base={"steps": 2000}, max_concurrent_trials=1))
+    cancelled = client.cancel(sweep["id"])
+    assert cancelled["state"] == "CANCELLED"
+    last = run_to_end(client, sweep["id"])
+    assert last["state"] == "CANCELLED"
+    states = dict(stack.sql("SELECT state, count(*) FROM trials WHERE sweep_id = %s GROUP BY state",
+                            (sweep["id"],)))
+    assert states.get("CANCELLED", 0) >= 7 and "PENDING" not in states and "RUNNING" not in states
+
+
+def test_watch_reports_every_trial_until_the_end(client, worker, stack, capsys):
+    sweep = client.submit(tiny_spec(name="watched", placements=["pre"]))
+    events = list(client.watch(sweep["id"], progress=True))
+    assert len(events[0]["trials"]) == 4  # the first event carries every trial
+    assert {t["state"] for t in events[-1]["trials"]} <= {"SUCCEEDED", "DIVERGED"}
+    assert events[-1]["state"] == "COMPLETED"
+    done = sum(events[-1]["counts"][k] for k in ("succeeded", "diverged", "failed", "cancelled"))
+    assert done == 4
+    err = capsys.readouterr().err
+    assert f"sweep {sweep['id']}" in err and "4/4" in err  # the tqdm bar
+
+
+def test_analysis_equals_the_views(client, finished_sweep, stack):
+    frames = client.analysis(finished_sweep)
+    assert set(frames) == {"cells", "placements", "lr_sensitivity", "lr_sensitivity_summary", "importance",
+                           "boundary"}
+    views = {
+        "cells": ("warmup_lr_grid_stats", "variant, placement, warmup_steps, peak_lr"),
+        "lr_sensitivity": ("lr_sensitivity", "variant, placement, warmup_steps"),
+        "lr_sensitivity_summary": ("lr_sensitivity_summary", "variant, placement"),
+        "importance": ("grid_importance", "variant, placement"),
+    }
+    for name, (view, order) in views.items():
+        df = frames[name]
+        columns = [c for c in df.columns]
+        rows = stack.sql(f"SELECT {', '.join(columns)} FROM {view} WHERE sweep_id = %s ORDER BY {order}",
+                         (finished_sweep,))
+        assert len(df) == len(rows) > 0, name
+        assert_rows_equal(df, rows, columns, name)
+    assert len(frames["cells"]) == 8 and set(frames["cells"]["placement"]) == {"post", "pre"}
+    assert frames["boundary"].empty  # a grid, not a boundary search
+    assert "peak_lr" in frames["cells"].columns and frames["cells"]["peak_lr"].dtype == float
+
+
+def assert_rows_equal(df: pd.DataFrame, rows, columns, what: str) -> None:
+    """Each DataFrame row equals the SQL row: NULL = None/NaN/<NA>, floats to 1e-12 relative."""
+    for i, sql_row in enumerate(rows):
+        for col, expected in zip(columns, sql_row):
+            got = df[col].iloc[i]
+            if expected is None:
+                assert got is None or pd.isna(got), f"{what} row {i} {col}: {got!r}, SQL NULL"
+            elif isinstance(expected, float) or hasattr(expected, "as_tuple"):  # float, Decimal
+                assert not pd.isna(got) and math.isclose(float(got), float(expected), rel_tol=1e-12), \
+                    f"{what} row {i} {col}: {got!r} != {expected!r}"
+            else:
+                assert got == expected, f"{what} row {i} {col}: {got!r} != {expected!r}"
+
+
+def test_a_bad_spec_field_is_invalid_argument_naming_it(client):
+    with pytest.raises(normsweep.InvalidArgument) as e:
+        client.submit(tiny_spec(name="bad", peak_lrs=[-1e-3]))
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "peak_lrs" in e.value.details
+    with pytest.raises(normsweep.InvalidArgument) as e:
+        client.submit(tiny_spec(name="bad", base={"placement_typo": "pre"}))
+    assert "placement_typo" in e.value.details  # refused before the call, as the CLI does
+    with pytest.raises(normsweep.InvalidArgument) as e:
+        client.submit(tiny_spec(name="bad", placements=["middle"]))
+    assert "middle" in e.value.details
+
+
+@pytest.mark.parametrize("call", ["sweep", "cancel", "analysis", "watch"])
+def test_an_unknown_sweep_is_not_found(client, call):
+    with pytest.raises(normsweep.NotFound) as e:
+        result = getattr(client, call)(987654)
+        if call == "watch":
+            next(result)
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
