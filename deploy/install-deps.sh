@@ -23,9 +23,9 @@ packages=(
   chromium
   # the Python client (python/): its stubs come from protoc with
   # protobuf-compiler-grpc's grpc_python_plugin; its tests (label python)
-  # compare DataFrames with SQL through psycopg2
+  # compare DataFrames with SQL through psycopg2 and install it with pip
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib
-  python3-pytest python3-psycopg2
+  python3-pytest python3-psycopg2 python3-pip
 )
 if [[ "${NORMSWEEP_WITH_TORCH:-0}" == 1 ]]; then
   packages+=(python3-torch python3-numpy)  # benchmarks and fixture regeneration only
