@@ -52,6 +52,11 @@ class Client:
         self.timeout = timeout
         self._channel = connection.open_channel(self.address, self._credentials)
         self._stub = sweep_service_pb2_grpc.SweepServiceStub(self._channel)
+        # ExportSweep without the response parse: export() decodes the bytes itself.
+        self._export_raw = self._channel.unary_stream(
+            "/normsweep.v1.SweepService/ExportSweep",
+            request_serializer=sweep_service_pb2.ExportSweepRequest.SerializeToString,
+            response_deserializer=None)
 
     # ---- plumbing ----
 
@@ -188,6 +193,21 @@ class Client:
 
     # ---- bulk rows: ExportSweep ----
 
+    def _export_bytes(self, sweep_id: int, table: str, metrics: Optional[Sequence[str]], since: str,
+                      follow: bool) -> Iterator[bytes]:
+        """ExportSweep's chunks as their serialized bytes (no protobuf parse)."""
+        request = sweep_service_pb2.ExportSweepRequest(sweep_id=sweep_id, table=table,
+                                                       metrics=list(metrics or ()), since=since or "",
+                                                       follow=follow)
+        call = self._export_raw(request, metadata=self._metadata())
+        try:
+            for payload in call:
+                yield payload
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, self.address) from None
+        finally:
+            call.cancel()
+
     def export_chunks(self, sweep_id: int, table: str, metrics: Optional[Sequence[str]] = None,
                       since: str = "", follow: bool = False) -> Iterator[sweep_service_pb2.ExportChunk]:
         """ExportSweep's chunks as they arrive. Closing the generator early cancels the stream."""
@@ -215,8 +235,8 @@ class Client:
             raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT,
                                   f"table: expected one of {', '.join(TABLES)}, got {table!r}")
         builder = FrameBuilder()
-        for chunk in self.export_chunks(sweep_id, table, metrics, since, follow):
-            builder.add(chunk)
+        for payload in self._export_bytes(sweep_id, table, metrics, since, follow):
+            builder.add(payload)  # decoded from the wire bytes straight into numpy (wire.py)
         df = builder.frame(TABLE_KEYS[table])
         df.attrs["cursor"] = builder.cursor
         return df

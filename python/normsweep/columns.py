@@ -20,12 +20,13 @@ the proto's field names).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
 
 from ._stubs import sweep_service_pb2
+from .wire import RawChunk, RawColumn, WireError, concat, decode_chunk
 
 DOUBLE = sweep_service_pb2.EXPORT_COLUMN_DOUBLE
 FLOAT = sweep_service_pb2.EXPORT_COLUMN_FLOAT
@@ -48,7 +49,7 @@ _PANDAS_2 = int(pd.__version__.split(".")[0]) >= 2
 TIMESTAMP_DTYPE = "datetime64[us, UTC]" if _PANDAS_2 else "datetime64[ns, UTC]"
 
 
-class ChunkError(ValueError):
+class ChunkError(WireError):
     """A chunk that does not hold what its header says (a broken server or stream)."""
 
 
@@ -61,7 +62,8 @@ class _Column:
     any_absent: bool = False
 
 
-def _values(col: sweep_service_pb2.ExportColumn, rows: int) -> np.ndarray:
+def _values(col: Union[sweep_service_pb2.ExportColumn, RawColumn], rows: int) -> np.ndarray:
+    raw = isinstance(col, RawColumn)
     if col.type in (DOUBLE, FLOAT):
         src, dtype = col.doubles, np.float64
     elif col.type in (INT64, BOOL, TIMESTAMP):
@@ -70,22 +72,29 @@ def _values(col: sweep_service_pb2.ExportColumn, rows: int) -> np.ndarray:
         src, dtype = col.strings, object
     else:
         raise ChunkError(f"column {col.name!r}: unknown type {col.type}")
-    if len(src) != rows:
-        raise ChunkError(f"column {col.name!r}: {len(src)} values in a chunk of {rows} rows")
-    if dtype is object:
-        out = np.empty(rows, dtype=object)
-        out[:] = list(src)
-        return out
-    return np.fromiter(src, dtype=dtype, count=rows)
+    if raw and dtype is not object:
+        values = concat(src, dtype)
+        values = values if values is not None else np.empty(0, dtype=dtype)
+    elif dtype is object:
+        values = np.empty(len(src), dtype=object)
+        values[:] = list(src)
+    else:
+        values = np.fromiter(src, dtype=dtype, count=len(src))
+    if len(values) != rows:
+        raise ChunkError(f"column {col.name!r}: {len(values)} values in a chunk of {rows} rows")
+    return values
 
 
-def _absent(col: sweep_service_pb2.ExportColumn, rows: int) -> Optional[np.ndarray]:
-    n = len(col.absent)
-    if n == 0:
+def _absent(col: Union[sweep_service_pb2.ExportColumn, RawColumn], rows: int) -> Optional[np.ndarray]:
+    if isinstance(col, RawColumn):
+        mask = concat(col.absent, bool)
+    else:
+        mask = np.fromiter(col.absent, dtype=bool, count=len(col.absent)) if len(col.absent) else None
+    if mask is None or len(mask) == 0:
         return None
-    if n != rows:
-        raise ChunkError(f"column {col.name!r}: {n} absent flags in a chunk of {rows} rows")
-    return np.fromiter(col.absent, dtype=bool, count=rows)
+    if len(mask) != rows:
+        raise ChunkError(f"column {col.name!r}: {len(mask)} absent flags in a chunk of {rows} rows")
+    return mask
 
 
 class FrameBuilder:
@@ -96,8 +105,11 @@ class FrameBuilder:
         self.rows = 0
         self.cursor = ""
 
-    def add(self, chunk: sweep_service_pb2.ExportChunk) -> None:
-        """Appends a chunk's columns; ChunkError when they differ from the first chunk's."""
+    def add(self, chunk: Union[sweep_service_pb2.ExportChunk, RawChunk, bytes]) -> None:
+        """Appends a chunk (a message, or its wire bytes); ChunkError when its columns differ
+        from the first chunk's."""
+        if isinstance(chunk, (bytes, bytearray, memoryview)):
+            chunk = decode_chunk(bytes(chunk))
         if chunk.cursor:
             self.cursor = chunk.cursor
         if chunk.rows == 0 and not chunk.columns:
@@ -158,23 +170,41 @@ def _to_series_values(kind: int, values: np.ndarray, mask: Optional[np.ndarray])
     raise ChunkError(f"unknown column type {kind}")
 
 
+def _sort_order(keys: List[np.ndarray]) -> np.ndarray:
+    """The stable order of rows by keys (first key most significant)."""
+    if all(k.dtype.kind == "i" for k in keys) and len(keys[0]):
+        lows = [int(k.min()) for k in keys]
+        spans = [int(k.max()) - lo + 1 for k, lo in zip(keys, lows)]
+        if min(lows) >= -(2**40) and np.prod([float(s) for s in spans]) < 2.0**62:
+            # One int64 key: a single stable argsort instead of lexsort.
+            composite = np.zeros(len(keys[0]), dtype=np.int64)
+            for k, lo, span in zip(keys, lows, spans):
+                composite = composite * span + (k - lo)
+            if len(composite) < 2 or bool((composite[1:] > composite[:-1]).all()):
+                return np.arange(len(composite))
+            return np.argsort(composite, kind="stable")
+    return np.lexsort(keys[::-1])
+
+
 def _last_per_key(df: pd.DataFrame, key: Sequence[str]) -> pd.DataFrame:
     """Sorted by key (stable), keeping the last row that arrived for each key."""
     keys = [df[k].to_numpy() for k in key]
-    order = np.lexsort(keys[::-1])  # stable: equal keys stay in arrival order
-    sorted_keys = [k[order] for k in keys]
-    keep = np.ones(len(order), dtype=bool)
+    order = _sort_order(keys)  # stable: equal keys stay in arrival order
+    if len(order) == len(df) and bool((order[1:] > order[:-1]).all()):
+        sorted_keys = keys
+    else:
+        sorted_keys = [k[order] for k in keys]
     same_as_next = np.ones(len(order) - 1, dtype=bool)
     for k in sorted_keys:
         same_as_next &= k[:-1] == k[1:]
+    if not same_as_next.any() and sorted_keys is keys:
+        return df  # already in key order, no key twice
+    keep = np.ones(len(order), dtype=bool)
     keep[:-1] = ~same_as_next
-    order = order[keep]
-    if len(order) == len(df) and np.array_equal(order, np.arange(len(df))):
-        return df
-    return df.take(order).reset_index(drop=True)
+    return df.take(order[keep]).reset_index(drop=True)
 
 
-def chunks_to_frame(chunks: Iterable[sweep_service_pb2.ExportChunk], table: str = "") -> pd.DataFrame:
+def chunks_to_frame(chunks: Iterable[Union[sweep_service_pb2.ExportChunk, bytes]], table: str = "") -> pd.DataFrame:
     """One DataFrame of an export's chunks (table names the key for ordering and de-duplication)."""
     builder = FrameBuilder()
     for chunk in chunks:

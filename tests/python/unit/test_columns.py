@@ -95,6 +95,34 @@ def test_a_chunk_with_other_columns_is_refused():
         b.add(chunk(1, [column("layer", T.EXPORT_COLUMN_INT64, [1])]))
 
 
+def test_wire_bytes_decode_as_the_parsed_message():
+    c = chunk(4, [
+        column("trial_id", T.EXPORT_COLUMN_INT64, [1, 300, -5, 2**62 + 7]),  # 1-, 2-, 10- and 9-byte varints
+        column("loss", T.EXPORT_COLUMN_DOUBLE, [1.5, -0.0, float("inf"), 1e-300], [False, False, False, True]),
+        column("state", T.EXPORT_COLUMN_STRING, ["ok", "", "naïve ✓", "x"], [False, True, False, False]),
+        column("flag", T.EXPORT_COLUMN_BOOL, [0, 1, 1, 0]),
+        column("at", T.EXPORT_COLUMN_TIMESTAMP, [0, 1, 2, 1_700_000_000_000_000], [True, False, False, False]),
+    ], cursor="cur-é", last=True)
+    from_message = chunks_to_frame([c])
+    from_bytes = chunks_to_frame([c.SerializeToString()])
+    pd.testing.assert_frame_equal(from_message, from_bytes)
+    assert from_bytes["trial_id"].tolist() == [1, 300, -5, 2**62 + 7]
+    assert from_bytes.attrs["cursor"] == "cur-é"
+    # Truncated bytes are refused, never read as fewer rows.
+    with pytest.raises(ValueError):
+        chunks_to_frame([c.SerializeToString()[:-3]])
+
+
+def test_varints_of_every_length():
+    from normsweep.wire import varints
+    values = [0, 1, 127, 128, 16383, 16384, 2**31, 2**35 + 3, 2**56, 2**63 - 1, -1, -(2**63)]
+    c = pb.ExportColumn(ints=values)
+    packed = c.SerializeToString()
+    # field 4, wire type 2, then the length: the packed payload follows
+    payload = packed[packed.index(b"\x22") + 2:] if len(packed) < 130 else None
+    assert varints(np.frombuffer(payload, dtype=np.uint8)).tolist() == values
+
+
 def test_a_million_rows_convert_without_a_row_loop():
     # 1M metric rows in ~1 MB chunks, as ExportSweep sends them; the figure
     # is printed (tests/bench measures it), the check is that every value lands.
@@ -110,10 +138,10 @@ def test_a_million_rows_convert_without_a_row_loop():
         for name in ("lr", "train_loss", "val_loss", "grad_norm"):
             absent = (idx % 10 != 0).tolist() if name == "val_loss" else None
             cols.append(column(name, T.EXPORT_COLUMN_DOUBLE, rng.random(rows).tolist(), absent))
-        chunks.append(pb.ExportChunk.FromString(chunk(rows, cols).SerializeToString()))
+        chunks.append(chunk(rows, cols).SerializeToString())
     t = time.perf_counter()
-    df = chunks_to_frame(chunks, "metrics")
-    print(f"1M rows, {len(chunks)} chunks: {time.perf_counter() - t:.3f} s")
+    df = chunks_to_frame(chunks, "metrics")  # as export() gets them: the wire bytes
+    print(f"1M rows, {len(chunks)} chunks of {len(chunks[0])} bytes: {time.perf_counter() - t:.3f} s")
     assert len(df) == n
     assert df["trial_id"].iloc[-1] == (n - 1) // 100 and df["step"].iloc[-1] == 99
     assert df["val_loss"].notna().sum() == n // 10
