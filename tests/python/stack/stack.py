@@ -106,6 +106,7 @@ class Process:
 
     def __init__(self, argv: List[str], log: Path, env: Optional[Dict[str, str]] = None) -> None:
         self.log = log
+        self.address = ""
         self.argv = argv
         with open(log, "ab") as out:
             self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
@@ -132,14 +133,17 @@ class Stack:
         self.processes: List[Process] = []
         self.scheduler = self.start_scheduler()
 
-    def start_scheduler(self) -> Process:
-        port_file = self.dir / "scheduler.ports"
+    def start_scheduler(self, name: str = "scheduler", flags: Optional[List[str]] = None,
+                        env: Optional[Dict[str, str]] = None) -> Process:
+        """A scheduler on a free port (its address in self.address for the first one, else
+        in the returned process's .address)."""
+        port_file = self.dir / f"{name}.ports"
         if port_file.exists():
             port_file.unlink()
         p = Process([str(self.bin / "scheduler" / "normsweep-scheduler"), "--host=127.0.0.1", "--port=0",
                      "--metrics_port=-1", f"--port_file={port_file}", "--lease_seconds=2",
-                     "--heartbeat_interval_ms=300", "--maintenance_interval_ms=200"],
-                    self.dir / "scheduler.log", {"NORMSWEEP_DATABASE_URL": self.conninfo})
+                     "--heartbeat_interval_ms=300", "--maintenance_interval_ms=200"] + (flags or []),
+                    self.dir / f"{name}.log", {"NORMSWEEP_DATABASE_URL": self.conninfo, **(env or {})})
         self.processes.append(p)
         try:
             wait_for(lambda: port_file.exists() and port_file.read_text().strip() != "" or not p.alive(), 60,
@@ -148,8 +152,9 @@ class Stack:
             raise AssertionError(f"the scheduler did not start: {_tail(p.log)}") from None
         if not p.alive():
             raise AssertionError(f"the scheduler exited: {_tail(p.log)}")
-        self.grpc_port = int(port_file.read_text().split()[0])
-        self.address = f"127.0.0.1:{self.grpc_port}"
+        p.address = f"127.0.0.1:{int(port_file.read_text().split()[0])}"
+        if not hasattr(self, "address"):
+            self.address = p.address
         return p
 
     def start_worker(self, name: str, slots: int = 2) -> Process:
