@@ -1,6 +1,6 @@
 -- What "failed to train" means (issue 24; proto/schema/failure.h is the
--- rule's C++ twin, which MemoryStore, the boundary search and the report
--- run).
+-- rule's C++ twin, which the boundary search of both stores and the
+-- client's report run).
 --
 -- The data's unigram loss comes with each finished trial (FinishTrial's
 -- result.unigram_loss: the cross-entropy on the validation targets of the
