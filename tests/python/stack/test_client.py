@@ -90,14 +90,17 @@ def test_analysis_equals_the_views(client, finished_sweep, stack):
         "lr_sensitivity": ("lr_sensitivity", "variant, placement, warmup_steps"),
         "lr_sensitivity_summary": ("lr_sensitivity_summary", "variant, placement"),
         "importance": ("grid_importance", "variant, placement"),
+        "placements": ("placement_sensitivity", "variant, placement"),
     }
     for name, (view, order) in views.items():
         df = frames[name]
-        columns = [c for c in df.columns]
+        # tolerance is the request's (0 = the view's 0.05), not a column of the view
+        columns = [c for c in df.columns if not (name == "placements" and c == "tolerance")]
         rows = stack.sql(f"SELECT {', '.join(columns)} FROM {view} WHERE sweep_id = %s ORDER BY {order}",
                          (finished_sweep,))
         assert len(df) == len(rows) > 0, name
         assert_rows_equal(df, rows, columns, name)
+    assert (frames["placements"]["tolerance"] == 0.05).all()
     assert len(frames["cells"]) == 8 and set(frames["cells"]["placement"]) == {"post", "pre"}
     assert frames["boundary"].empty  # a grid, not a boundary search
     assert "peak_lr" in frames["cells"].columns and frames["cells"]["peak_lr"].dtype == float
@@ -136,3 +139,18 @@ def test_an_unknown_sweep_is_not_found(client, call):
         if call == "watch":
             next(result)
     assert e.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_analysis_of_a_boundary_search_equals_lr_boundary(client, worker, stack):
+    sweep = client.submit(tiny_spec(name="boundary", placements=["post", "pre"], warmup_steps=[0], peak_lrs=[],
+                                    boundary_search={"lr_min": 1e-3, "lr_max": 1e-1, "resolution": 4,
+                                                     "initial_points": 2}))
+    assert run_to_end(client, sweep["id"])["state"] == "COMPLETED"
+    boundary = client.analysis(sweep["id"])["boundary"]
+    columns = list(boundary.columns)
+    rows = stack.sql(f"SELECT {', '.join(columns)} FROM lr_boundary WHERE sweep_id = %s ORDER BY line",
+                     (sweep["id"],))
+    assert len(boundary) == len(rows) == 2
+    assert_rows_equal(boundary, rows, columns, "boundary")
+    assert set(boundary["state"]) <= {"FOUND", "TRAINABLE_EVERYWHERE", "NOWHERE_TRAINABLE"}
+    assert (boundary["trials"] == boundary["finished"]).all() and (boundary["trials"] >= 2).all()
