@@ -55,6 +55,8 @@ def test_trials_equal_the_trials_table(client, finished_sweep, stack, exported):
                "unigram_loss", "placement", "warmup_steps", "seed"]
     rows = stack.sql(f"SELECT {', '.join(columns)}, peak_lr, created_at, started_at, finished_at, config"
                      " FROM trials WHERE sweep_id = %s ORDER BY id", (finished_sweep,))
+    # States: the SQL's SUCCEEDED, the export's enum name (TRIAL_SUCCEEDED) or the same without its prefix.
+    df = df.assign(state=df["state"].str.replace("^TRIAL_", "", regex=True))
     assert_rows_equal(df, [r[:len(columns)] for r in rows], columns, "trials")
     for i, r in enumerate(rows):
         peak_lr, created, started, finished, config = r[len(columns):]
@@ -110,9 +112,11 @@ def test_attempts_equal_get_trial(client, finished_sweep, stack, exported):
     expected = []
     for trial_id in exported["trial_id"]:
         for a in stub.GetTrial(sweep_service_pb2.GetTrialRequest(trial_id=int(trial_id)), timeout=15).attempts:
-            expected.append((int(trial_id), a.attempt, a.worker_id,
+            expected.append((int(trial_id), a.attempt, a.worker_id, pd.Timestamp(a.ended_at.ToDatetime(), tz="UTC"),
                              sweep_pb2.TrialState.Name(a.outcome).replace("TRIAL_", ""), a.reason, a.interruption))
-    got = list(zip(df["trial_id"], df["attempt"], df["worker_id"], df["outcome"], df["reason"], df["interruption"]))
+    outcome = df["outcome"].str.replace("^TRIAL_", "", regex=True)
+    got = list(zip(df["trial_id"], df["attempt"], df["worker_id"], df["ended_at"], outcome, df["reason"],
+                   df["interruption"]))
     assert got == expected and len(got) >= 8
 
 
