@@ -308,20 +308,32 @@ absl::StatusOr<ProgressResult> MemoryStore::ReportProgress(const v1::ReportProgr
   int32_t max_step = old_last;
   int32_t train_step = -1, val_step = -1;
   double train_loss = 0, val_loss = 0;
+  const int64_t seq = ++seq_;  // ExportSweep's x of the rows written here
   for (const v1::MetricPoint& p : req.points()) {
     auto [m, inserted] = metrics_.try_emplace({t.id(), p.step()}, p);
-    if (!inserted) MergeMetricPoint(p, &m->second);  // keep stored values, fill the empty ones
+    if (!inserted) {
+      const std::string before = m->second.SerializeAsString();
+      MergeMetricPoint(p, &m->second);  // keep stored values, fill the empty ones
+      inserted = m->second.SerializeAsString() != before;
+    }
+    if (inserted) StampExport(ExportTable::kMetrics, t.id(), p.step(), 0, seq);
     max_step = std::max(max_step, p.step());
     if (p.has_train_loss() && p.step() > train_step) { train_step = p.step(); train_loss = p.train_loss(); }
     if (p.has_val_loss() && p.step() > val_step) { val_step = p.step(); val_loss = p.val_loss(); }
   }
   for (const v1::LayerGradNorms& g : req.layer_grad_norms()) {
     for (const v1::LayerGradNorm& n : g.norms()) {
-      grad_norms_.try_emplace({t.id(), g.step(), n.layer(), n.matrix()}, n.norm());
+      if (grad_norms_.try_emplace({t.id(), g.step(), n.layer(), n.matrix()}, n.norm()).second) {
+        StampExport(ExportTable::kGradNorms, t.id(), g.step(), n.layer(), seq);
+      }
     }
   }
   for (const v1::StepDiagnostics& d : req.diagnostics()) {
-    for (const v1::LayerDiagnostics& l : d.layers()) diagnostics_.try_emplace({t.id(), d.step(), l.layer()}, l);
+    for (const v1::LayerDiagnostics& l : d.layers()) {
+      if (diagnostics_.try_emplace({t.id(), d.step(), l.layer()}, l).second) {
+        StampExport(ExportTable::kDiagnostics, t.id(), d.step(), l.layer(), seq);
+      }
+    }
   }
   t.set_last_step(max_step);
   if (train_step >= 0 && train_step >= old_last) t.set_last_train_loss(train_loss);
@@ -344,6 +356,7 @@ absl::StatusOr<v1::Trial> MemoryStore::FinishTrial(const v1::FinishTrialRequest&
       // scheduler that found its lease expired.
       if (!req.interruption().empty() && !a->second.interruption().empty()) {
         a->second.set_interruption(req.interruption());
+        StampExport(ExportTable::kAttempts, t.id(), req.attempt(), 0, ++seq_);
       }
       return t;
     }
@@ -378,6 +391,7 @@ v1::TrialState MemoryStore::EndAttempt(StoredTrial& st, const std::string& reaso
   *a.mutable_ended_at() = ToProto(now);
   a.set_reason(reason);
   a.set_interruption(cause);
+  StampExport(ExportTable::kAttempts, t.id(), t.attempts(), 0, ++seq_);
   t.clear_lease_expires_at();
   if (!cause.empty()) t.set_interruptions(t.interruptions() + 1);
   const int own = t.attempts() - t.interruptions();

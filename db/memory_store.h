@@ -44,6 +44,9 @@ class MemoryStore : public Store {
   absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now, const Outage& outage) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
+  // db/memory_export.cc: the rows are copied under mu_, then sent.
+  absl::Status ExportSweep(const ExportPlan& plan, const ExportOptions& options,
+                           const ExportCallbacks& callbacks) override;
 
  private:
   struct StoredSweep {
@@ -90,6 +93,13 @@ class MemoryStore : public Store {
   // (trial, step, layer): the first diagnostics of that block at that step
   std::map<std::tuple<int64_t, int32_t, int32_t>, v1::LayerDiagnostics> diagnostics_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int64_t, int32_t>, v1::TrialAttempt> attempts_ ABSL_GUARDED_BY(mu_);  // (trial, attempt)
+  // ExportSweep's x of each row but the trials' (StoredTrial::seq): the seq_
+  // of its last write, by (ExportTable, trial, step or attempt, layer).
+  void StampExport(ExportTable table, int64_t trial, int32_t step, int32_t layer, int64_t seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    export_seq_[{static_cast<int>(table), trial, step, layer}] = seq;
+  }
+  std::map<std::tuple<int, int64_t, int32_t, int32_t>, int64_t> export_seq_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace normsweep::db

@@ -99,6 +99,7 @@ std::vector<PgPool::Lease> AcquireAll(PgPool& pool, int n) {
 PostgresStore::PostgresStore(const PostgresStoreOptions& options)
     : pool_size_(options.pool_size),
       pool_(options.connect, options.pool_size),
+      max_exports_(options.max_exports),
       hot_connections_(options.progress_writers + options.lease_takers + options.finish_writers),
       hot_pool_(HotConnectOptions(options.connect), hot_connections_),
       progress_runner_(

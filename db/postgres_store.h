@@ -23,6 +23,8 @@ namespace normsweep::db {
 struct PostgresStoreOptions {
   PgConnectOptions connect;
   int pool_size = 8;
+  // ExportSweep calls at once, each on a connection of its own.
+  int max_exports = 4;
   // ReportProgress calls arriving together are written in one statement
   // (up to this many), by progress_writers threads (statements at once).
   int progress_group_size = 128;

@@ -6,6 +6,7 @@
 #ifndef NORMSWEEP_DB_POSTGRES_STORE_INTERNAL_H_
 #define NORMSWEEP_DB_POSTGRES_STORE_INTERNAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -87,6 +88,10 @@ class PostgresStore final : public Store {
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
   absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double tolerance) override;
+  // db/pg_export.cc: on a connection of its own per export, at most
+  // max_exports at once (RESOURCE_EXHAUSTED beyond).
+  absl::Status ExportSweep(const ExportPlan& plan, const ExportOptions& options,
+                           const ExportCallbacks& callbacks) override;
 
   // Has each of the group runners' connections prepare and plan the lease,
   // progress and finish statements now, on empty groups that change
@@ -146,6 +151,8 @@ class PostgresStore final : public Store {
 
   const int pool_size_;
   PgPool pool_;
+  const int max_exports_;
+  std::atomic<int> exports_{0};  // running ExportSweep calls
   // The group runners' connections: generic plans only (see
   // PgConnectOptions::generic_plans; scheduler/README.md has the figures).
   const int hot_connections_;  // hot_pool_'s size

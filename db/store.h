@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "db/export.h"
 #include "normsweep/v1/sweep.pb.h"
 #include "normsweep/v1/sweep_service.pb.h"
 #include "normsweep/v1/worker_service.pb.h"
@@ -186,6 +187,13 @@ class Store {
   // a store without them (MemoryStore) answers UNIMPLEMENTED rather than
   // keep a second copy of their arithmetic.
   virtual absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double tolerance);
+
+  // ExportSweep (db/export.h): the rows of plan.table in chunks through
+  // callbacks.send, then a last chunk (follow: once the sweep is final).
+  // NOT_FOUND for an unknown sweep; CANCELLED when the client went away.
+  // Blocks: run it on a thread that may block.
+  virtual absl::Status ExportSweep(const ExportPlan& plan, const ExportOptions& options,
+                                   const ExportCallbacks& callbacks) = 0;
 };
 
 // The spec as both stores keep it: a max_interruptions of 0 (a spec from a

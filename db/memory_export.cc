@@ -1,0 +1,107 @@
+// MemoryStore::ExportSweep: the same rows, columns and cursor as
+// PostgresStore's (db/pg_export.cc), from the maps. A row's x is the seq_ of
+// its last write; every write happens under mu_, so the horizon is simply
+// the next number, and a sweep final when a pass reads it has nothing more
+// to come. Each pass copies its rows under mu_, then sends them unlocked
+// (memory is not bounded here: MemoryStore is for tests and small runs).
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "db/memory_store.h"
+
+namespace normsweep::db {
+namespace {
+
+struct GradPair {
+  std::optional<double> w1, w2;
+};
+using Payload = std::variant<v1::Trial, v1::MetricPoint, GradPair, v1::LayerDiagnostics, v1::TrialAttempt>;
+
+bool Add(ExportChunkBuilder& out, const ExportKey& key, const Payload& p) {
+  switch (p.index()) {
+    case 0: return out.AddTrial(key, std::get<0>(p));
+    case 1: return out.AddMetric(key, std::get<1>(p));
+    case 2: return out.AddGradNorms(key, std::get<2>(p).w1, std::get<2>(p).w2);
+    case 3: return out.AddDiagnostics(key, std::get<3>(p));
+    default: return out.AddAttempt(key, std::get<4>(p));
+  }
+}
+
+}  // namespace
+
+absl::Status MemoryStore::ExportSweep(const ExportPlan& plan, const ExportOptions& options,
+                                      const ExportCallbacks& callbacks) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!sweeps_.contains(plan.sweep_id)) return NoSweep(plan.sweep_id);
+  }
+  auto pass = [&](const ExportKey& since, ExportChunkBuilder& out) -> absl::StatusOr<ExportPassResult> {
+    std::vector<std::pair<ExportKey, Payload>> rows;
+    ExportPassResult result;
+    {
+      absl::MutexLock lock(&mu_);
+      result.end = ExportKey{seq_ + 1, 0, 0, 0};
+      result.complete = sweeps_.at(plan.sweep_id).sweep.state() != v1::SWEEP_RUNNING;
+      const int table = static_cast<int>(plan.table);
+      auto seq_of = [&](int64_t trial, int32_t step, int32_t layer) {
+        auto it = export_seq_.find({table, trial, step, layer});
+        return it == export_seq_.end() ? int64_t{0} : it->second;
+      };
+      auto keep = [&](ExportKey key, Payload p) {
+        if (key > since) rows.emplace_back(key, std::move(p));
+      };
+      for (const auto& [id, st] : trials_) {
+        if (st.trial.sweep_id() != plan.sweep_id) continue;
+        switch (plan.table) {
+          case ExportTable::kTrials:
+            keep({st.seq, id, 0, 0}, st.trial);
+            break;
+          case ExportTable::kMetrics:
+            for (auto it = metrics_.lower_bound({id, INT32_MIN}); it != metrics_.end() && it->first.first == id; ++it) {
+              keep({seq_of(id, it->first.second, 0), id, it->first.second, 0}, it->second);
+            }
+            break;
+          case ExportTable::kGradNorms: {
+            std::map<std::pair<int32_t, int32_t>, GradPair> by_layer;
+            for (auto it = grad_norms_.lower_bound({id, INT32_MIN, INT32_MIN, ""});
+                 it != grad_norms_.end() && std::get<0>(it->first) == id; ++it) {
+              const auto& [trial, step, layer, matrix] = it->first;
+              GradPair& g = by_layer[{step, layer}];
+              if (matrix == "ffn.fc1") g.w1 = it->second;
+              if (matrix == "ffn.fc2") g.w2 = it->second;
+            }
+            for (const auto& [sl, g] : by_layer) keep({seq_of(id, sl.first, sl.second), id, sl.first, sl.second}, g);
+            break;
+          }
+          case ExportTable::kDiagnostics:
+            for (auto it = diagnostics_.lower_bound({id, INT32_MIN, INT32_MIN});
+                 it != diagnostics_.end() && std::get<0>(it->first) == id; ++it) {
+              const auto& [trial, step, layer] = it->first;
+              keep({seq_of(id, step, layer), id, step, layer}, it->second);
+            }
+            break;
+          case ExportTable::kAttempts:
+            for (auto it = attempts_.lower_bound({id, INT32_MIN}); it != attempts_.end() && it->first.first == id;
+                 ++it) {
+              keep({seq_of(id, it->first.second, 0), id, it->first.second, 0}, it->second);
+            }
+            break;
+        }
+      }
+    }
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [key, payload] : rows) {
+      if (callbacks.cancelled() || !Add(out, key, payload)) {
+        return absl::CancelledError("ExportSweep: the client went away");
+      }
+    }
+    return result;
+  };
+  return RunExport(plan, options, callbacks, pass);
+}
+
+}  // namespace normsweep::db
