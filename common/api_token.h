@@ -1,15 +1,14 @@
-// A shared-secret bearer token for the scheduler's gRPC API. When the
-// scheduler is given one, every SweepService and WorkerService call must
-// carry `authorization: Bearer <token>` (health checking and reflection stay
-// open, for load balancers and grpcurl's describe); the worker and the CLI
-// send it. The channel itself is not encrypted: run it on a private network
-// or behind a TLS-terminating proxy (deploy/README.md).
+// A bearer token for the scheduler's gRPC API, sent as `authorization:
+// Bearer <token>` by the worker and the CLI. The scheduler takes it as the
+// single shared token that opens every call, and a token roles file may name
+// more tokens, each with a role (common/token_roles.h); common/authenticator.h
+// checks them. Health checking and reflection stay open, for load balancers
+// and grpcurl's describe. Without TLS (common/tls.h) the token travels in the
+// clear.
 #ifndef NORMSWEEP_COMMON_API_TOKEN_H_
 #define NORMSWEEP_COMMON_API_TOKEN_H_
 
 #include <grpcpp/client_context.h>
-#include <grpcpp/server_context.h>
-#include <grpcpp/support/status.h>
 
 #include <string>
 
@@ -25,11 +24,6 @@ absl::StatusOr<std::string> ApiTokenFromEnvironment();
 
 // Adds the authorization header to ctx when token is not empty.
 void AttachApiToken(grpc::ClientContext* ctx, const std::string& token);
-
-// OK when token is empty or the call carries exactly it; UNAUTHENTICATED
-// (saying whether the header was missing or wrong, never echoing it)
-// otherwise. The comparison takes the same time wherever the strings differ.
-grpc::Status CheckApiToken(const grpc::ServerContextBase& ctx, const std::string& token);
 
 }  // namespace normsweep
 

@@ -62,7 +62,7 @@ void MemoryStore::MaybeComplete(int64_t sweep_id, absl::Time now) {
 absl::StatusOr<CreateSweepResult> MemoryStore::CreateSweep(const std::string& request_id,
                                                            const v1::SweepSpec& requested,
                                                            const std::vector<NewTrial>& trials,
-                                                           absl::Time now) {
+                                                           absl::Time now, const std::string& submitted_by) {
   const v1::SweepSpec spec = StoredSpec(requested);
   absl::MutexLock lock(&mu_);
   if (!request_id.empty()) {
@@ -87,6 +87,7 @@ absl::StatusOr<CreateSweepResult> MemoryStore::CreateSweep(const std::string& re
   sweep.set_request_id(request_id);
   sweep.set_trial_count(static_cast<int32_t>(trials.size()));
   *sweep.mutable_created_at() = ToProto(now);
+  sweep.set_submitted_by(submitted_by);
   for (const NewTrial& nt : trials) {
     StoredTrial st;
     v1::Trial& t = st.trial;
@@ -126,7 +127,8 @@ absl::StatusOr<std::vector<v1::Sweep>> MemoryStore::ListSweeps(v1::SweepState st
   return out;
 }
 
-absl::StatusOr<v1::Sweep> MemoryStore::CancelSweep(int64_t sweep_id, absl::Time now) {
+absl::StatusOr<v1::Sweep> MemoryStore::CancelSweep(int64_t sweep_id, absl::Time now,
+                                                   const std::string& cancelled_by) {
   absl::MutexLock lock(&mu_);
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return NoSweep(sweep_id);
@@ -134,6 +136,7 @@ absl::StatusOr<v1::Sweep> MemoryStore::CancelSweep(int64_t sweep_id, absl::Time 
   if (sweep.state() == v1::SWEEP_RUNNING) {
     sweep.set_state(v1::SWEEP_CANCELLED);
     *sweep.mutable_finished_at() = ToProto(now);
+    sweep.set_cancelled_by(cancelled_by);
     for (auto& [id, t] : trials_) {
       if (t.trial.sweep_id() == sweep_id && t.trial.state() == v1::TRIAL_PENDING) {
         t.trial.set_state(v1::TRIAL_CANCELLED);

@@ -18,11 +18,12 @@ class MemoryStore : public Store {
   absl::StatusOr<CreateSweepResult> CreateSweep(const std::string& request_id,
                                                 const v1::SweepSpec& spec,
                                                 const std::vector<NewTrial>& trials,
-                                                absl::Time now) override;
+                                                absl::Time now, const std::string& submitted_by = "") override;
   absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id) override;
   absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(v1::SweepState state, int64_t before_id,
                                                     int limit) override;
-  absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id, absl::Time now) override;
+  absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id, absl::Time now,
+                                        const std::string& cancelled_by = "") override;
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id, v1::TrialState state,
                                                     int32_t after_index, int limit) override;
   absl::StatusOr<std::vector<std::pair<v1::Trial, int64_t>>> TrialsChangedSince(

@@ -186,6 +186,8 @@ absl::StatusOr<std::vector<v1::Sweep>> ParseSweeps(const PgResult& r) {
     // A sweep stored before max_interruptions existed (0015) has it only in
     // its column, which holds the default for it.
     if (s.spec().max_interruptions() == 0) s.mutable_spec()->set_max_interruptions(GetInt32(r, i, 8));
+    s.set_submitted_by(r.GetString(i, 9));
+    s.set_cancelled_by(r.GetString(i, 10));
     out.push_back(std::move(s));
   }
   return out;

@@ -92,7 +92,7 @@ absl::StatusOr<v1::Trial> ParseFirstTrial(const PgResult& r);
 // A sweep's columns (sweeps s), in the order ParseSweeps reads them.
 inline constexpr char kSweepColumns[] =
     "s.id, s.request_id, s.name, s.spec::text, s.state, s.trial_count, " NS_MICROS("s.created_at")
-    ", " NS_MICROS("s.finished_at") ", s.max_interruptions";
+    ", " NS_MICROS("s.finished_at") ", s.max_interruptions, s.submitted_by, s.cancelled_by";
 
 // Rows of kSweepColumns; counts are left to the caller.
 absl::StatusOr<std::vector<v1::Sweep>> ParseSweeps(const PgResult& r);

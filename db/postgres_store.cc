@@ -120,7 +120,7 @@ void PostgresStore::OpenPool() { (void)AcquireAll(pool_, pool_size_); }
 absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& request_id,
                                                              const v1::SweepSpec& requested,
                                                              const std::vector<NewTrial>& trials,
-                                                             absl::Time now) {
+                                                             absl::Time now, const std::string& submitted_by) {
   const v1::SweepSpec spec = StoredSpec(requested);
   int64_t sweep_id = 0;
   bool created = false;
@@ -131,7 +131,7 @@ absl::StatusOr<CreateSweepResult> PostgresStore::CreateSweep(const std::string& 
         .Add(static_cast<int64_t>(spec.max_attempts()))
         .Add(static_cast<int64_t>(spec.max_concurrent_trials()))
         .Add(static_cast<int64_t>(trials.size())).AddMicros(now)
-        .Add(static_cast<int64_t>(spec.max_interruptions()));
+        .Add(static_cast<int64_t>(spec.max_interruptions())).Add(submitted_by);
     ASSIGN_OR_RETURN(PgResult ins, conn.Exec(sql::kInsertSweep, p));
     if (ins.rows() == 0) {  // request_id seen before
       ASSIGN_OR_RETURN(PgResult r, conn.Exec(absl::StrCat("SELECT ", kSweepColumns,
@@ -208,11 +208,12 @@ absl::StatusOr<std::vector<v1::Sweep>> PostgresStore::ListSweeps(v1::SweepState 
   });
 }
 
-absl::StatusOr<v1::Sweep> PostgresStore::CancelSweep(int64_t sweep_id, absl::Time now) {
+absl::StatusOr<v1::Sweep> PostgresStore::CancelSweep(int64_t sweep_id, absl::Time now,
+                                                     const std::string& cancelled_by) {
   RETURN_IF_ERROR(InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult r, conn.Exec("UPDATE sweeps SET state = 'CANCELLED', finished_at = " NS_TS(2)
-                                           " WHERE id = $1 AND state = 'RUNNING' RETURNING id",
-                                           PgParams().Add(sweep_id).AddMicros(now)));
+                                           ", cancelled_by = $3 WHERE id = $1 AND state = 'RUNNING' RETURNING id",
+                                           PgParams().Add(sweep_id).AddMicros(now).Add(cancelled_by)));
     if (r.rows() == 0) return CheckSweepExists(conn, sweep_id);  // finished already: unchanged
     return conn.Exec("WITH c AS (UPDATE trials SET state = 'CANCELLED', finished_at = " NS_TS(2) ","
                      " update_seq = nextval('trial_update_seq')"

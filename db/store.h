@@ -89,18 +89,23 @@ class Store {
   // Creates the sweep and all its trials at once (state RUNNING, trials
   // PENDING). A non-empty request_id seen before returns that sweep with
   // created = false; ALREADY_EXISTS when it came with a different spec.
+  // submitted_by: the caller's name (Sweep.submitted_by; "" unknown). The
+  // default, the same in every implementation, keeps the callers that have
+  // no caller (tests, tools) as they were.
   virtual absl::StatusOr<CreateSweepResult> CreateSweep(const std::string& request_id,
                                                         const v1::SweepSpec& spec,
                                                         const std::vector<NewTrial>& trials,
-                                                        absl::Time now) = 0;
+                                                        absl::Time now,
+                                                        const std::string& submitted_by = "") = 0;
   // NOT_FOUND naming sweep_id when there is no such sweep.
   virtual absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id) = 0;
   // Newest first; only ids below before_id when before_id > 0.
   virtual absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(v1::SweepState state, int64_t before_id,
                                                             int limit) = 0;
-  // RUNNING -> CANCELLED, its PENDING trials -> CANCELLED. A finished sweep is
-  // returned unchanged.
-  virtual absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id, absl::Time now) = 0;
+  // RUNNING -> CANCELLED, its PENDING trials -> CANCELLED, cancelled_by
+  // recorded (Sweep.cancelled_by). A finished sweep is returned unchanged.
+  virtual absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id, absl::Time now,
+                                                const std::string& cancelled_by = "") = 0;
   // By index; only indexes above after_index. NOT_FOUND for an unknown sweep.
   virtual absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id, v1::TrialState state,
                                                             int32_t after_index, int limit) = 0;

@@ -5,7 +5,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "common/api_token.h"
+#include "common/authenticator.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "db/store.h"
@@ -44,12 +44,29 @@ grpc::Status Reply(SchedulerMetrics& metrics, const char* method, grpc::ServerCo
 
 grpc::Status ShuttingDown() { return grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"); }
 
-// The API token check, counted as an RPC error like any other.
+// Who the call comes from and whether its role lets it call `method`
+// (common/authenticator.h), counted as an RPC error like any other when not.
+// Runs before anything else a handler does. caller: the caller's name.
 grpc::Status Authenticate(SchedulerMetrics& metrics, const char* method, const grpc::ServerContextBase& context,
-                          const std::string& token) {
-  grpc::Status status = CheckApiToken(context, token);
-  if (!status.ok()) metrics.RpcError(method, absl::StatusCode::kUnauthenticated);
+                          const Authenticator& auth, std::string* caller = nullptr) {
+  std::string name;
+  grpc::Status status = auth.Check(context, method, caller != nullptr ? caller : &name);
+  if (!status.ok()) metrics.RpcError(method, static_cast<absl::StatusCode>(status.error_code()));
   return status;
+}
+
+// The Scheduler's calls that record who made them (SubmitSweep, CancelSweep)
+// take the caller's name; the others do not.
+template <typename Response, typename Request>
+absl::StatusOr<Response> CallScheduler(Scheduler& scheduler, absl::StatusOr<Response> (Scheduler::*method)(const Request&),
+                                       const Request& request, const std::string&) {
+  return (scheduler.*method)(request);
+}
+template <typename Response, typename Request>
+absl::StatusOr<Response> CallScheduler(Scheduler& scheduler,
+                                       absl::StatusOr<Response> (Scheduler::*method)(const Request&, const std::string&),
+                                       const Request& request, const std::string& caller) {
+  return (scheduler.*method)(request, caller);
 }
 
 }  // namespace
@@ -59,8 +76,10 @@ grpc::Status Authenticate(SchedulerMetrics& metrics, const char* method, const g
                                v1::Response* response) {                                                 \
     CallsInFlight::Scope in_flight(calls_);                                                             \
     if (Refusing()) return ShuttingDown();                                                               \
-    if (grpc::Status auth = Authenticate(metrics_, #Method, *context, api_token_); !auth.ok()) return auth;  \
-    return Reply(metrics_, #Method, context, scheduler_.Method(*request), response);                     \
+    std::string caller;                                                                                  \
+    if (grpc::Status auth = Authenticate(metrics_, #Method, *context, auth_, &caller); !auth.ok()) return auth; \
+    return Reply(metrics_, #Method, context, CallScheduler(scheduler_, &Scheduler::Method, *request, caller), \
+                 response);                                                                              \
   }
 
 NS_UNARY(SweepServiceImpl, SubmitSweep, SubmitSweepRequest, SubmitSweepResponse)
@@ -113,7 +132,7 @@ class WorkerServiceImpl::UnaryCall final : public WorkerServiceImpl::Call {
     }
     answering_ = true;
     new UnaryCall(service_, method_, request_fn_, handle_);  // the next call of this method
-    if (grpc::Status auth = Authenticate(service_.metrics_, method_, context_, service_.api_token_); !auth.ok()) {
+    if (grpc::Status auth = Authenticate(service_.metrics_, method_, context_, service_.auth_); !auth.ok()) {
       responder_.FinishWithError(auth, this);
       return;
     }
@@ -166,7 +185,7 @@ class WorkerServiceImpl::ProgressStream final : public WorkerServiceImpl::Call {
           return;
         }
         new ProgressStream(service_);  // the next stream
-        if (grpc::Status auth = Authenticate(service_.metrics_, "StreamProgress", context_, service_.api_token_);
+        if (grpc::Status auth = Authenticate(service_.metrics_, "StreamProgress", context_, service_.auth_);
             !auth.ok()) {
           Finish(auth);
         } else if (!Register()) {
@@ -353,7 +372,7 @@ int SweepServiceImpl::CloseWatches() {
 
 grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,
                                           grpc::ServerWriter<v1::WatchSweepEvent>* writer) {
-  if (grpc::Status auth = Authenticate(metrics_, "WatchSweep", *context, api_token_); !auth.ok()) return auth;
+  if (grpc::Status auth = Authenticate(metrics_, "WatchSweep", *context, auth_); !auth.ok()) return auth;
   {
     absl::MutexLock lock(&mu_);
     if (closing_) return ShuttingDown();

@@ -19,6 +19,7 @@
 
 #include "normsweep/v1/sweep_service.grpc.pb.h"
 #include "normsweep/v1/worker_service.grpc.pb.h"
+#include "common/authenticator.h"
 #include "common/grpc_status.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/scheduler_metrics.h"
@@ -47,8 +48,9 @@ class CallsInFlight {
 
 class SweepServiceImpl final : public v1::SweepService::Service {
  public:
-  SweepServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics, std::string api_token = "")
-      : scheduler_(scheduler), metrics_(metrics), api_token_(std::move(api_token)) {}
+  // auth: who may call what (common/authenticator.h); must outlive the service.
+  SweepServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics, const Authenticator& auth)
+      : scheduler_(scheduler), metrics_(metrics), auth_(auth) {}
 
   grpc::Status SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest*, v1::SubmitSweepResponse*) override;
   grpc::Status GetSweep(grpc::ServerContext*, const v1::GetSweepRequest*, v1::GetSweepResponse*) override;
@@ -77,7 +79,7 @@ class SweepServiceImpl final : public v1::SweepService::Service {
 
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
-  const std::string api_token_;  // empty: calls need no token
+  const Authenticator& auth_;
   CallsInFlight calls_;
   absl::Mutex mu_;
   std::set<grpc::ServerContext*> watches_ ABSL_GUARDED_BY(mu_);  // the open WatchSweep calls
@@ -120,8 +122,9 @@ grpc::Status ClientStatus(const absl::Status& status, const char* method, grpc::
 
 class WorkerServiceImpl final : public WorkerServiceBase {
  public:
-  WorkerServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics, std::string api_token = "")
-      : scheduler_(scheduler), metrics_(metrics), api_token_(std::move(api_token)) {}
+  // auth: who may call what (common/authenticator.h); must outlive the service.
+  WorkerServiceImpl(Scheduler& scheduler, SchedulerMetrics& metrics, const Authenticator& auth)
+      : scheduler_(scheduler), metrics_(metrics), auth_(auth) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext*, const v1::RegisterWorkerRequest*,
                               v1::RegisterWorkerResponse*) override;
@@ -167,7 +170,7 @@ class WorkerServiceImpl final : public WorkerServiceBase {
 
   Scheduler& scheduler_;
   SchedulerMetrics& metrics_;
-  const std::string api_token_;  // empty: calls need no token
+  const Authenticator& auth_;
   CallsInFlight calls_;                        // the sync unary ones
   grpc::ServerCompletionQueue* cq_ = nullptr;  // set by UseQueue
   bool draining_ = false;                      // Serve's thread only

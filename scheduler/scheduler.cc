@@ -35,7 +35,8 @@ void Scheduler::NotifyChange() {
   ++changes_;
 }
 
-absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitSweepRequest& request) {
+absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitSweepRequest& request,
+                                                               const std::string& submitted_by) {
   RETURN_IF_ERROR(ValidateSubmitSweep(request));
   ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials, ExpandSweep(request.spec()));
   const v1::SweepSpec spec = NormalizedSpec(request.spec());
@@ -46,10 +47,11 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitS
     *sweep->mutable_spec() = spec;
     sweep->set_trial_count(static_cast<int32_t>(trials.size()));
     sweep->mutable_counts()->set_pending(static_cast<int32_t>(trials.size()));
+    sweep->set_submitted_by(submitted_by);
     return response;
   }
   ASSIGN_OR_RETURN(db::CreateSweepResult created,
-                   store_.CreateSweep(request.request_id(), spec, trials, clock_.Now()));
+                   store_.CreateSweep(request.request_id(), spec, trials, clock_.Now(), submitted_by));
   *response.mutable_sweep() = std::move(created.sweep);
   response.set_created(created.created);
   if (created.created) NotifyChange();
@@ -72,10 +74,11 @@ absl::StatusOr<v1::ListSweepsResponse> Scheduler::ListSweeps(const v1::ListSweep
   return response;
 }
 
-absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(const v1::CancelSweepRequest& request) {
+absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(const v1::CancelSweepRequest& request,
+                                                               const std::string& cancelled_by) {
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
   v1::CancelSweepResponse response;
-  ASSIGN_OR_RETURN(*response.mutable_sweep(), store_.CancelSweep(request.sweep_id(), clock_.Now()));
+  ASSIGN_OR_RETURN(*response.mutable_sweep(), store_.CancelSweep(request.sweep_id(), clock_.Now(), cancelled_by));
   NotifyChange();
   return response;
 }

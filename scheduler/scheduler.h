@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -59,10 +60,14 @@ class Scheduler {
   Scheduler(db::Store& store, Clock& clock, SchedulerMetrics& metrics, SchedulerOptions options = {});
 
   // ---- SweepService ----
-  absl::StatusOr<v1::SubmitSweepResponse> SubmitSweep(const v1::SubmitSweepRequest& request);
+  // submitted_by, cancelled_by: the caller's name (common/authenticator.h),
+  // stored as Sweep.submitted_by and Sweep.cancelled_by.
+  absl::StatusOr<v1::SubmitSweepResponse> SubmitSweep(const v1::SubmitSweepRequest& request,
+                                                      const std::string& submitted_by = "");
   absl::StatusOr<v1::GetSweepResponse> GetSweep(const v1::GetSweepRequest& request);
   absl::StatusOr<v1::ListSweepsResponse> ListSweeps(const v1::ListSweepsRequest& request);
-  absl::StatusOr<v1::CancelSweepResponse> CancelSweep(const v1::CancelSweepRequest& request);
+  absl::StatusOr<v1::CancelSweepResponse> CancelSweep(const v1::CancelSweepRequest& request,
+                                                      const std::string& cancelled_by = "");
   absl::StatusOr<v1::ListTrialsResponse> ListTrials(const v1::ListTrialsRequest& request);
   absl::StatusOr<v1::GetTrialResponse> GetTrial(const v1::GetTrialRequest& request);
   // Calls send for each event until the sweep and all its trials are final

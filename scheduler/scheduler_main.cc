@@ -5,8 +5,11 @@
 // NORMSWEEP_DATABASE_URL (a libpq URL or key=value string), or else libpq's
 // own PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGPASSFILE...
 // TLS files (common/tls.h) from --tls_cert/--tls_key/--tls_client_ca or
-// NORMSWEEP_TLS_CERT/NORMSWEEP_TLS_KEY/NORMSWEEP_TLS_CLIENT_CA. Every line
-// it writes to stderr starts with a UTC timestamp (common/log.h).
+// NORMSWEEP_TLS_CERT/NORMSWEEP_TLS_KEY/NORMSWEEP_TLS_CLIENT_CA. Who may call
+// what: the shared API token (NORMSWEEP_API_TOKEN, NORMSWEEP_API_TOKEN_FILE)
+// and the token roles file (--token_roles_file or NORMSWEEP_TOKEN_ROLES_FILE,
+// common/token_roles.h), read again on SIGHUP. Every line it writes to
+// stderr starts with a UTC timestamp (common/log.h).
 #include <signal.h>
 
 #include <cstdio>  // std::rename
@@ -26,6 +29,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/tls.h"
+#include "common/token_roles.h"
 #include "db/postgres_store.h"
 #include "scheduler/scheduler_server.h"
 
@@ -43,6 +47,9 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "TLS: the certificate's PEM private key (default $NORMSWEEP_TLS_KEY)");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "Mutual TLS: PEM CA whose client certificates are required (default $NORMSWEEP_TLS_CLIENT_CA)");
+ABSL_FLAG(std::string, token_roles_file, "",
+          "Callers and their roles (read, submit, worker), one 'NAME ROLE SHA256HEX' or 'NAME ROLE cn:COMMON_NAME' a "
+          "line; read again on SIGHUP (default $NORMSWEEP_TOKEN_ROLES_FILE)");
 
 namespace {
 
@@ -54,6 +61,7 @@ struct Options {
   PostgresStoreOptions store;
   normsweep::TlsServerOptions tls;
   std::string port_file;
+  std::string token_roles_file;  // "": none
 };
 
 normsweep::TlsFile FlagFile(const absl::Flag<std::string>& flag, const char* name) {
@@ -82,7 +90,37 @@ Options OptionsFromFlags() {
   o.tls.key = FlagFile(FLAGS_tls_key, "--tls_key");
   o.tls.client_ca = FlagFile(FLAGS_tls_client_ca, "--tls_client_ca");
   o.tls = normsweep::TlsServerOptionsWithEnvironment(o.tls);
+  o.token_roles_file = absl::GetFlag(FLAGS_token_roles_file);
+  if (const char* file = std::getenv("NORMSWEEP_TOKEN_ROLES_FILE"); o.token_roles_file.empty() && file != nullptr) {
+    o.token_roles_file = file;
+  }
   return o;
+}
+
+std::string DescribeRoles(const normsweep::TokenRoles& roles) {
+  return absl::StrCat(roles.tokens(), roles.tokens() == 1 ? " token, " : " tokens, ", roles.common_names(),
+                      roles.common_names() == 1 ? " certificate name" : " certificate names");
+}
+
+// SIGHUP: the token roles file read again; null (and the table kept as it
+// was) when there is none or it does not parse. The caller logs the reload
+// once it is in force (tests wait for that line).
+std::shared_ptr<const normsweep::TokenRoles> ReadTokenRolesAgain(const Options& options) {
+  if (options.token_roles_file.empty()) {
+    Log("SIGHUP: no token roles file to read again (--token_roles_file, NORMSWEEP_TOKEN_ROLES_FILE)");
+    return nullptr;
+  }
+  absl::StatusOr<normsweep::TokenRoles> roles = normsweep::TokenRoles::Load(options.token_roles_file);
+  if (!roles.ok()) {
+    Log(absl::StrCat("SIGHUP: the token roles file was not reloaded, the callers stay as they were: ",
+                     roles.status().message()));
+    return nullptr;
+  }
+  return std::make_shared<const normsweep::TokenRoles>(*std::move(roles));
+}
+
+void LogReloaded(const Options& options, const normsweep::TokenRoles& roles) {
+  Log(absl::StrCat("SIGHUP: token roles file ", options.token_roles_file, " reloaded (", DescribeRoles(roles), ")"));
 }
 
 }  // namespace
@@ -92,6 +130,7 @@ int main(int argc, char** argv) {
       "normsweep-scheduler [flags]\n"
       "Database: NORMSWEEP_DATABASE_URL or the PG* environment variables.\n"
       "API token (optional): NORMSWEEP_API_TOKEN or NORMSWEEP_API_TOKEN_FILE; when set, every call must carry it.\n"
+      "Token roles (optional): --token_roles_file (or NORMSWEEP_TOKEN_ROLES_FILE), read again on SIGHUP.\n"
       "TLS (optional): --tls_cert and --tls_key (or NORMSWEEP_TLS_CERT, NORMSWEEP_TLS_KEY), PEM files;\n"
       "  --tls_client_ca (or NORMSWEEP_TLS_CLIENT_CA) also requires a client certificate signed by that CA.");
   absl::ParseCommandLine(argc, argv);
@@ -104,13 +143,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.server.api_token = *api_token;
+  if (!options.token_roles_file.empty()) {
+    absl::StatusOr<normsweep::TokenRoles> roles = normsweep::TokenRoles::Load(options.token_roles_file);
+    if (!roles.ok()) {
+      Log(absl::StrCat("--token_roles_file: ", roles.status().message()));
+      return 2;
+    }
+    if (roles->common_names() > 0 && !options.tls.client_ca.given()) {
+      Log("WARNING: the token roles file has cn: lines, but without mutual TLS (--tls_client_ca) no client "
+          "certificate is ever presented: they match no call");
+    }
+    options.server.token_roles = std::make_shared<const normsweep::TokenRoles>(*std::move(roles));
+  }
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = normsweep::MakeServerCredentials(options.tls);
   if (!credentials.ok()) {
     Log(std::string(credentials.status().message()));
     return 2;
   }
   options.server.credentials = *credentials;
-  if (!options.server.api_token.empty() && !options.tls.enabled()) {
+  if ((!options.server.api_token.empty() || options.server.token_roles != nullptr) && !options.tls.enabled()) {
     Log("WARNING: an API token is set but TLS is off: the token travels in the clear on every call "
         "(set --tls_cert and --tls_key, or NORMSWEEP_TLS_CERT and NORMSWEEP_TLS_KEY)");
   }
@@ -120,6 +171,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // the token roles file, read again
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   // The database may come up after us: retry with back-off, without a restart.
@@ -134,7 +186,15 @@ int main(int argc, char** argv) {
     Log(absl::StrCat("database not ready (retrying in ", absl::FormatDuration(backoff),
                      "): ", opened.status().ToString()));
     timespec ts{0, 0};
-    if (sigtimedwait(&signals, nullptr, &(ts = absl::ToTimespec(backoff))) > 0) return 1;
+    const int sig = sigtimedwait(&signals, nullptr, &(ts = absl::ToTimespec(backoff)));
+    if (sig == SIGHUP) {
+      if (auto roles = ReadTokenRolesAgain(options)) {
+        options.server.token_roles = std::move(roles);
+        LogReloaded(options, *options.server.token_roles);
+      }
+      continue;
+    }
+    if (sig > 0) return 1;
     backoff = std::min(backoff * 2, absl::Seconds(10));
   }
   Log(absl::StrCat("database ", db.description, ", migrations applied"));
@@ -144,16 +204,25 @@ int main(int argc, char** argv) {
     Log(server.status().ToString());
     return 1;
   }
+  std::string auth = options.server.api_token.empty() ? "" : "API token required";
+  if (options.server.token_roles != nullptr) {
+    absl::StrAppend(&auth, auth.empty() ? "" : ", ", "token roles file ", options.token_roles_file, " (",
+                    DescribeRoles(*options.server.token_roles), ")");
+  }
   Log(absl::StrCat("gRPC on port ", (*server)->grpc_port(), " (", normsweep::DescribeTls(options.tls), ", ",
-                   options.server.api_token.empty() ? "no API token" : "API token required", "), /metrics on port ",
-                   (*server)->metrics_port()));
+                   auth.empty() ? "no API token" : auth, "), /metrics on port ", (*server)->metrics_port()));
   if (!options.port_file.empty()) {
     const std::string tmp = options.port_file + ".tmp";
     std::ofstream(tmp) << (*server)->grpc_port() << " " << (*server)->metrics_port() << "\n";
     std::rename(tmp.c_str(), options.port_file.c_str());
   }
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (auto roles = ReadTokenRolesAgain(options)) {
+      (*server)->ReloadTokenRoles(roles);
+      LogReloaded(options, *roles);
+    }
+  }
   const absl::Time signalled = absl::Now();
   Log(absl::StrCat("signal ", sig, ", shutting down"));
   // The stop is bounded: Shutdown cuts the streams at once and gives calls

@@ -22,8 +22,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(db::Stor
   s->registry_ = std::make_shared<prometheus::Registry>();
   s->metrics_ = std::make_unique<SchedulerMetrics>(*s->registry_);
   s->scheduler_ = std::make_unique<Scheduler>(store, clock, *s->metrics_, options.scheduler);
-  s->sweep_service_ = std::make_unique<SweepServiceImpl>(*s->scheduler_, *s->metrics_, options.api_token);
-  s->worker_service_ = std::make_unique<WorkerServiceImpl>(*s->scheduler_, *s->metrics_, options.api_token);
+  s->auth_ = std::make_unique<Authenticator>(options.api_token, options.token_roles);
+  s->sweep_service_ = std::make_unique<SweepServiceImpl>(*s->scheduler_, *s->metrics_, *s->auth_);
+  s->worker_service_ = std::make_unique<WorkerServiceImpl>(*s->scheduler_, *s->metrics_, *s->auth_);
 
   s->health_service_ = std::make_unique<HealthServiceImpl>(
       std::vector<std::string>{v1::SweepService::service_full_name(), v1::WorkerService::service_full_name()});

@@ -19,7 +19,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/authenticator.h"
 #include "common/clock.h"
+#include "common/token_roles.h"
 #include "db/store.h"
 #include "scheduler/grpc_services.h"
 #include "scheduler/health_service.h"
@@ -40,9 +42,14 @@ struct SchedulerServerOptions {
   // (their clients see CANCELLED and retry; every write is idempotent).
   // Open streams are cut at once whatever this is.
   absl::Duration stop_grace = absl::Milliseconds(500);
-  // When not empty, every SweepService and WorkerService call must carry it
-  // (common/api_token.h); health checking and reflection stay open.
+  // When not empty, the single shared token that opens every SweepService
+  // and WorkerService call (common/api_token.h); health checking and
+  // reflection stay open.
   std::string api_token;
+  // When not null, the token roles file's callers (common/token_roles.h):
+  // every call then needs one of them or api_token. ReloadTokenRoles
+  // replaces it.
+  std::shared_ptr<const TokenRoles> token_roles;
   // The gRPC port's credentials (common/tls.h); null: plaintext.
   std::shared_ptr<grpc::ServerCredentials> credentials;
   SchedulerOptions scheduler;
@@ -73,6 +80,9 @@ class SchedulerServer {
   // a stop runs out of time.
   int calls_in_flight();
   void Wait() { server_->Wait(); }
+  // The calls that start from now on are checked against roles (the token
+  // roles file read again: SIGHUP). Calls already past their check are not.
+  void ReloadTokenRoles(std::shared_ptr<const TokenRoles> roles) { auth_->Reload(std::move(roles)); }
 
  private:
   SchedulerServer() = default;
@@ -81,6 +91,7 @@ class SchedulerServer {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<SchedulerMetrics> metrics_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<SweepServiceImpl> sweep_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<HealthServiceImpl> health_service_;

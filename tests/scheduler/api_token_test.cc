@@ -2,10 +2,12 @@
 // SweepService and WorkerService call (sync, completion-queue and streaming) that
 // does not carry it, changes nothing for them, still answers health checks,
 // and serves the real clients (the CLI's SweepClient, the worker's
-// GrpcSchedulerClient) that are given the token.
+// GrpcSchedulerClient) that are given the token. Tokens with roles:
+// token_roles_test.cc.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/sweep_client.h"
 #include "common/api_token.h"
@@ -50,7 +52,10 @@ TEST_F(ApiTokenTest, CallsWithoutTheTokenAreRefusedAndChangeNothing) {
     v1::SubmitSweepResponse resp;
     const grpc::Status s = sweeps_->SubmitSweep(&ctx, Submit(), &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << header;
-    EXPECT_THAT(s.error_message(), HasSubstr(*header == '\0' ? "requires an API token" : "wrong API token"));
+    const char* says = *header == '\0'                          ? "requires an API token"
+                       : absl::StartsWith(header, "Bearer ") ? "unknown API token"
+                                                             : "is not 'Bearer <API token>'";
+    EXPECT_THAT(s.error_message(), HasSubstr(says));
     EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr(kToken)));
   }
   // The worker's completion-queue calls and the watch stream are guarded too.

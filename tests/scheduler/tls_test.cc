@@ -4,7 +4,8 @@
 // credentials common/tls.h makes. A TLS scheduler serves clients that trust
 // its CA and refuses plaintext clients and clients trusting another CA; with
 // a client CA it refuses clients without a certificate or with one that CA
-// did not sign; the API token is still required over TLS.
+// did not sign; the API token is still required over TLS. Under mutual TLS a
+// token roles file's cn: line gives a client certificate its role.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "client/sweep_client.h"
 #include "common/clock.h"
 #include "common/tls.h"
+#include "common/token_roles.h"
 #include "db/memory_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -34,7 +36,8 @@ constexpr char kToken[] = "tls test token";
 class TlsTest : public testing::WithTestCertificates<testing::InProcessSchedulerTest> {
  protected:
   // mutual: with a client CA (mutual TLS).
-  void StartServer(bool mutual, const std::string& token = "") {
+  // roles: a token roles file's text ("": none).
+  void StartServer(bool mutual, const std::string& token = "", const std::string& roles = "") {
     TlsServerOptions tls;
     tls.cert = {certs_->server_cert, "--tls_cert"};
     tls.key = {certs_->server_key, "--tls_key"};
@@ -44,6 +47,11 @@ class TlsTest : public testing::WithTestCertificates<testing::InProcessScheduler
     SchedulerServerOptions options = testing::LoopbackServerOptions();
     options.api_token = token;
     options.credentials = *credentials;
+    if (!roles.empty()) {
+      absl::StatusOr<TokenRoles> parsed = TokenRoles::Parse(roles, "roles.txt");
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      options.token_roles = std::make_shared<const TokenRoles>(*std::move(parsed));
+    }
     testing::InProcessSchedulerTest::StartServer(options);
   }
 
@@ -140,6 +148,51 @@ TEST_F(TlsTest, TheTokenIsStillRequiredOverTls) {
   v1::RegisterWorkerRequest reg;
   reg.set_name("w1");
   EXPECT_EQ(worker.RegisterWorker(reg).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+// The client certificate's subject is /CN=normsweep test client
+// (tests/common/test_certificates.cc).
+TEST_F(TlsTest, ACommonNameLineGivesTheClientCertificateItsRole) {
+  const std::string roles = absl::StrCat("ci read cn:normsweep test client\nalice submit ", Sha256Hex("alice's token"),
+                                         "\n");
+  ASSERT_NO_FATAL_FAILURE(StartServer(/*mutual=*/true, "", roles));
+  auto credentials = Client(certs_->ca, certs_->client_cert, certs_->client_key);
+  client::SweepClient certificate_only(address_, absl::Seconds(10), "", credentials);
+  const absl::Status listed = certificate_only.ListSweeps(v1::SWEEP_STATE_UNSPECIFIED).status();
+  EXPECT_TRUE(listed.ok()) << listed;
+  const absl::Status denied = certificate_only.Submit(Spec(), "cn-1", false).status();
+  EXPECT_EQ(denied.code(), absl::StatusCode::kPermissionDenied) << denied;
+  EXPECT_THAT(std::string(denied.message()), HasSubstr("SubmitSweep needs the 'submit' role; 'ci' has 'read'"));
+  worker::GrpcSchedulerClient worker(address_, absl::Seconds(10), "", credentials);
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w1");
+  EXPECT_EQ(worker.RegisterWorker(reg).status().code(), absl::StatusCode::kPermissionDenied);
+
+  // A token, when sent, decides: its own role and name, and an unknown one
+  // is refused even with a known certificate.
+  client::SweepClient with_token(address_, absl::Seconds(10), "alice's token", credentials);
+  auto submitted = with_token.Submit(Spec(), "cn-1", false);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(submitted->sweep().submitted_by(), "alice");
+  client::SweepClient unknown(address_, absl::Seconds(10), "nobody's token", credentials);
+  EXPECT_EQ(unknown.ListSweeps(v1::SWEEP_STATE_UNSPECIFIED).status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(TlsTest, ACertificateWithoutALineIsUnauthenticated) {
+  ASSERT_NO_FATAL_FAILURE(StartServer(/*mutual=*/true, "", "ci read cn:normsweep test someone else\n"));
+  client::SweepClient cli(address_, absl::Seconds(10), "", Client(certs_->ca, certs_->client_cert, certs_->client_key));
+  const absl::Status s = cli.ListSweeps(v1::SWEEP_STATE_UNSPECIFIED).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("client certificate CN 'normsweep test client' has no line"));
+}
+
+TEST_F(TlsTest, ACommonNameCountsOnlyUnderMutualTls) {
+  // Without a client CA the server asks for no certificate: none is seen.
+  ASSERT_NO_FATAL_FAILURE(StartServer(/*mutual=*/false, "", "ci submit cn:normsweep test client\n"));
+  client::SweepClient cli(address_, absl::Seconds(10), "", Client(certs_->ca, certs_->client_cert, certs_->client_key));
+  const absl::Status s = cli.ListSweeps(v1::SWEEP_STATE_UNSPECIFIED).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("requires an API token"));
 }
 
 }  // namespace
