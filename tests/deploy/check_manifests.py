@@ -456,7 +456,7 @@ def docker_compose_config(errors):
         try:
             if subprocess.run(cmd, capture_output=True).returncode == 0:
                 env = dict(os.environ, NORMSWEEP_DB_PASSWORD="x", NORMSWEEP_GRAFANA_DB_PASSWORD="y",
-                           GRAFANA_ADMIN_PASSWORD="z")
+                           GRAFANA_ADMIN_PASSWORD="z", NORMSWEEP_WORKER_TOKEN="w")
                 r = subprocess.run(cmd[:-1] + ["-f", os.path.join(DEPLOY, "docker/compose.yaml"), "config", "-q"],
                                    capture_output=True, text=True, env=env)
                 if r.returncode != 0:
