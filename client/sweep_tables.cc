@@ -196,10 +196,11 @@ std::string RenderTrialDetail(const v1::GetTrialResponse& response, std::optiona
   }
   // l0: the trial's result, else its step-0 evaluation (while it runs).
   const v1::MetricPoint* step0 = nullptr;
-  bool log_z = false;
+  bool log_z = false, z_term = false;
   for (const v1::MetricPoint& m : response.metrics()) {
     if (m.step() == 0 && m.has_val_loss()) step0 = &m;
     log_z |= m.has_output_log_z();
+    z_term |= m.has_z_term();
   }
   if (trial.result().has_init_val_loss()) {
     absl::StrAppendFormat(&out, "l0 (validation loss at initialisation) %.4f\n", trial.result().init_val_loss());
@@ -207,21 +208,22 @@ std::string RenderTrialDetail(const v1::GetTrialResponse& response, std::optiona
     absl::StrAppendFormat(&out, "l0 (validation loss at initialisation) %.4f\n", step0->val_loss());
   }
   out += FailureLines(trial, max_val_loss);
-  // log Z only for trials that have it, so that older ones print as before.
-  auto add_row = [&](const std::vector<std::string>& cells) {
-    if (log_z) {
-      absl::StrAppendFormat(&out, "%-7s %-10s %-11s %-11s %-10s %-10s %s\n", cells[0], cells[1], cells[2], cells[3],
-                            cells[4], cells[5], cells[6]);
-    } else {
-      absl::StrAppendFormat(&out, "%-7s %-10s %-11s %-11s %-10s %-10s\n", cells[0], cells[1], cells[2], cells[3],
-                            cells[4], cells[5]);
-    }
+  // log Z and the z-loss term only for trials that have them, so that older
+  // ones print as before.
+  auto add_row = [&](std::vector<std::string> cells) {
+    if (!z_term) cells.pop_back();
+    if (!log_z) cells.erase(cells.begin() + 6);
+    static constexpr int kWidths[] = {7, 10, 11, 11, 10, 10, 10};
+    for (size_t i = 0; i + 1 < cells.size(); ++i) absl::StrAppendFormat(&out, "%-*s ", kWidths[i], cells[i]);
+    // The last of the fixed columns (tokens/s) keeps its padding, as before.
+    absl::StrAppendFormat(&out, "%-*s\n", log_z || z_term ? 0 : kWidths[cells.size() - 1], cells.back());
   };
-  add_row({"step", "lr", "train_loss", "val_loss", "grad_norm", "tokens/s", "log_z"});
+  add_row({"step", "lr", "train_loss", "val_loss", "grad_norm", "tokens/s", "log_z", "z_term"});
   for (const v1::MetricPoint& m : response.metrics()) {
     add_row({absl::StrCat(m.step()), Opt(m.has_lr(), m.lr(), "%.3e"), Opt(m.has_train_loss(), m.train_loss(), "%.4f"),
              Opt(m.has_val_loss(), m.val_loss(), "%.4f"), Opt(m.has_grad_norm(), m.grad_norm(), "%.4f"),
-             Opt(m.has_tokens_per_s(), m.tokens_per_s(), "%.0f"), Opt(m.has_output_log_z(), m.output_log_z(), "%.4f")});
+             Opt(m.has_tokens_per_s(), m.tokens_per_s(), "%.0f"), Opt(m.has_output_log_z(), m.output_log_z(), "%.4f"),
+             Opt(m.has_z_term(), m.z_term(), "%.3e")});
   }
   // Gradient norms come at step 0 and at every later evaluation: the first
   // and the last are printed.

@@ -246,6 +246,13 @@ TEST(SweepTablesTest, TrialDetailWithInitialLossAndDiagnostics) {
             "block  logit@0     logit@20    upd_qkv    upd_proj   upd_fc1    upd_fc2\n"
             "0      2           22          0.00123                          0.5\n"
             "1      3           23          0.00246                          0.5\n");
+
+  // z_loss > 0: the step's z term beside log Z.
+  r.mutable_metrics(1)->set_z_term(1.25e-4);
+  EXPECT_THAT(RenderTrialDetail(r),
+              HasSubstr("step    lr         train_loss  val_loss    grad_norm  tokens/s   log_z      z_term\n"
+                        "0                              5.5452                            6.2500     \n"
+                        "10                 4.0000      4.0000                            5.2500     1.250e-04\n"));
   // Only the step-0 evaluation so far: one column of logits.
   r.mutable_diagnostics()->DeleteSubrange(1, 2);
   EXPECT_THAT(RenderTrialDetail(r), HasSubstr("per-block diagnostics at step 0, the last evaluation:\n"
