@@ -229,7 +229,10 @@ bool ExportChunkBuilder::AddRow(const ExportKey& key, std::vector<Value>& row) {
 }
 
 bool ExportChunkBuilder::Flush(const ExportKey& cursor, bool last) {
-  if (chunk_.rows() == 0 && !last) return true;
+  // Empty chunks only as the first (the columns, and a cursor to resume
+  // from, at once) and the last.
+  if (chunk_.rows() == 0 && !last && sent_any_) return true;
+  sent_any_ = true;
   chunk_.set_cursor(EncodeExportCursor(plan_.sweep_id, plan_.table_name, cursor));
   chunk_.set_last(last);
   const bool sent = callbacks_.send(chunk_);

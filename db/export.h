@@ -108,7 +108,8 @@ class ExportChunkBuilder {
   bool AddDiagnostics(const ExportKey& key, const v1::LayerDiagnostics& layer);
   bool AddAttempt(const ExportKey& key, const v1::TrialAttempt& attempt);
 
-  // Sends what is held, with this cursor; an empty non-last chunk is not sent.
+  // Sends what is held, with this cursor; an empty chunk only when it is
+  // the stream's first or last.
   bool Flush(const ExportKey& cursor, bool last);
 
  private:
@@ -128,6 +129,7 @@ class ExportChunkBuilder {
   v1::ExportChunk chunk_;
   size_t bytes_ = 0;          // an upper bound of chunk_'s serialized size
   ExportKey last_key_;        // of the last row added
+  bool sent_any_ = false;
   std::vector<Value> row_;    // reused
 };
 

@@ -391,4 +391,33 @@ grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1
   return ClientStatus(status, "WatchSweep", context);
 }
 
+grpc::Status SweepServiceImpl::ExportSweep(grpc::ServerContext* context, const v1::ExportSweepRequest* request,
+                                           grpc::ServerWriter<v1::ExportChunk>* writer) {
+  if (grpc::Status auth = Authenticate(metrics_, "ExportSweep", *context, auth_); !auth.ok()) return auth;
+  absl::StatusOr<db::ExportPlan> plan = db::PlanExport(*request);
+  if (!plan.ok()) {
+    metrics_.RpcError("ExportSweep", plan.status().code());
+    return ClientStatus(plan.status(), "ExportSweep", context);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return ShuttingDown();
+    watches_.insert(context);
+  }
+  absl::Cleanup closed = [this, context] {
+    absl::MutexLock lock(&mu_);
+    watches_.erase(context);
+  };
+  const db::ExportCallbacks callbacks{
+      [this, writer](const v1::ExportChunk& chunk) {
+        if (!writer->Write(chunk)) return false;
+        metrics_.ExportChunkSent(chunk.rows());
+        return true;
+      },
+      [this, context] { return stopping_.load() || context->IsCancelled(); }};
+  absl::Status status = scheduler_.store().ExportSweep(*plan, db::ExportOptions(), callbacks);
+  if (!status.ok() && status.code() != absl::StatusCode::kCancelled) metrics_.RpcError("ExportSweep", status.code());
+  return ClientStatus(status, "ExportSweep", context);
+}
+
 }  // namespace normsweep::scheduler

@@ -60,6 +60,10 @@ class SweepServiceImpl final : public v1::SweepService::Service {
   grpc::Status GetTrial(grpc::ServerContext*, const v1::GetTrialRequest*, v1::GetTrialResponse*) override;
   grpc::Status WatchSweep(grpc::ServerContext*, const v1::WatchSweepRequest*,
                           grpc::ServerWriter<v1::WatchSweepEvent>*) override;
+  // Streams from the store (db/export.h) on this thread, off the hot path;
+  // closed by CloseWatches like a watch.
+  grpc::Status ExportSweep(grpc::ServerContext*, const v1::ExportSweepRequest*,
+                           grpc::ServerWriter<v1::ExportChunk>*) override;
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*, v1::ListWorkersResponse*) override;
   grpc::Status GetSweepAnalysis(grpc::ServerContext*, const v1::GetSweepAnalysisRequest*,
                                 v1::GetSweepAnalysisResponse*) override;

@@ -102,6 +102,8 @@ class Scheduler {
   absl::Status RunMaintenance();
 
   const SchedulerOptions& options() const { return options_; }
+  // ExportSweep streams from the store itself (scheduler/grpc_services.cc).
+  db::Store& store() { return store_; }
 
  private:
   // Leases that ended before now back to the queue (or FAILED/CANCELLED),

@@ -53,7 +53,13 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
                                  "layer_grad_norm (one layer's matrix norm)")
                            .Register(registry)),
       progress_points_(progress_family_.Add({{"kind", "metric"}})),
-      progress_grad_norms_(progress_family_.Add({{"kind", "layer_grad_norm"}})) {
+      progress_grad_norms_(progress_family_.Add({{"kind", "layer_grad_norm"}})),
+      export_family_(prometheus::BuildCounter()
+                         .Name("normsweep_scheduler_export_total")
+                         .Help("What ExportSweep sent, by kind: row or chunk")
+                         .Register(registry)),
+      export_rows_(export_family_.Add({{"kind", "row"}})),
+      export_chunks_(export_family_.Add({{"kind", "chunk"}})) {
   // Present from the start, so that dashboards show zeros rather than gaps.
   for (const char* s : {"PENDING", "RUNNING", "SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}) {
     trials_.Add({{"state", s}});
@@ -87,6 +93,11 @@ void SchedulerMetrics::RpcError(const std::string& method, absl::StatusCode code
 void SchedulerMetrics::ProgressReported(int points, int layer_grad_norms) {
   progress_points_.Increment(points);
   progress_grad_norms_.Increment(layer_grad_norms);
+}
+
+void SchedulerMetrics::ExportChunkSent(int rows) {
+  export_rows_.Increment(rows);
+  export_chunks_.Increment();
 }
 
 void SchedulerMetrics::SetStats(const db::StoreStats& stats) {

@@ -35,6 +35,8 @@ class SchedulerMetrics {
   // Progress accepted by ReportProgress: metric points and step-0 layer
   // gradient norms (a re-sent batch counts again; the store writes it once).
   void ProgressReported(int points, int layer_grad_norms);
+  // One ExportSweep chunk sent, with its rows.
+  void ExportChunkSent(int rows);
   // Gauges from the database (shared by all replicas, so every replica
   // reports the same totals).
   void SetStats(const db::StoreStats& stats);
@@ -53,6 +55,9 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Counter>& progress_family_;
   prometheus::Counter& progress_points_;
   prometheus::Counter& progress_grad_norms_;
+  prometheus::Family<prometheus::Counter>& export_family_;
+  prometheus::Counter& export_rows_;
+  prometheus::Counter& export_chunks_;
 };
 
 }  // namespace normsweep::scheduler
