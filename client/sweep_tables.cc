@@ -60,6 +60,9 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
       "cancelled)\ncreated %s\n",
       sweep.id(), sweep.name(), SweepStateLabel(sweep.state()), sweep.trial_count(), c.pending(), c.running(),
       c.succeeded(), c.diverged(), c.failed(), c.cancelled(), TimeUtil::ToString(sweep.created_at()));
+  // Who submitted and cancelled it: the names of token roles (empty without them).
+  if (!sweep.submitted_by().empty()) absl::StrAppend(&out, "submitted by ", sweep.submitted_by(), "\n");
+  if (!sweep.cancelled_by().empty()) absl::StrAppend(&out, "cancelled by ", sweep.cancelled_by(), "\n");
   // place: wide enough for every placement's name ("deepnorm"); failure:
   // for the longest name in the table.
   const std::optional<double> max_val_loss = FailureMaxValLoss(sweep.spec());

@@ -294,6 +294,17 @@ TEST(SweepTablesTest, SweepDetailShowsTheUnigramLossAndTheFailure) {
   EXPECT_THAT(out, HasSubstr("100    3.4300     3.4100   plateau            \n"));
 }
 
+// Token roles (issue 25): who submitted and who cancelled the sweep, when known.
+TEST(SweepTablesTest, SweepDetailNamesWhoSubmittedAndCancelled) {
+  v1::Sweep s = Sweep();
+  EXPECT_THAT(RenderSweepDetail(s, {}), Not(HasSubstr("submitted by")));
+  s.set_submitted_by("notebook-alice");
+  EXPECT_THAT(RenderSweepDetail(s, {}), HasSubstr("\nsubmitted by notebook-alice\n"));
+  EXPECT_THAT(RenderSweepDetail(s, {}), Not(HasSubstr("cancelled by")));
+  s.set_cancelled_by("ops");
+  EXPECT_THAT(RenderSweepDetail(s, {}), HasSubstr("\nsubmitted by notebook-alice\ncancelled by ops\n"));
+}
+
 TEST(SweepTablesTest, TrialDetailSaysTheUnigramLossAndWhyItFailed) {
   v1::GetTrialResponse r;
   *r.mutable_trial() = Trial(101, 0, v1::TRIAL_SUCCEEDED);
