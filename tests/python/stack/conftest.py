@@ -4,6 +4,7 @@ for the session, and a finished tiny sweep (real trainer, translate task)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Dict, Iterator
@@ -34,8 +35,15 @@ def tiny_spec(**changes) -> Dict:
     return spec
 
 
+def _interrupt(signum, frame):
+    # SIGTERM (a stopped ctest run): unwind like Ctrl-C, so that the fixtures
+    # below stop PostgreSQL and the processes instead of leaving them behind.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[Postgres]:
+    signal.signal(signal.SIGTERM, _interrupt)
     pg = Postgres()
     yield pg
     pg.stop()

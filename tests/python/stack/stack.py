@@ -20,6 +20,12 @@ from typing import Callable, Dict, List, Optional
 import psycopg2
 
 
+# Longer than tests/common's 2 s: these tests kill no worker, and on a shared
+# 2-core machine (other processes at nice -10) a scheduler starved for a few
+# seconds made workers stop their trainers for want of a renewed lease.
+LEASE_SECONDS = 15
+
+
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.05) -> None:
     """Polls condition until it holds; AssertionError naming what after timeout seconds."""
     deadline = time.monotonic() + timeout
@@ -99,6 +105,8 @@ class Postgres:
         finally:
             if not os.environ.get("NORMSWEEP_KEEP_PG"):
                 shutil.rmtree(self.dir, ignore_errors=True)
+                if self.dir.exists():  # a file written while it was being removed
+                    shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Process:
@@ -109,8 +117,11 @@ class Process:
         self.address = ""
         self.argv = argv
         with open(log, "ab") as out:
-            self.popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                          env={**os.environ, **(env or {})})
+            # setpriv (util-linux): SIGKILL the child when the test process dies, even by
+            # SIGKILL (ctest's timeout). Not preexec_fn: Python code between fork and exec
+            # can deadlock on a lock that one of gRPC's threads held.
+            self.popen = subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "--"] + argv, stdout=out,
+                                          stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -141,8 +152,8 @@ class Stack:
         if port_file.exists():
             port_file.unlink()
         p = Process([str(self.bin / "scheduler" / "normsweep-scheduler"), "--host=127.0.0.1", "--port=0",
-                     "--metrics_port=-1", f"--port_file={port_file}", "--lease_seconds=2",
-                     "--heartbeat_interval_ms=300", "--maintenance_interval_ms=200"] + (flags or []),
+                     "--metrics_port=-1", f"--port_file={port_file}", f"--lease_seconds={LEASE_SECONDS}",
+                     "--heartbeat_interval_ms=500", "--maintenance_interval_ms=200"] + (flags or []),
                     self.dir / f"{name}.log", {"NORMSWEEP_DATABASE_URL": self.conninfo, **(env or {})})
         self.processes.append(p)
         try:

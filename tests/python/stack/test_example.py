@@ -16,7 +16,7 @@ def test_analyse_sweep_plots_the_analysis_rows(client, finished_sweep, stack, tm
     script = stack.src / "python" / "examples" / "analyse_sweep.py"
     png = tmp_path / "sweep.png"
     done = subprocess.run([sys.executable, str(script), str(finished_sweep), "--scheduler", stack.address,
-                           "--out", str(png)], capture_output=True, text=True, timeout=120, env=os.environ.copy())
+                           "--out", str(png)], capture_output=True, text=True, timeout=600, env=os.environ.copy())
     assert done.returncode == 0, done.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     points = pd.read_csv(tmp_path / "sweep.points.csv", keep_default_na=False, float_precision="round_trip")
@@ -46,6 +46,6 @@ def test_analyse_sweep_plots_the_analysis_rows(client, finished_sweep, stack, tm
 def test_analyse_sweep_of_an_unknown_sweep(stack):
     script = stack.src / "python" / "examples" / "analyse_sweep.py"
     done = subprocess.run([sys.executable, str(script), "987654", "--scheduler", stack.address,
-                           "--out", "/nonexistent/x.png"], capture_output=True, text=True, timeout=60,
+                           "--out", "/nonexistent/x.png"], capture_output=True, text=True, timeout=600,
                           env=os.environ.copy())
     assert done.returncode == 2 and "987654" in done.stderr, done.stderr
