@@ -84,12 +84,19 @@ absl::Status MemoryStore::ExportSweep(const ExportPlan& plan, const ExportOption
               keep({seq_of(id, step, layer), id, step, layer}, it->second);
             }
             break;
-          case ExportTable::kAttempts:
+          case ExportTable::kAttempts: {
+            int32_t last_recorded = 0;
             for (auto it = attempts_.lower_bound({id, INT32_MIN}); it != attempts_.end() && it->first.first == id;
                  ++it) {
               keep({seq_of(id, it->first.second, 0), id, it->first.second, 0}, it->second);
+              last_recorded = it->first.second;
+            }
+            // The attempt that finished the trial, as GetTrial lists it.
+            if (std::optional<v1::TrialAttempt> last = FinishingAttempt(st.trial, last_recorded)) {
+              keep({st.seq, id, last->attempt(), 0}, *std::move(last));
             }
             break;
+          }
         }
       }
     }

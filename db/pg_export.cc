@@ -65,7 +65,14 @@ std::string TableQuery(ExportTable table) {
     case ExportTable::kAttempts:
       return "SELECT " NS_X("a") " AS kx, a.trial_id, a.attempt AS step, 0 AS layer, COALESCE(a.worker_id, 0)"
              " AS worker_id, " NS_MICROS("a.ended_at") " AS ended_us, a.outcome, a.reason, a.cause"
-             " FROM trials t JOIN trial_attempts a ON a.trial_id = t.id WHERE t.sweep_id = $1";
+             " FROM trials t JOIN trial_attempts a ON a.trial_id = t.id WHERE t.sweep_id = $1"
+             // The attempt that finished a final trial, unrecorded in
+             // trial_attempts: the trial itself (db::FinishingAttempt).
+             " UNION ALL SELECT " NS_X("t") ", t.id, t.attempts, 0, COALESCE(t.worker_id, 0), "
+             NS_MICROS("t.finished_at") ", t.state, t.error, ''"
+             " FROM trials t WHERE t.sweep_id = $1 AND t.attempts > 0"
+             " AND t.state IN ('SUCCEEDED', 'DIVERGED', 'FAILED', 'CANCELLED')"
+             " AND NOT EXISTS (SELECT 1 FROM trial_attempts a WHERE a.trial_id = t.id AND a.attempt = t.attempts)";
   }
   return "";
 }

@@ -48,6 +48,17 @@ void MergeMetricPoint(const v1::MetricPoint& from, v1::MetricPoint* into) {
   }
 }
 
+std::optional<v1::TrialAttempt> FinishingAttempt(const v1::Trial& t, int32_t last_recorded) {
+  if (!IsFinal(t.state()) || t.attempts() <= 0 || last_recorded == t.attempts()) return std::nullopt;
+  v1::TrialAttempt last;
+  last.set_attempt(t.attempts());
+  last.set_worker_id(t.worker_id());
+  if (t.has_finished_at()) *last.mutable_ended_at() = t.finished_at();
+  last.set_outcome(t.state());
+  last.set_reason(t.result().error());
+  return last;
+}
+
 std::optional<double> TrialL0(std::optional<double> init_val_loss, std::optional<double> step0_val_loss) {
   if (init_val_loss.has_value() && std::isfinite(*init_val_loss)) return init_val_loss;
   if (step0_val_loss.has_value() && std::isfinite(*step0_val_loss)) return step0_val_loss;

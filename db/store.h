@@ -231,6 +231,14 @@ void MergeMetricPoint(const v1::MetricPoint& from, v1::MetricPoint* into);
 // trial_l0 (db/views/40_trial_l0.sql), which the analysis views read too.
 std::optional<double> TrialL0(std::optional<double> init_val_loss, std::optional<double> step0_val_loss);
 
+// The attempt that ended a final trial through FinishTrial, which the stores
+// do not record in trial_attempts: the trial itself (worker, finish time,
+// final state, its error as the reason). GetTrial and ExportSweep's attempts
+// list it after the recorded ones; nullopt when the trial is not final, has
+// no attempt, or its last attempt is recorded (last_recorded: the highest
+// recorded attempt number, 0 when none). In SQL: db/pg_export.cc's attempts.
+std::optional<v1::TrialAttempt> FinishingAttempt(const v1::Trial& t, int32_t last_recorded);
+
 // The outcome and error of an attempt retried or expired with `reason`:
 // PENDING while attempts remain, FAILED after the last, CANCELLED when the
 // sweep was cancelled. Both stores decide by this rule (PostgresStore in SQL).

@@ -105,15 +105,9 @@ absl::StatusOr<v1::GetTrialResponse> Scheduler::GetTrial(const v1::GetTrialReque
   for (v1::TrialAttempt& a : history.attempts) *response.add_attempts() = std::move(a);
   // A final trial whose last attempt the store did not record ended it with
   // FinishTrial: that attempt is the trial itself.
-  const v1::Trial& t = response.trial();
-  if (db::IsFinal(t.state()) && t.attempts() > 0 &&
-      (response.attempts().empty() || response.attempts().rbegin()->attempt() != t.attempts())) {
-    v1::TrialAttempt* last = response.add_attempts();
-    last->set_attempt(t.attempts());
-    last->set_worker_id(t.worker_id());
-    if (t.has_finished_at()) *last->mutable_ended_at() = t.finished_at();
-    last->set_outcome(t.state());
-    last->set_reason(t.result().error());
+  if (std::optional<v1::TrialAttempt> last = db::FinishingAttempt(
+          response.trial(), response.attempts().empty() ? 0 : response.attempts().rbegin()->attempt())) {
+    *response.add_attempts() = *std::move(last);
   }
   return response;
 }

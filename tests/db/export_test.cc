@@ -231,20 +231,31 @@ TEST_P(ExportTest, TablesEqualGetTrialAndHistory) {
   EXPECT_EQ(Rows(Export(s.id(), "grad_norms")).size(), 6u);
   EXPECT_EQ(Rows(Export(s.id(), "diagnostics")).size(), 6u);
 
+  // Attempts as GetTrial lists them: the recorded ones (the two expired
+  // leases), then the attempt that finished trial 0 (db::FinishingAttempt).
   auto arows = Rows(Export(s.id(), "attempts"));
   size_t attempts = 0;
   for (const auto& t : trials) {
     const TrialHistory h = *store_->GetTrialHistory(t.id());
-    for (const auto& a : h.attempts) {
+    std::vector<v1::TrialAttempt> listed = h.attempts;
+    if (auto last = FinishingAttempt(*store_->GetTrial(t.id()), listed.empty() ? 0 : listed.back().attempt())) {
+      listed.push_back(*last);
+    }
+    for (const auto& a : listed) {
       ++attempts;
+      ASSERT_EQ(arows.count({t.id(), a.attempt(), 0}), 1u) << "trial " << t.id() << " attempt " << a.attempt();
       auto& row = arows[{t.id(), a.attempt(), 0}];
       EXPECT_EQ(row["outcome"], v1::TrialState_Name(a.outcome()));
       EXPECT_EQ(row["interruption"], a.interruption());
-      EXPECT_EQ(row["ended_at"], std::to_string(absl::ToUnixMicros(kT0 + kLease + absl::Seconds(1))));
+      EXPECT_EQ(row["worker_id"], std::to_string(a.worker_id()));
+      EXPECT_EQ(row["ended_at"], std::to_string(a.ended_at().seconds() * 1000000 + a.ended_at().nanos() / 1000));
     }
   }
-  EXPECT_EQ(attempts, 2u);
+  EXPECT_EQ(attempts, 3u);  // two expired leases and trial 0's finish
   EXPECT_EQ(arows.size(), attempts);
+  auto& finished = arows[std::make_tuple(trials[0].id(), int64_t{1}, int64_t{0})];
+  EXPECT_EQ(finished["outcome"], "TRIAL_SUCCEEDED");
+  EXPECT_EQ(finished["ended_at"], std::to_string(absl::ToUnixMicros(kT0 + absl::Seconds(1))));
 
   // Narrowed metric columns.
   Exported narrow = Export(s.id(), "metrics", "", {"val_loss", "lr"});
