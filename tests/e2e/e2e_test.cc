@@ -30,6 +30,7 @@
 namespace normsweep {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 using testing::CommandResult;
@@ -218,7 +219,11 @@ TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
   ASSERT_EQ(csv.exit_code, 0) << csv.output;
   std::vector<std::string> lines = absl::StrSplit(csv.output, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 9u) << csv.output;  // header + 8 cells
-  EXPECT_THAT(csv.output, HasSubstr("post,\"\",10,0.003,1,1,0,0,0,0,"));
+  // trials, succeeded, diverged, then plateaued: these 30-step runs end near
+  // the translate task's unigram loss, so whether one counts as plateaued
+  // (proto/schema/failure.h) can turn on the last digits; failed, cancelled
+  // and unfinished do not.
+  EXPECT_THAT(csv.output, ContainsRegex("\npost,\"\",10,0\\.003,1,1,0,[01],0,0,0,"));
   CommandResult show = Cli({"show", std::to_string(id)});
   EXPECT_EQ(show.exit_code, 0);
   EXPECT_THAT(show.output, HasSubstr("8 succeeded"));
