@@ -125,7 +125,7 @@ TEST_F(TokenRolesTest, EveryCallerAgainstEveryMethod) {
       {"unknown", kUnknown, std::nullopt, ""},       {"none", "", std::nullopt, ""},
   };
   int methods = 0;
-  for (const std::string& service : {v1::SweepService::service_full_name(), v1::WorkerService::service_full_name()}) {
+  for (const char* service : {v1::SweepService::service_full_name(), v1::WorkerService::service_full_name()}) {
     const google::protobuf::ServiceDescriptor* descriptor =
         google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service);
     ASSERT_NE(descriptor, nullptr) << service;
@@ -139,7 +139,9 @@ TEST_F(TokenRolesTest, EveryCallerAgainstEveryMethod) {
       for (const CallerCase& caller : callers) {
         SCOPED_TRACE(absl::StrCat(path, " as ", caller.label));
         const grpc::Status status = CallWithEmptyRequest(channel_, path, caller.token);
-        if (*caller.token != '\0') EXPECT_THAT(status.error_message(), Not(HasSubstr(caller.token)));
+        if (*caller.token != '\0') {
+          EXPECT_THAT(status.error_message(), Not(HasSubstr(caller.token)));
+        }
         if (!caller.role.has_value()) {
           EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
           EXPECT_THAT(status.error_message(),
