@@ -200,6 +200,41 @@ absl::Status SweepClient::Watch(int64_t sweep_id,
   }
 }
 
+absl::Status SweepClient::Export(const v1::ExportSweepRequest& request,
+                                 const std::function<bool(const v1::ExportChunk&)>& on_chunk) {
+  v1::ExportSweepRequest req = request;
+  int failures = 0;
+  while (true) {
+    grpc::ClientContext ctx;  // no deadline: an export of a large sweep, or one that follows, may be long
+    AttachApiToken(&ctx, api_token_);
+    std::unique_ptr<grpc::ClientReader<v1::ExportChunk>> reader = stub_->ExportSweep(&ctx, req);
+    v1::ExportChunk chunk;
+    bool got_any = false;
+    bool last = false;
+    bool stopped = false;
+    while (reader->Read(&chunk)) {
+      got_any = true;
+      failures = 0;
+      if (!on_chunk(chunk)) {
+        stopped = true;
+        ctx.TryCancel();
+        break;
+      }
+      req.set_since(chunk.cursor());  // a reopened stream continues after this chunk
+      if (chunk.last()) last = true;
+    }
+    grpc::Status s = reader->Finish();
+    if (stopped) return absl::CancelledError("export stopped");
+    if (s.ok()) {
+      if (last) return absl::OkStatus();
+      return absl::InternalError(absl::StrCat("the scheduler at ", address_,
+                                              " ended the export without its last chunk"));
+    }
+    if (!WorthRetrying(s) || (!got_any && ++failures > 5)) return ToStatus(s, ctx);
+    PauseBeforeRetry(absl::Milliseconds(500 * std::min(failures + 1, 6)));
+  }
+}
+
 std::string NewRequestId() {
   std::random_device rd;
   return absl::StrFormat("cli-%08x%08x%08x", rd(), rd(), rd());

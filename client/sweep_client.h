@@ -48,6 +48,15 @@ class SweepClient {
   // stream (UNAVAILABLE, or CANCELLED by a stopping scheduler) is reopened
   // (the first event of a new stream carries every trial).
   absl::Status Watch(int64_t sweep_id, const std::function<void(const v1::WatchSweepEvent&)>& on_event);
+  // Streams ExportSweep's chunks to on_chunk, the last one (chunk.last())
+  // included; on_chunk returning false stops the export (the call is
+  // cancelled) and Export returns CANCELLED. A stream broken mid-way
+  // (UNAVAILABLE, or CANCELLED by a stopping scheduler) is reopened from the
+  // last chunk's cursor, so that on_chunk gets no row twice and none
+  // missing; the reopened stream's first chunk repeats the columns with no
+  // rows, or with the rows that follow.
+  absl::Status Export(const v1::ExportSweepRequest& request,
+                      const std::function<bool(const v1::ExportChunk&)>& on_chunk);
 
   const std::string& address() const { return address_; }
 
