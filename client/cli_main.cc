@@ -6,6 +6,8 @@
 //   normsweep watch ID | list [--state running|completed|cancelled] | show ID | cancel ID
 //   normsweep trial ID | results ID [--format table|csv|json]
 //   normsweep report ID --out DIR
+//   normsweep export ID --table T [--metrics a,b] [--format csv|jsonl] [--out FILE]
+//                    [--since CURSOR] [--follow] [--no-header]
 //   normsweep workers [--live] [--all]
 //
 // --scheduler host:port, else $NORMSWEEP_SCHEDULER, else localhost:50051.
@@ -15,16 +17,21 @@
 // reached, 2 for bad usage or a bad sweep file.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/boundary_tables.h"
+#include "client/export_writer.h"
 #include "client/progress_view.h"
 #include "client/report/fetch.h"
 #include "client/report/page.h"
@@ -68,6 +75,17 @@ Usage:
                               DIR/index.html: one self-contained page (inline
                               SVG, no script) with the warm-up x lr heatmaps,
                               validation-loss curves and step-0 gradient norms
+  normsweep export ID --table trials|metrics|grad_norms|diagnostics|attempts
+                   [--metrics a,b] [--format csv|jsonl (default csv)] [--out FILE]
+                   [--since CURSOR] [--follow] [--no-header]
+                              every row of a table (ExportSweep), to stdout or
+                              FILE: trial_id, then step, then the proto's field
+                              names; floats that read back exactly; an absent
+                              value is an empty field (JSON: null). Ends with
+                              "cursor: X" on stderr: --since X exports only what
+                              is new since; --follow keeps exporting until the
+                              sweep ends; --no-header: CSV without its header
+                              (to append to an earlier file)
   normsweep workers [--live] [--all]
                               registered workers: devices, live or not, running
                               trials, last heartbeat (--live: live ones only;
@@ -234,6 +252,88 @@ int Report(cl::SweepClient& client, int64_t id, const normsweep::CliArgs& args) 
   return 0;
 }
 
+// `normsweep export`: ExportSweep's chunks as text, each chunk written
+// whole before its cursor counts, so that the cursor printed at the end (also
+// after a failure) continues exactly after the last row written.
+int Export(cl::SweepClient& client, int64_t id, const normsweep::CliArgs& args) {
+  const std::string table = args.Get("table");
+  if (table.empty()) return Usage("export: --table is required: trials, metrics, grad_norms, diagnostics or attempts");
+  absl::StatusOr<cl::ExportFormat> format = cl::ParseExportFormat(args.Get("format", "csv"));
+  if (!format.ok()) return Usage(std::string(format.status().message()));
+  if (args.Has("no-header") && *format != cl::ExportFormat::kCsv) return Usage("--no-header: only with --format csv");
+  v1::ExportSweepRequest req;
+  req.set_sweep_id(id);
+  req.set_table(table);
+  req.set_since(args.Get("since"));
+  req.set_follow(args.Has("follow"));
+  if (args.Has("metrics")) {
+    if (table != "metrics") return Usage("--metrics: only with --table metrics");
+    for (absl::string_view name : absl::StrSplit(args.Get("metrics"), ',')) {
+      name = absl::StripAsciiWhitespace(name);
+      if (name.empty()) return Usage("--metrics: an empty name in '" + args.Get("metrics") + "'");
+      req.add_metrics(std::string(name));
+    }
+  }
+  FILE* out = stdout;
+  const std::string path = args.Get("out");
+  if (args.Has("out")) {
+    if (path.empty()) return Usage("--out: an empty file name");
+    out = std::fopen(path.c_str(), "w");
+    if (out == nullptr) {
+      std::fprintf(stderr, "normsweep: --out: cannot write '%s': %s\n", path.c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
+  // A progress line on a terminal's stderr, unless the rows go to that terminal.
+  const bool progress = isatty(STDERR_FILENO) == 1 && !(out == stdout && isatty(STDOUT_FILENO) == 1);
+  int64_t total_rows = 0;
+  if (progress && table == "trials" && req.since().empty()) {
+    if (auto sweep = client.GetSweep(id); sweep.ok()) total_rows = sweep->trial_count();
+  }
+  cl::ExportWriter writer(*format, !args.Has("no-header"));
+  std::string text;
+  std::string cursor;  // of the last chunk written whole
+  absl::Status write_status;
+  int64_t bytes = 0;
+  const absl::Time start = absl::Now();
+  absl::Time drawn = absl::InfinitePast();
+  auto draw = [&](bool final) {
+    const absl::Time now = absl::Now();
+    if (!progress || (!final && now - drawn < absl::Milliseconds(100))) return;
+    drawn = now;
+    std::fprintf(stderr, "\r\033[K%s%s",
+                 cl::ExportProgressLine(table, writer.rows(), total_rows, bytes, absl::ToDoubleSeconds(now - start))
+                     .c_str(),
+                 final ? "\n" : "");
+  };
+  const absl::Status exported = client.Export(req, [&](const v1::ExportChunk& chunk) {
+    text.clear();
+    write_status = writer.Append(chunk, &text);
+    if (!write_status.ok()) return false;
+    // Flushed chunk by chunk: a follower (tail -f, a notebook) sees whole rows.
+    if (std::fwrite(text.data(), 1, text.size(), out) != text.size() || std::fflush(out) != 0) {
+      write_status = absl::DataLossError(absl::StrCat("writing ", path.empty() ? "stdout" : "'" + path + "'", ": ",
+                                                      std::strerror(errno)));
+      return false;
+    }
+    bytes += static_cast<int64_t>(text.size());
+    cursor = chunk.cursor();
+    draw(false);
+    return true;
+  });
+  draw(true);
+  if (out != stdout && std::fclose(out) != 0 && write_status.ok()) {
+    write_status = absl::DataLossError(absl::StrCat("writing '", path, "': ", std::strerror(errno)));
+  }
+  if (!cursor.empty()) std::fprintf(stderr, "cursor: %s\n", cursor.c_str());
+  if (!write_status.ok()) {
+    std::fprintf(stderr, "normsweep: export: %s\n", std::string(write_status.message()).c_str());
+    return 1;
+  }
+  if (!exported.ok()) return Fail(exported);
+  return 0;
+}
+
 int Workers(cl::SweepClient& client, const normsweep::CliArgs& args) {
   if (args.positional.size() > 1) return Usage("workers: unexpected argument '" + args.positional[1] + "'");
   auto workers = client.ListWorkers(args.Has("live"), args.Has("all"));
@@ -247,7 +347,7 @@ int Workers(cl::SweepClient& client, const normsweep::CliArgs& args) {
 int main(int argc, char** argv) {
   normsweep::CliArgs args;
   std::string error;
-  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run", "live", "all"}, &args, &error)) {
+  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run", "live", "all", "follow", "no-header"}, &args, &error)) {
     return Usage(error);
   }
   if (args.Has("help") || args.positional.empty()) {
@@ -281,7 +381,7 @@ int main(int argc, char** argv) {
   if (command == "workers") return Workers(client, args);
   int64_t id = 0;
   if (command == "watch" || command == "show" || command == "cancel" || command == "results" || command == "trial" ||
-      command == "report") {
+      command == "report" || command == "export") {
     if (!ParseId(args.positional, &id, &error)) return Usage(command + ": " + error);
   } else {
     return Usage("unknown command '" + command + "'");
@@ -291,6 +391,7 @@ int main(int argc, char** argv) {
   if (command == "trial") return Trial(client, id);
   if (command == "results") return PrintResults(client, id, args.Get("format", "table"));
   if (command == "report") return Report(client, id, args);
+  if (command == "export") return Export(client, id, args);
   auto sweep = client.CancelSweep(id);
   if (!sweep.ok()) return Fail(sweep.status());
   std::printf("sweep %ld %s\n", static_cast<long>(id), cl::SweepStateLabel(sweep->state()).c_str());

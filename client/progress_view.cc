@@ -1,7 +1,9 @@
 #include "client/progress_view.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace normsweep::client {
@@ -12,6 +14,41 @@ std::string FormatDuration(double seconds) {
   if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
   if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
   return absl::StrFormat("%ds", s);
+}
+
+namespace {
+
+// 1234567 -> "1,234,567".
+std::string Grouped(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+// 1.1e6 -> "1.10M", 52000 -> "52.0k", 900 -> "900".
+std::string Scaled(double v) {
+  if (v >= 1e6) return absl::StrFormat("%.2fM", v / 1e6);
+  if (v >= 1e3) return absl::StrFormat("%.1fk", v / 1e3);
+  return absl::StrFormat("%.0f", v);
+}
+
+}  // namespace
+
+std::string ExportProgressLine(const std::string& table, int64_t rows, int64_t total_rows, int64_t bytes,
+                               double seconds) {
+  std::string bar;
+  if (total_rows > 0) {
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(std::min<int64_t>(rows, total_rows) * kWidth / total_rows);
+    bar = absl::StrFormat("[%s%s] ", std::string(filled, '#'), std::string(kWidth - filled, '.'));
+  }
+  return absl::StrFormat("export %s: %s%s%s rows | %.1f MB | %s rows/s | %s", table, bar, Grouped(rows),
+                         total_rows > 0 ? absl::StrCat("/", Grouped(total_rows)) : "", bytes / 1e6,
+                         Scaled(seconds > 0 ? rows / seconds : 0), FormatDuration(seconds));
 }
 
 ProgressView::ProgressView(bool live, Clock& clock, std::function<void(const std::string&)> write)

@@ -14,6 +14,7 @@
 #ifndef NORMSWEEP_CLIENT_PROGRESS_VIEW_H_
 #define NORMSWEEP_CLIENT_PROGRESS_VIEW_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -25,6 +26,14 @@ namespace normsweep::client {
 
 // "42s", "3m05s", "1h02m"; "--" for a negative (unknown) duration.
 std::string FormatDuration(double seconds);
+
+// The progress line of `normsweep export` (drawn on a terminal's stderr):
+// the rows and bytes written, the rate and the time so far, after a bar when
+// the table's total is known (total_rows > 0: the trials table of a whole
+// sweep), e.g.
+//   export metrics: 1,234,567 rows | 41.2 MB | 1.10M rows/s | 1s
+std::string ExportProgressLine(const std::string& table, int64_t rows, int64_t total_rows, int64_t bytes,
+                               double seconds);
 
 class ProgressView {
  public:
