@@ -2,7 +2,8 @@
 //
 // N simulated workers (default 64), each on its own gRPC channel, run trial
 // lifecycles against normsweep-scheduler: LeaseTrial, 10 ReportProgress
-// batches of 10 steps, FinishTrial. By default it starts a throwaway
+// batches of 10 steps (lr, train_loss, grad_norm, tokens_per_s; val_loss
+// every --val_every steps), FinishTrial. By default it starts a throwaway
 // PostgreSQL and the normsweep-scheduler built beside it, as its own process
 // on a loopback port (--in_process: a scheduler in this process instead);
 // --scheduler points it at a running one (whose database must be reachable
@@ -60,6 +61,9 @@ ABSL_FLAG(int, client_threads, 1, "Threads driving the simulated workers' asynch
 ABSL_FLAG(int, trials, 10000, "Trials to run (one sweep per 10,000)");
 ABSL_FLAG(int, batches, 10, "ReportProgress batches per trial");
 ABSL_FLAG(int, steps_per_batch, 10, "Metric points per batch");
+ABSL_FLAG(int, val_every, 0,
+          "Also set val_loss on every step divisible by this, as an evaluation would (0: never; "
+          "tests/bench/export_bench.py uses 10)");
 ABSL_FLAG(std::string, scheduler, "", "host:port of a running scheduler (default: start one here)");
 ABSL_FLAG(bool, durable, false, "Throwaway PostgreSQL with fsync and synchronous_commit on");
 ABSL_FLAG(bool, pg_stats, false, "Print the costliest statements (pg_stat_statements) at the end");
@@ -249,6 +253,7 @@ class SimWorker {
       p->set_train_loss(5.5 / (1 + 0.01 * step));
       p->set_grad_norm(1.0 + 0.001 * step);
       p->set_tokens_per_s(25000);
+      if (val_every_ > 0 && step % val_every_ == 0) p->set_val_loss(5.6 / (1 + 0.01 * step));
     }
     if (!absl::GetFlag(FLAGS_progress_stream)) {
       state_ = State::kProgress;
@@ -318,6 +323,7 @@ class SimWorker {
   }
 
   const int index_, batches_, steps_per_batch_;
+  const int val_every_ = absl::GetFlag(FLAGS_val_every);
   Pacer* const pacer_;
   grpc::CompletionQueue* const cq_;
   WorkerResult* const out_;

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import psycopg2
 
@@ -58,7 +58,8 @@ def _tail(path: Path, n: int = 3000) -> str:
 class Postgres:
     """initdb + pg_ctl in a temporary directory, as user nobody when run as root."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Sequence[str] = ()) -> None:
+        """settings: extra server settings, NAME=VALUE each (the benchmarks' shared_buffers)."""
         self.dir = Path(tempfile.mkdtemp(prefix="nspy-", dir="/tmp"))  # short: socket paths <= 107 bytes
         self.bindir = _pg_bindir()
         self.run_as: Optional[str] = None
@@ -69,10 +70,10 @@ class Postgres:
         self._databases = 0
         self._run([self._bin("initdb"), "-D", str(self.dir / "data"), "-U", "postgres", "-A", "trust", "-E",
                    "UTF8", "--no-sync", "--no-instructions", "--locale=C"], "initdb")
-        settings = f"-k {self.dir} -c listen_addresses= -p 5432 -c fsync=off -c synchronous_commit=off " \
-                   "-c full_page_writes=off"
+        options = f"-k {self.dir} -c listen_addresses= -p 5432 -c fsync=off -c synchronous_commit=off " \
+                   "-c full_page_writes=off" + "".join(f" -c {setting}" for setting in settings)
         self._run([self._bin("pg_ctl"), "-D", str(self.dir / "data"), "-l", str(self.dir / "postgres.log"),
-                   "-o", settings, "-w", "-t", "60", "start"], "pg_ctl start")
+                   "-o", options, "-w", "-t", "60", "start"], "pg_ctl start")
 
     def _bin(self, name: str) -> str:
         return os.path.join(self.bindir, name) if self.bindir else name
