@@ -46,7 +46,7 @@ SELECT sweep_id,
        count(*) FILTER (WHERE failure <> '')::double precision
          / NULLIF(count(*) FILTER (WHERE state IN ('SUCCEEDED', 'DIVERGED')), 0) AS failure_rate
 FROM (SELECT t.*, normsweep_usable_loss(t.state, t.final_val_loss) AS usable,
-             normsweep_trial_failure(t.state, t.final_val_loss, t.unigram_loss, normsweep_max_val_loss(s.spec))
+             normsweep_trial_failure(t.state, t.final_val_loss, t.unigram_loss, s.max_val_loss)
                AS failure
       FROM trials t JOIN sweeps s ON s.id = t.sweep_id) AS t
 GROUP BY sweep_id, variant, placement, warmup_steps, peak_lr;

@@ -52,7 +52,7 @@ LANGUAGE sql STABLE AS $$
            count(*) FILTER (WHERE t.failure <> '') AS failures
     FROM (SELECT tr.*, normsweep_usable_loss(tr.state, tr.final_val_loss) AS usable,
                  normsweep_trial_failure(tr.state, tr.final_val_loss, tr.unigram_loss,
-                                         normsweep_max_val_loss(s.spec)) AS failure
+                                         s.max_val_loss) AS failure
           FROM trials tr JOIN sweeps s ON s.id = tr.sweep_id) AS t
     GROUP BY t.sweep_id, t.variant, t.placement
   ),

@@ -29,7 +29,7 @@ SELECT t.sweep_id, t.trial_id, t.variant, t.placement, t.warmup_steps, t.peak_lr
        t.state IN ('SUCCEEDED', 'DIVERGED') AND NOT u.usable AS at_l0,
        CASE WHEN u.usable THEN t.final_val_loss
             WHEN t.state IN ('SUCCEEDED', 'DIVERGED') THEN t.l0 END AS value,
-       normsweep_trial_failure(t.state, t.final_val_loss, t.unigram_loss, normsweep_max_val_loss(s.spec))
+       normsweep_trial_failure(t.state, t.final_val_loss, t.unigram_loss, s.max_val_loss)
          AS failure
 FROM trial_l0 t
 LEFT JOIN sweeps s ON s.id = t.sweep_id
