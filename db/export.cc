@@ -61,6 +61,8 @@ const std::vector<const FieldDescriptor*>& ResultFields() {
   static const auto* fields = new std::vector<const FieldDescriptor*>(ColumnFields(*v1::TrialResult::descriptor()));
   return *fields;
 }
+// Every one a double, at most kMaxMetricColumns of them (the rows of
+// ExportChunkBuilder::AddMetricValues; PlanExport checks).
 const std::vector<const FieldDescriptor*>& MetricFields() {
   static const auto* fields =
       new std::vector<const FieldDescriptor*>(ColumnFields(*v1::MetricPoint::descriptor(), {"step"}));
@@ -142,6 +144,14 @@ absl::StatusOr<ExportPlan> PlanExport(const v1::ExportSweepRequest& request) {
   }
   plan.columns = ExportColumns(plan.table);
   if (plan.table == ExportTable::kMetrics) {
+    if (MetricFields().size() > kMaxMetricColumns) {
+      return absl::InternalError("ExportSweep: MetricPoint has more fields than kMaxMetricColumns (db/export.h)");
+    }
+    for (const FieldDescriptor* f : MetricFields()) {
+      if (f->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE) {
+        return absl::InternalError(absl::StrCat("ExportSweep: MetricPoint.", f->name(), " is no double"));
+      }
+    }
     std::vector<std::string> valid;
     for (const FieldDescriptor* f : MetricFields()) valid.push_back(f->name());
     std::vector<const FieldDescriptor*> wanted;
@@ -297,14 +307,38 @@ bool ExportChunkBuilder::AddTrial(const ExportKey& key, const v1::Trial& t) {
 }
 
 bool ExportChunkBuilder::AddMetric(const ExportKey& key, const v1::MetricPoint& point) {
-  row_.assign(plan_.columns.size(), Value());
-  row_[0].i = key.trial_id;
-  row_[1].i = point.step();
-  size_t n = 2;
-  for (int number : plan_.metric_fields) {
-    Put(point, *v1::MetricPoint::descriptor()->FindFieldByNumber(number), row_[n++]);
+  const size_t n = plan_.metric_fields.size();
+  double values[kMaxMetricColumns];
+  bool absent[kMaxMetricColumns];
+  for (size_t i = 0; i < n; ++i) {
+    const FieldDescriptor* f = v1::MetricPoint::descriptor()->FindFieldByNumber(plan_.metric_fields[i]);
+    absent[i] = !point.GetReflection()->HasField(point, f);
+    values[i] = absent[i] ? 0 : point.GetReflection()->GetDouble(point, f);
   }
-  return AddRow(key, row_);
+  return AddMetricValues(key, values, absent);
+}
+
+bool ExportChunkBuilder::AddMetricValues(const ExportKey& key, const double* values, const bool* absent) {
+  // As AddRow counts: trial_id and step a varint each, a double and an
+  // absent flag per metric.
+  const size_t n = plan_.metric_fields.size();
+  const size_t row_bytes = 2 * 11 + n * 9;
+  if (chunk_.rows() > 0 && bytes_ + row_bytes > options_.max_chunk_bytes && !Flush(last_key_, false)) return false;
+  const int rows = chunk_.rows();
+  chunk_.mutable_columns(0)->add_ints(key.trial_id);
+  chunk_.mutable_columns(1)->add_ints(key.step);
+  for (size_t i = 0; i < n; ++i) {
+    v1::ExportColumn* c = chunk_.mutable_columns(static_cast<int>(i + 2));
+    if (absent[i] || c->absent_size() > 0) {  // the flags start with the column's first absent value
+      if (c->absent_size() < rows) c->mutable_absent()->Resize(rows, false);
+      c->add_absent(absent[i]);
+    }
+    c->add_doubles(absent[i] ? 0 : values[i]);
+  }
+  chunk_.set_rows(rows + 1);
+  bytes_ += row_bytes;
+  last_key_ = key;
+  return true;
 }
 
 bool ExportChunkBuilder::AddGradNorms(const ExportKey& key, std::optional<double> w1, std::optional<double> w2) {

@@ -36,6 +36,9 @@
 
 namespace normsweep::db {
 
+// The most metric columns a MetricPoint may have (its fields but step).
+inline constexpr size_t kMaxMetricColumns = 16;
+
 enum class ExportTable { kTrials, kMetrics, kGradNorms, kDiagnostics, kAttempts };
 
 // A row's place in the export order (see above). Rows without a step or
@@ -103,6 +106,9 @@ class ExportChunkBuilder {
   // client is gone): the pass stops.
   bool AddTrial(const ExportKey& key, const v1::Trial& trial);
   bool AddMetric(const ExportKey& key, const v1::MetricPoint& point);  // key: trial_id, step
+  // The same row from its values, in plan.metric_fields' order, absent[i]
+  // marking those that are absent (PostgresStore's path: no message).
+  bool AddMetricValues(const ExportKey& key, const double* values, const bool* absent);
   // key: trial_id, step, layer; w1/w2 the norms of ffn.fc1/ffn.fc2.
   bool AddGradNorms(const ExportKey& key, std::optional<double> w1, std::optional<double> w2);
   bool AddDiagnostics(const ExportKey& key, const v1::LayerDiagnostics& layer);

@@ -68,6 +68,11 @@ std::string PgResult::GetString(int row, int col) const {
   return std::string(PQgetvalue(res_.get(), row, col), PQgetlength(res_.get(), row, col));
 }
 
+std::string_view PgResult::GetBytes(int row, int col) const {
+  if (IsNull(row, col)) return {};
+  return std::string_view(PQgetvalue(res_.get(), row, col), PQgetlength(res_.get(), row, col));
+}
+
 int64_t PgResult::GetInt64(int row, int col) const {
   if (IsNull(row, col)) return 0;
   return std::strtoll(PQgetvalue(res_.get(), row, col), nullptr, 10);
@@ -285,11 +290,19 @@ absl::StatusOr<PgResult> PgConnection::Await(int sent) {
 }
 
 absl::StatusOr<PgResult> PgConnection::Exec(std::string_view sql, const PgParams& params) {
+  return Send(sql, params, /*result_format=*/0);
+}
+
+absl::StatusOr<PgResult> PgConnection::ExecBinaryResults(std::string_view sql, const PgParams& params) {
+  return Send(sql, params, /*result_format=*/1);
+}
+
+absl::StatusOr<PgResult> PgConnection::Send(std::string_view sql, const PgParams& params, int result_format) {
   if (conn_ == nullptr) return Closed();
   const LibpqParams p(params);
   std::string query(sql);
   return Await(PQsendQueryParams(conn_.get(), query.c_str(), p.count(), /*paramTypes=*/nullptr, p.values.data(),
-                                 p.length_data(), p.format_data(), /*resultFormat=*/0));
+                                 p.length_data(), p.format_data(), result_format));
 }
 
 absl::StatusOr<PgResult> PgConnection::Check(PGresult* raw) {

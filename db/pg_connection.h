@@ -50,6 +50,9 @@ class PgResult {
   int column(const char* name) const;
   bool IsNull(int row, int col) const;
   std::string GetString(int row, int col) const;
+  // The value's bytes as they came (a BINARY cursor's: PostgreSQL's binary
+  // send format); empty when NULL. Valid while this result lives.
+  std::string_view GetBytes(int row, int col) const;
   int64_t GetInt64(int row, int col) const;   // 0 when NULL
   double GetDouble(int row, int col) const;   // handles NaN/Infinity; 0 when NULL
   bool GetBool(int row, int col) const;
@@ -222,6 +225,10 @@ class PgConnection {
   // does not. (libpq 15's PQcancel itself connects to the server without a
   // timeout: a host that drops packets can still hold it up.)
   absl::StatusOr<PgResult> Exec(std::string_view sql, const PgParams& params = PgParams());
+  // The same, with every result value in PostgreSQL's binary send format
+  // (PgResult::GetBytes): e.g. a FETCH of float8[] arrays, which text would
+  // have the server format and the caller parse again.
+  absl::StatusOr<PgResult> ExecBinaryResults(std::string_view sql, const PgParams& params = PgParams());
   // The same for a hot statement, prepared once per connection under `name`
   // (PQsendPrepare, then PQsendQueryPrepared: parameterised the same way, but
   // parsed and planned once instead of on every call). name must identify sql.
@@ -245,6 +252,8 @@ class PgConnection {
   // The answer to the query just sent (sent: PQsend*'s return value), with
   // the client-side deadline and cancel.
   absl::StatusOr<PgResult> Await(int sent);
+  // Exec and ExecBinaryResults: result_format 0 text, 1 binary.
+  absl::StatusOr<PgResult> Send(std::string_view sql, const PgParams& params, int result_format);
   absl::StatusOr<PgResult> Check(pg_result* raw);
 
   std::unique_ptr<pg_conn, PgConnDeleter> conn_;  // null once closed after a timeout

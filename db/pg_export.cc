@@ -9,7 +9,12 @@
 // The client's going away is checked between fetches, and a watchdog
 // thread cancels a fetch that is still running then (pg_cancel_backend from
 // a second, short connection).
+#include <endian.h>
+
 #include <atomic>
+#include <bit>
+#include <cstring>
+#include <type_traits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -33,25 +38,7 @@ std::string TableQuery(ExportTable table) {
       return absl::StrCat("SELECT " NS_X("t") " AS kx, t.id AS trial_id, 0 AS step, 0 AS layer, ", sql::kTrialColumns,
                           " FROM trials t WHERE t.sweep_id = $1");
     case ExportTable::kMetrics:
-      // The merge of trial_metrics (db/views/10_trial_metrics.sql), with each
-      // step's x: the later of its batch's and its late row's.
-      return "SELECT GREATEST(" NS_X("b") ", " NS_X("l") ") AS kx, b.trial_id, m.step, 0 AS layer,"
-             " COALESCE(m.lr, l.lr) AS lr, COALESCE(m.train_loss, l.train_loss) AS train_loss,"
-             " COALESCE(m.val_loss, l.val_loss) AS val_loss, COALESCE(m.val_accuracy, l.val_accuracy) AS val_accuracy,"
-             " COALESCE(m.grad_norm, l.grad_norm) AS grad_norm, COALESCE(m.tokens_per_s, l.tokens_per_s) AS tokens_per_s,"
-             " COALESCE(m.output_log_z, l.output_log_z) AS output_log_z, COALESCE(m.z_term, l.z_term) AS z_term"
-             " FROM trials t JOIN trial_metric_batches b ON b.trial_id = t.id"
-             " CROSS JOIN LATERAL unnest(b.steps, b.lr, b.train_loss, b.val_loss, b.val_accuracy, b.grad_norm,"
-             "   b.tokens_per_s, b.output_log_z, b.z_term)"
-             "   AS m (step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s, output_log_z, z_term)"
-             " LEFT JOIN trial_metric_late l ON l.trial_id = b.trial_id AND l.step = m.step"
-             " WHERE t.sweep_id = $1"
-             " UNION ALL"
-             " SELECT " NS_X("l") ", l.trial_id, l.step, 0, l.lr, l.train_loss, l.val_loss, l.val_accuracy,"
-             " l.grad_norm, l.tokens_per_s, l.output_log_z, l.z_term"
-             " FROM trials t JOIN trial_metric_late l ON l.trial_id = t.id WHERE t.sweep_id = $1"
-             " AND NOT EXISTS (SELECT 1 FROM trial_metric_batches b WHERE b.trial_id = l.trial_id"
-             "   AND b.first_step <= l.step AND b.last_step >= l.step AND l.step = ANY (b.steps))";
+      return "";  // kMetricsQuery below: a batch a row, fetched in binary
     case ExportTable::kGradNorms:
       return "SELECT max(" NS_X("g") ") AS kx, g.trial_id, g.step, g.layer,"
              " max(g.norm) FILTER (WHERE g.matrix = 'ffn.fc1') AS w1,"
@@ -77,14 +64,161 @@ std::string TableQuery(ExportTable table) {
   return "";
 }
 
+// The metrics of sweep $1 a batch a row, the steps and each metric as arrays:
+// (kx, trial_id, step = the first step, last_step, steps, lr, train_loss, ...),
+// in key order (kx, trial_id, step) once each batch's steps are unnested in
+// order (a trial's batches of one transaction cover disjoint steps). This is
+// the merge of trial_metrics (db/views/10_trial_metrics.sql) with each step's
+// x the later of its batch's and its late row's: a batch with no late row in
+// its steps as stored (nearly all: sorting and sending 100,000 batches rather
+// than 1M rows is what makes the export fast), the steps of the other batches
+// and the late rows without a batch one a row, as one-element arrays. Rows
+// whose key (kx, trial_id, last_step) is below since ($2, $3, $4) are left
+// out; AddMetricRows drops the steps at or below it in the first batch kept.
+constexpr char kMetricsQuery[] =
+    "SELECT * FROM ("
+    " SELECT b.kx, b.trial_id, b.first_step AS step, b.last_step, b.steps, b.lr, b.train_loss, b.val_loss,"
+    " b.val_accuracy, b.grad_norm, b.tokens_per_s, b.output_log_z, b.z_term"
+    " FROM (SELECT " NS_X("b") " AS kx, b.* FROM trials t JOIN trial_metric_batches b ON b.trial_id = t.id"
+    "       WHERE t.sweep_id = $1) b"
+    " WHERE NOT EXISTS (SELECT 1 FROM trial_metric_late l WHERE l.trial_id = b.trial_id"
+    "   AND l.step BETWEEN b.first_step AND b.last_step)"
+    " UNION ALL"
+    " SELECT kx, trial_id, step, step, ARRAY[step], ARRAY[lr], ARRAY[train_loss], ARRAY[val_loss],"
+    " ARRAY[val_accuracy], ARRAY[grad_norm], ARRAY[tokens_per_s], ARRAY[output_log_z], ARRAY[z_term] FROM ("
+    "  SELECT GREATEST(" NS_X("b") ", " NS_X("l") ") AS kx, b.trial_id, m.step,"
+    "  COALESCE(m.lr, l.lr) AS lr, COALESCE(m.train_loss, l.train_loss) AS train_loss,"
+    "  COALESCE(m.val_loss, l.val_loss) AS val_loss, COALESCE(m.val_accuracy, l.val_accuracy) AS val_accuracy,"
+    "  COALESCE(m.grad_norm, l.grad_norm) AS grad_norm, COALESCE(m.tokens_per_s, l.tokens_per_s) AS tokens_per_s,"
+    "  COALESCE(m.output_log_z, l.output_log_z) AS output_log_z, COALESCE(m.z_term, l.z_term) AS z_term"
+    "  FROM trials t JOIN trial_metric_batches b ON b.trial_id = t.id"
+    "  CROSS JOIN LATERAL unnest(b.steps, b.lr, b.train_loss, b.val_loss, b.val_accuracy, b.grad_norm,"
+    "    b.tokens_per_s, b.output_log_z, b.z_term)"
+    "    AS m (step, lr, train_loss, val_loss, val_accuracy, grad_norm, tokens_per_s, output_log_z, z_term)"
+    "  LEFT JOIN trial_metric_late l ON l.trial_id = b.trial_id AND l.step = m.step"
+    "  WHERE t.sweep_id = $1 AND EXISTS (SELECT 1 FROM trial_metric_late l2 WHERE l2.trial_id = b.trial_id"
+    "    AND l2.step BETWEEN b.first_step AND b.last_step)"
+    "  UNION ALL"
+    "  SELECT " NS_X("l") ", l.trial_id, l.step, l.lr, l.train_loss, l.val_loss, l.val_accuracy,"
+    "  l.grad_norm, l.tokens_per_s, l.output_log_z, l.z_term"
+    "  FROM trials t JOIN trial_metric_late l ON l.trial_id = t.id WHERE t.sweep_id = $1"
+    "  AND NOT EXISTS (SELECT 1 FROM trial_metric_batches b WHERE b.trial_id = l.trial_id"
+    "    AND b.first_step <= l.step AND b.last_step >= l.step AND l.step = ANY (b.steps))) s"
+    ") r WHERE (r.kx, r.trial_id, r.last_step) >= ($2::bigint, $3::bigint, $4::int) AND r.kx < $5::bigint"
+    " ORDER BY r.kx, r.trial_id, r.step";
+
 #undef NS_X
+
+// PostgreSQL's binary send format (ExecBinaryResults' values), big-endian.
+uint32_t Be32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return be32toh(v);
+}
+uint64_t Be64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return be64toh(v);
+}
+
+absl::Status Malformed(const char* what) {
+  return absl::InternalError(absl::StrCat("ExportSweep: the database sent a malformed ", what));
+}
+
+// An int8, int4 or int2 value.
+absl::StatusOr<int64_t> BinaryInt(std::string_view v) {
+  if (v.size() == 8) return static_cast<int64_t>(Be64(v.data()));
+  if (v.size() == 4) return static_cast<int32_t>(Be32(v.data()));
+  if (v.size() == 2) return static_cast<int16_t>(be16toh(*reinterpret_cast<const uint16_t*>(v.data())));
+  return Malformed("integer");
+}
+
+// A one-dimensional int4[] or float8[] (array_send: ndim, flags, element
+// type, then per dimension its size and lower bound, then each element's
+// length, -1 for NULL, and bytes) into values and present (false: NULL).
+// An empty array or a NULL value gives none.
+template <typename T>
+absl::Status BinaryArray(std::string_view v, std::vector<T>& values, std::vector<bool>& present) {
+  values.clear();
+  present.clear();
+  if (v.empty()) return absl::OkStatus();
+  if (v.size() < 12) return Malformed("array");
+  const int32_t ndim = static_cast<int32_t>(Be32(v.data()));
+  if (ndim == 0) return absl::OkStatus();
+  if (ndim != 1 || v.size() < 20) return Malformed("array (not one-dimensional)");
+  const int32_t n = static_cast<int32_t>(Be32(v.data() + 12));
+  const char* p = v.data() + 20;
+  const char* end = v.data() + v.size();
+  values.reserve(n);
+  present.reserve(n);
+  for (int32_t i = 0; i < n; ++i) {
+    if (end - p < 4) return Malformed("array (short)");
+    const int32_t len = static_cast<int32_t>(Be32(p));
+    p += 4;
+    if (len < 0) {
+      values.push_back(T{});
+      present.push_back(false);
+      continue;
+    }
+    if (len != static_cast<int32_t>(sizeof(T)) || end - p < len) return Malformed("array element");
+    if constexpr (std::is_same_v<T, double>) {
+      values.push_back(std::bit_cast<double>(Be64(p)));
+    } else {
+      values.push_back(static_cast<T>(static_cast<int32_t>(Be32(p))));
+    }
+    present.push_back(true);
+    p += len;
+  }
+  return absl::OkStatus();
+}
+
+// Reused between FETCHes: the arrays of one batch.
+struct MetricScratch {
+  std::vector<int32_t> steps;
+  std::vector<bool> steps_present;
+  std::vector<std::vector<double>> values;
+  std::vector<std::vector<bool>> present;
+};
+
+// Adds the steps of one FETCH of kMetricsQuery above since; false when the
+// client is gone.
+absl::StatusOr<bool> AddMetricRows(const ExportPlan& plan, const ExportKey& since, const PgResult& r,
+                                   MetricScratch& s, ExportChunkBuilder& out) {
+  const size_t n = plan.metric_fields.size();
+  std::vector<int> cols;
+  for (int number : plan.metric_fields) {
+    const std::string& name = v1::MetricPoint::descriptor()->FindFieldByNumber(number)->name();
+    const int col = r.column(name.c_str());
+    if (col < 0) return absl::InternalError(absl::StrCat("ExportSweep: no array for metric ", name));
+    cols.push_back(col);
+  }
+  s.values.resize(n);
+  s.present.resize(n);
+  double values[kMaxMetricColumns];
+  bool absent[kMaxMetricColumns];
+  for (int i = 0; i < r.rows(); ++i) {
+    ASSIGN_OR_RETURN(const int64_t kx, BinaryInt(r.GetBytes(i, 0)));
+    ASSIGN_OR_RETURN(const int64_t trial_id, BinaryInt(r.GetBytes(i, 1)));
+    RETURN_IF_ERROR(BinaryArray(r.GetBytes(i, 4), s.steps, s.steps_present));
+    for (size_t c = 0; c < n; ++c) RETURN_IF_ERROR(BinaryArray(r.GetBytes(i, cols[c]), s.values[c], s.present[c]));
+    for (size_t k = 0; k < s.steps.size(); ++k) {
+      if (!s.steps_present[k]) continue;
+      const ExportKey key{kx, trial_id, s.steps[k], 0};
+      if (key <= since) continue;
+      for (size_t c = 0; c < n; ++c) {
+        absent[c] = k >= s.present[c].size() || !s.present[c][k];
+        values[c] = absent[c] ? 0 : s.values[c][k];
+      }
+      if (!out.AddMetricValues(key, values, absent)) return false;
+    }
+  }
+  return true;
+}
 
 // Adds the rows of one FETCH; false when the client is gone.
 absl::StatusOr<bool> AddRows(const ExportPlan& plan, const PgResult& r, ExportChunkBuilder& out) {
   std::vector<FieldColumn> fields;
-  if (plan.table == ExportTable::kMetrics) {
-    ASSIGN_OR_RETURN(fields, FieldColumns(r, *v1::MetricPoint::descriptor(), {}));
-  } else if (plan.table == ExportTable::kDiagnostics) {
+  if (plan.table == ExportTable::kDiagnostics) {
     ASSIGN_OR_RETURN(fields, FieldColumns(r, *v1::LayerDiagnostics::descriptor(), {}));
   }
   std::vector<v1::Trial> trials;
@@ -96,12 +230,8 @@ absl::StatusOr<bool> AddRows(const ExportPlan& plan, const PgResult& r, ExportCh
     bool sent = true;
     switch (plan.table) {
       case ExportTable::kTrials: sent = out.AddTrial(key, trials[i]); break;
-      case ExportTable::kMetrics: {
-        v1::MetricPoint p;
-        ReadRow(r, i, fields, p);  // step from its column
-        sent = out.AddMetric(key, p);
-        break;
-      }
+      case ExportTable::kMetrics:  // AddMetricRows
+        return absl::InternalError("ExportSweep: metrics rows read as text");
       case ExportTable::kGradNorms:
         sent = out.AddGradNorms(key, r.GetOptionalDouble(i, 4), r.GetOptionalDouble(i, 5));
         break;
@@ -188,17 +318,22 @@ absl::Status PostgresStore::ExportSweep(const ExportPlan& plan, const ExportOpti
   ASSIGN_OR_RETURN(PgResult exists, conn->Exec("SELECT 1 FROM sweeps WHERE id = $1", PgParams().Add(plan.sweep_id)));
   if (exists.rows() == 0) return NoSweep(plan.sweep_id);
   ExportWatchdog watchdog(pool_.options(), pid.GetInt64(0, 0), callbacks.cancelled);
-  auto run = [&](std::string_view sql, const PgParams& params) {
+  auto run = [&](std::string_view sql, const PgParams& params, bool binary = false) {
     watchdog.Running(true);
-    absl::StatusOr<PgResult> r = conn->Exec(sql, params);
+    absl::StatusOr<PgResult> r = binary ? conn->ExecBinaryResults(sql, params) : conn->Exec(sql, params);
     watchdog.Running(false);
     return r;
   };
-  const std::string query = absl::StrCat(
-      "DECLARE ns_export NO SCROLL CURSOR FOR SELECT * FROM (", TableQuery(plan.table), ") r",
-      " WHERE (r.kx, r.trial_id, r.step, r.layer) > ($2::bigint, $3::bigint, $4::int, $5::int)"
-      " AND r.kx < $6::bigint ORDER BY r.kx, r.trial_id, r.step, r.layer");
-  const std::string fetch = absl::StrCat("FETCH ", std::max(1, options.fetch_rows), " FROM ns_export");
+  const bool metrics = plan.table == ExportTable::kMetrics;
+  const std::string query =
+      metrics ? absl::StrCat("DECLARE ns_export NO SCROLL CURSOR FOR ", kMetricsQuery)
+              : absl::StrCat("DECLARE ns_export NO SCROLL CURSOR FOR SELECT * FROM (", TableQuery(plan.table), ") r",
+                             " WHERE (r.kx, r.trial_id, r.step, r.layer) > ($2::bigint, $3::bigint, $4::int, $5::int)"
+                             " AND r.kx < $6::bigint ORDER BY r.kx, r.trial_id, r.step, r.layer");
+  MetricScratch scratch;
+  // A metrics row is a batch of steps (10-100 of them from our workers).
+  const int fetch_rows = std::max(1, metrics ? options.fetch_rows / 4 : options.fetch_rows);
+  const std::string fetch = absl::StrCat("FETCH ", fetch_rows, " FROM ns_export");
   std::optional<int64_t> final_xmax;  // the snapshot's xmax when the sweep was first seen final
 
   auto pass = [&](const ExportKey& since, ExportChunkBuilder& out) -> absl::StatusOr<ExportPassResult> {
@@ -214,20 +349,22 @@ absl::Status PostgresStore::ExportSweep(const ExportPlan& plan, const ExportOpti
       if (!final_xmax) final_xmax = h.GetInt64(0, 1);
       result.complete = xmin >= *final_xmax;  // every write begun before it was final has ended
     }
-    RETURN_IF_ERROR(run(query, PgParams()
-                                   .Add(plan.sweep_id)
-                                   .Add(since.x)
-                                   .Add(since.trial_id)
-                                   .Add(since.step)
-                                   .Add(since.layer)
-                                   .Add(xmin))
-                        .status());
+    PgParams params;
+    params.Add(plan.sweep_id).Add(since.x).Add(since.trial_id).Add(since.step);
+    if (!metrics) params.Add(since.layer);  // a metrics row's layer is 0
+    params.Add(xmin);
+    RETURN_IF_ERROR(run(query, params).status());
     while (true) {
       if (callbacks.cancelled()) return absl::CancelledError("ExportSweep: the client went away");
-      ASSIGN_OR_RETURN(PgResult rows, run(fetch, PgParams()));
-      ASSIGN_OR_RETURN(bool sent, AddRows(plan, rows, out));
+      ASSIGN_OR_RETURN(PgResult rows, run(fetch, PgParams(), /*binary=*/metrics));
+      bool sent = false;
+      if (metrics) {
+        ASSIGN_OR_RETURN(sent, AddMetricRows(plan, since, rows, scratch, out));
+      } else {
+        ASSIGN_OR_RETURN(sent, AddRows(plan, rows, out));
+      }
       if (!sent) return absl::CancelledError("ExportSweep: the client went away");
-      if (rows.rows() < options.fetch_rows) break;
+      if (rows.rows() < fetch_rows) break;
     }
     RETURN_IF_ERROR(run("COMMIT", PgParams()).status());  // closes the cursor
     return result;

@@ -166,6 +166,20 @@ TEST_P(ExportTest, TablesEqualGetTrialAndHistory) {
   int64_t w = Worker();
   std::vector<v1::Trial> trials = LeaseAll(w, 3);
   for (const auto& t : trials) Report(t, w, 0, 25);
+  // Late rows (trial_metric_late): an evaluation of steps already stored in
+  // a batch, and steps that arrive after later ones.
+  v1::ReportProgressRequest late;
+  late.set_trial_id(trials[1].id());
+  late.set_worker_id(w);
+  late.set_attempt(trials[1].attempts());
+  for (int step : {5, 6, 7}) {
+    v1::MetricPoint* p = late.add_points();
+    p->set_step(step);
+    p->set_val_accuracy(0.5 + step / 100.0);
+  }
+  ASSERT_TRUE(store_->ReportProgress(late, kT0).ok());
+  Report(trials[2], w, 30, 35);
+  Report(trials[2], w, 27, 28);
   v1::FinishTrialRequest fin;
   fin.set_trial_id(trials[0].id());
   fin.set_worker_id(w);
@@ -208,6 +222,7 @@ TEST_P(ExportTest, TablesEqualGetTrialAndHistory) {
       EXPECT_EQ(row["lr"], Hex(p.lr()));
       EXPECT_EQ(row["train_loss"], Hex(p.train_loss()));
       EXPECT_EQ(row["val_loss"], p.has_val_loss() ? Hex(p.val_loss()) : "");
+      EXPECT_EQ(row["val_accuracy"], p.has_val_accuracy() ? Hex(p.val_accuracy()) : "");
       EXPECT_EQ(row["z_term"], p.has_z_term() ? Hex(p.z_term()) : "");
       EXPECT_EQ(row["tokens_per_s"], p.has_tokens_per_s() ? Hex(p.tokens_per_s()) : "");
     }
@@ -228,6 +243,9 @@ TEST_P(ExportTest, TablesEqualGetTrialAndHistory) {
     }
   }
   EXPECT_EQ(mrows.size(), expected);
+  size_t sent = 0;  // each (trial, step) once
+  for (const v1::ExportChunk& c : m.chunks) sent += c.rows();
+  EXPECT_EQ(sent, expected);
   EXPECT_EQ(Rows(Export(s.id(), "grad_norms")).size(), 6u);
   EXPECT_EQ(Rows(Export(s.id(), "diagnostics")).size(), 6u);
 
