@@ -370,9 +370,9 @@ int SweepServiceImpl::CloseWatches() {
   return static_cast<int>(watches_.size());
 }
 
-grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,
-                                          grpc::ServerWriter<v1::WatchSweepEvent>* writer) {
-  if (grpc::Status auth = Authenticate(metrics_, "WatchSweep", *context, auth_); !auth.ok()) return auth;
+grpc::Status SweepServiceImpl::RunStream(
+    const char* method, grpc::ServerContext* context,
+    const std::function<absl::Status(const std::function<bool()>& stop)>& body) {
   {
     absl::MutexLock lock(&mu_);
     if (closing_) return ShuttingDown();
@@ -382,13 +382,18 @@ grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1
     absl::MutexLock lock(&mu_);
     watches_.erase(context);
   };
-  absl::Status status = scheduler_.WatchSweep(
-      *request, [writer](const v1::WatchSweepEvent& event) { return writer->Write(event); },
-      [this, context] { return stopping_.load() || context->IsCancelled(); });
-  if (!status.ok() && status.code() != absl::StatusCode::kCancelled) {
-    metrics_.RpcError("WatchSweep", status.code());
-  }
-  return ClientStatus(status, "WatchSweep", context);
+  absl::Status status = body([this, context] { return stopping_.load() || context->IsCancelled(); });
+  if (!status.ok() && status.code() != absl::StatusCode::kCancelled) metrics_.RpcError(method, status.code());
+  return ClientStatus(status, method, context);
+}
+
+grpc::Status SweepServiceImpl::WatchSweep(grpc::ServerContext* context, const v1::WatchSweepRequest* request,
+                                          grpc::ServerWriter<v1::WatchSweepEvent>* writer) {
+  if (grpc::Status auth = Authenticate(metrics_, "WatchSweep", *context, auth_); !auth.ok()) return auth;
+  return RunStream("WatchSweep", context, [&](const std::function<bool()>& stop) {
+    return scheduler_.WatchSweep(
+        *request, [writer](const v1::WatchSweepEvent& event) { return writer->Write(event); }, stop);
+  });
 }
 
 grpc::Status SweepServiceImpl::ExportSweep(grpc::ServerContext* context, const v1::ExportSweepRequest* request,
@@ -399,25 +404,15 @@ grpc::Status SweepServiceImpl::ExportSweep(grpc::ServerContext* context, const v
     metrics_.RpcError("ExportSweep", plan.status().code());
     return ClientStatus(plan.status(), "ExportSweep", context);
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (closing_) return ShuttingDown();
-    watches_.insert(context);
-  }
-  absl::Cleanup closed = [this, context] {
-    absl::MutexLock lock(&mu_);
-    watches_.erase(context);
-  };
-  const db::ExportCallbacks callbacks{
-      [this, writer](const v1::ExportChunk& chunk) {
-        if (!writer->Write(chunk)) return false;
-        metrics_.ExportChunkSent(chunk.rows());
-        return true;
-      },
-      [this, context] { return stopping_.load() || context->IsCancelled(); }};
-  absl::Status status = scheduler_.store().ExportSweep(*plan, db::ExportOptions(), callbacks);
-  if (!status.ok() && status.code() != absl::StatusCode::kCancelled) metrics_.RpcError("ExportSweep", status.code());
-  return ClientStatus(status, "ExportSweep", context);
+  return RunStream("ExportSweep", context, [&](const std::function<bool()>& stop) {
+    const db::ExportCallbacks callbacks{[this, writer](const v1::ExportChunk& chunk) {
+                                          if (!writer->Write(chunk)) return false;
+                                          metrics_.ExportChunkSent(chunk.rows());
+                                          return true;
+                                        },
+                                        stop};
+    return scheduler_.store().ExportSweep(*plan, db::ExportOptions(), callbacks);
+  });
 }
 
 }  // namespace normsweep::scheduler

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -86,7 +87,14 @@ class SweepServiceImpl final : public v1::SweepService::Service {
   const Authenticator& auth_;
   CallsInFlight calls_;
   absl::Mutex mu_;
-  std::set<grpc::ServerContext*> watches_ ABSL_GUARDED_BY(mu_);  // the open WatchSweep calls
+  // A server-streaming call (WatchSweep, ExportSweep) once authorised: kept
+  // in watches_ while body runs, so that CloseWatches cuts it; body gets the
+  // stream's stop condition (the scheduler stopping or the client gone). An
+  // error other than CANCELLED is counted for method.
+  grpc::Status RunStream(const char* method, grpc::ServerContext* context,
+                         const std::function<absl::Status(const std::function<bool()>& stop)>& body);
+
+  std::set<grpc::ServerContext*> watches_ ABSL_GUARDED_BY(mu_);  // the open WatchSweep and ExportSweep calls
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> stopping_{false};  // closing_, read without the lock by calls and the watches' polls
 };
