@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "db/migrations.h"
 #include "db/postgres_store.h"
 #include "gtest/gtest.h"
 #include "tests/common/postgres_instance.h"
@@ -40,6 +41,15 @@ absl::StatusOr<std::unique_ptr<db::PgConnection>> Connect(const std::string& con
   db::PgConnectOptions options;
   options.conninfo = conninfo;
   return db::PgConnection::Connect(options);
+}
+
+absl::StatusOr<int> MigrateUpTo(db::PgConnection& conn, int version) {
+  std::vector<db::Migration> before;
+  for (const db::Migration& m : db::EmbeddedMigrations()) {
+    if (m.version < version) before.push_back(m);
+  }
+  RETURN_IF_ERROR(db::ApplyMigrations(conn, before, {}).status());
+  return static_cast<int>(before.size());
 }
 
 }  // namespace normsweep::testing

@@ -25,6 +25,11 @@ absl::StatusOr<std::string> FreshDatabase();
 // A PostgresStore on conninfo; opening it applies the migrations.
 absl::StatusOr<std::unique_ptr<db::Store>> OpenStore(const std::string& conninfo, int pool_size = 8);
 
+// The database as a scheduler before migration `version` left it: the
+// embedded migrations numbered below it, and no views (today's db/views read
+// columns of later migrations). Returns how many were applied.
+absl::StatusOr<int> MigrateUpTo(db::PgConnection& conn, int version);
+
 // A plain connection to conninfo.
 absl::StatusOr<std::unique_ptr<db::PgConnection>> Connect(const std::string& conninfo);
 

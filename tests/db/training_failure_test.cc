@@ -367,12 +367,9 @@ TEST(TrainingFailureMigrationTest, AppliesOnADatabaseAt0015WithRows) {
   ASSERT_TRUE(conninfo.ok()) << conninfo.status();
   auto conn = testing::Connect(*conninfo);
   ASSERT_TRUE(conn.ok()) << conn.status();
-  std::vector<Migration> before;
-  for (const Migration& m : EmbeddedMigrations()) {
-    if (m.version < 16) before.push_back(m);
-  }
-  ASSERT_EQ(before.size(), 15u);
-  ASSERT_TRUE(ApplyMigrations(**conn, before, {}).ok());
+  const absl::StatusOr<int> before = testing::MigrateUpTo(**conn, 16);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(*before, 15);
   for (const char* sql : {
            "INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at)"
            " VALUES (1, 's', '{\"name\": \"s\", \"max_attempts\": 3}', 'RUNNING', 3, 2, now())",
@@ -392,7 +389,7 @@ TEST(TrainingFailureMigrationTest, AppliesOnADatabaseAt0015WithRows) {
   }
   auto applied = ApplyMigrations(**conn, EmbeddedMigrations(), EmbeddedViews());
   ASSERT_TRUE(applied.ok()) << applied.status();
-  EXPECT_EQ(*applied, static_cast<int>(EmbeddedMigrations().size() - before.size()));  // 0016 and later
+  EXPECT_EQ(*applied, static_cast<int>(EmbeddedMigrations().size() - *before));  // 0016 and later
 
   auto rows = (*conn)->Exec("SELECT step, train_loss, val_loss, z_term IS NULL FROM trial_metrics"
                             " WHERE trial_id = 1 ORDER BY step");
@@ -423,6 +420,46 @@ TEST(TrainingFailureMigrationTest, AppliesOnADatabaseAt0015WithRows) {
   ASSERT_TRUE(h.ok()) << h.status();
   ASSERT_EQ(h->metrics.size(), 1u);
   EXPECT_DOUBLE_EQ(h->metrics[0].z_term(), 0.002);
+}
+
+// 0019 on a database at 0018: each sweep's max_val_loss, read from its spec
+// once into the generated column, judges its trials as before.
+TEST(TrainingFailureMigrationTest, SweepsGetTheirMaxValLossColumn) {
+  auto conninfo = testing::FreshDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+  auto conn = testing::Connect(*conninfo);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  const absl::StatusOr<int> before = testing::MigrateUpTo(**conn, 19);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_EQ(*before, 18);
+  for (const char* sql : {
+           "INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at) VALUES"
+           " (1, 'b', '{\"boundary_search\": {\"max_val_loss\": 4.5}}', 'RUNNING', 3, 1, now()),"
+           " (2, 'g', '{\"name\": \"g\"}', 'RUNNING', 3, 1, now())",
+           "INSERT INTO trials (id, sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, config,"
+           " priority, state, attempts, final_val_loss, created_at) VALUES"
+           " (1, 1, 0, 'post', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 4.75, now()),"
+           " (2, 2, 0, 'post', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 4.75, now())",
+       }) {
+    auto r = (*conn)->Exec(sql);
+    ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
+  }
+  auto applied = ApplyMigrations(**conn, EmbeddedMigrations(), EmbeddedViews());
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  auto rows = (*conn)->Exec("SELECT s.id, s.max_val_loss, v.failure FROM sweeps s"
+                            " JOIN trial_loss_values v ON v.sweep_id = s.id ORDER BY s.id");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->rows(), 2);
+  EXPECT_DOUBLE_EQ(rows->GetDouble(0, 1), 4.5);
+  EXPECT_EQ(rows->GetString(0, 2), "above_max_val_loss");
+  EXPECT_TRUE(rows->IsNull(1, 1));
+  EXPECT_EQ(rows->GetString(1, 2), "");
+  // A sweep stored after it gets the column too.
+  auto later = (*conn)->Exec(
+      "INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at) VALUES"
+      " (3, 'c', '{\"boundary_search\": {\"max_val_loss\": 6}}', 'RUNNING', 3, 0, now()) RETURNING max_val_loss");
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_DOUBLE_EQ(later->GetDouble(0, 0), 6.0);
 }
 
 }  // namespace
