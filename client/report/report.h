@@ -13,6 +13,7 @@
 // The files of client/report/:
 //   report.h      this header: what a report shows (ReportData)
 //   fetch.{h,cc}  FetchReportData: the data over SweepService
+//   export_reader.{h,cc}  ExportSweep's chunks back into GetTrial's messages
 //   page.{h,cc}   RenderReportHtml, a pure function of the data (so the page
 //                 is tested from hand-made data), and WriteReport
 //   svg.{h,cc}    escaping, axes, ticks, colour maps, the placement palette
@@ -36,9 +37,18 @@ namespace normsweep::client {
 // What a report shows, as the scheduler returns it.
 struct ReportData {
   v1::Sweep sweep;
-  std::vector<v1::GetTrialResponse> trials;  // each trial with its metrics, layer gradient norms (and diagnostics)
+  // Each trial with its metrics (step and kReportMetricFields), layer
+  // gradient norms (and diagnostics).
+  std::vector<v1::GetTrialResponse> trials;
   v1::GetSweepAnalysisResponse analysis;     // the views' figures (GetSweepAnalysis, kNearBestTolerance)
 };
+
+// The MetricPoint fields the page draws (curves.cc: val_loss; diagnostics.cc:
+// output_log_z): FetchReportData asks ExportSweep for these columns only,
+// less work per row for the scheduler on a sweep's million metric rows. A
+// figure that reads another field adds it here (export_reader_test renders
+// the page with and without the others to hold this list to the figures).
+inline constexpr const char* kReportMetricFields[] = {"val_loss", "output_log_z"};
 
 // "Near the best" as the placement_sensitivity view counts it: a grid cell
 // whose mean final validation loss is at most (1 + tolerance) times the best

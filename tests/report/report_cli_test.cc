@@ -8,6 +8,7 @@
 // fail: CI installs it (deploy/install-deps.sh).
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -17,6 +18,8 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+
+#include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -243,6 +246,66 @@ TEST_F(ReportCliTest, FetchKeepsTheDiagnosticsOfThePlottedTrialsOnly) {
   }
   EXPECT_EQ(with, (std::set<int64_t>{trial_ids_.at({"post", 0, 1e-2, 0}), trial_ids_.at({"post", 100, 1e-3, 0}),
                                      trial_ids_.at({"pre", 0, 1e-2, 0})}));
+}
+
+// FetchReportData reads ExportSweep (client/report/export_reader.h): every
+// trial as GetTrial returns it, by index, but for what the export does not
+// carry (the attempts; Trial's lease, last_* and boundary_line) and the
+// metric fields the page does not draw (and the points left without any);
+// the plotted trials' diagnostics alike whether they come from GetTrial or
+// from the diagnostics export.
+TEST_F(ReportCliTest, FetchReadsWhatGetTrialReturns) {
+  client::SweepClient sweeps(scheduler_->address());
+  const std::set<int64_t> plotted = {trial_ids_.at({"post", 0, 1e-2, 0}), trial_ids_.at({"post", 100, 1e-3, 0}),
+                                     trial_ids_.at({"pre", 0, 1e-2, 0})};
+  for (const int max_get_trials : {16, 0}) {
+    SCOPED_TRACE(absl::StrCat("max_diagnostics_get_trials ", max_get_trials));
+    client::FetchReportOptions options;
+    options.max_diagnostics_get_trials = max_get_trials;
+    auto data = client::FetchReportData(sweeps, sweep_id_, options);
+    ASSERT_TRUE(data.ok()) << data.status();
+    ASSERT_EQ(data->trials.size(), 16u);
+    for (size_t i = 0; i < data->trials.size(); ++i) {
+      const v1::GetTrialResponse& got = data->trials[i];
+      EXPECT_EQ(got.trial().index(), static_cast<int>(i));
+      auto want = sweeps.GetTrial(got.trial().id());
+      ASSERT_TRUE(want.ok()) << want.status();
+      want->clear_attempts();
+      v1::Trial& t = *want->mutable_trial();
+      t.clear_lease_expires_at();
+      t.clear_last_step();
+      t.clear_last_train_loss();
+      t.clear_last_val_loss();
+      t.clear_boundary_line();
+      const auto* d = v1::MetricPoint::descriptor();
+      for (v1::MetricPoint& m : *want->mutable_metrics()) {
+        for (int f = 0; f < d->field_count(); ++f) {
+          const std::string& name = d->field(f)->name();
+          if (name != "step" && std::find_if(std::begin(client::kReportMetricFields),
+                                             std::end(client::kReportMetricFields),
+                                             [&](const char* n) { return name == n; }) ==
+                                    std::end(client::kReportMetricFields)) {
+            m.GetReflection()->ClearField(&m, d->field(f));
+          }
+        }
+      }
+      // A point with none of them left is not kept: it draws nothing.
+      google::protobuf::RepeatedPtrField<v1::MetricPoint> valued;
+      for (v1::MetricPoint& m : *want->mutable_metrics()) {
+        v1::MetricPoint step_only;
+        step_only.set_step(m.step());
+        if (m.ByteSizeLong() > step_only.ByteSizeLong()) *valued.Add() = std::move(m);
+      }
+      want->mutable_metrics()->Swap(&valued);
+      if (!plotted.contains(t.id())) want->clear_diagnostics();
+      EXPECT_FALSE(want->metrics().empty());
+      EXPECT_FALSE(want->layer_grad_norms().empty());
+      google::protobuf::util::MessageDifferencer differ;
+      std::string diff;
+      differ.ReportDifferencesToString(&diff);
+      EXPECT_TRUE(differ.Compare(*want, got)) << "trial " << t.id() << ": " << diff;
+    }
+  }
 }
 
 TEST_F(ReportCliTest, BadInputIsAClearErrorAndANonZeroExit) {
