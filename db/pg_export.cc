@@ -64,6 +64,10 @@ std::string TableQuery(ExportTable table) {
   return "";
 }
 
+// kx as xid8 itself (sorted without the cast to text and bigint that the
+// text cursors above need; its binary value is the same 8 bytes as a bigint's).
+#define NS_XID(col) "COALESCE(" col ".export_xid, '0'::xid8)"
+
 // The metrics of sweep $1 a batch a row, the steps and each metric as arrays:
 // (kx, trial_id, step = the first step, last_step, steps, lr, train_loss, ...),
 // in key order (kx, trial_id, step) once each batch's steps are unnested in
@@ -79,14 +83,14 @@ constexpr char kMetricsQuery[] =
     "SELECT * FROM ("
     " SELECT b.kx, b.trial_id, b.first_step AS step, b.last_step, b.steps, b.lr, b.train_loss, b.val_loss,"
     " b.val_accuracy, b.grad_norm, b.tokens_per_s, b.output_log_z, b.z_term"
-    " FROM (SELECT " NS_X("b") " AS kx, b.* FROM trials t JOIN trial_metric_batches b ON b.trial_id = t.id"
+    " FROM (SELECT " NS_XID("b") " AS kx, b.* FROM trials t JOIN trial_metric_batches b ON b.trial_id = t.id"
     "       WHERE t.sweep_id = $1) b"
     " WHERE NOT EXISTS (SELECT 1 FROM trial_metric_late l WHERE l.trial_id = b.trial_id"
     "   AND l.step BETWEEN b.first_step AND b.last_step)"
     " UNION ALL"
     " SELECT kx, trial_id, step, step, ARRAY[step], ARRAY[lr], ARRAY[train_loss], ARRAY[val_loss],"
     " ARRAY[val_accuracy], ARRAY[grad_norm], ARRAY[tokens_per_s], ARRAY[output_log_z], ARRAY[z_term] FROM ("
-    "  SELECT GREATEST(" NS_X("b") ", " NS_X("l") ") AS kx, b.trial_id, m.step,"
+    "  SELECT GREATEST(" NS_XID("b") ", " NS_XID("l") ") AS kx, b.trial_id, m.step,"
     "  COALESCE(m.lr, l.lr) AS lr, COALESCE(m.train_loss, l.train_loss) AS train_loss,"
     "  COALESCE(m.val_loss, l.val_loss) AS val_loss, COALESCE(m.val_accuracy, l.val_accuracy) AS val_accuracy,"
     "  COALESCE(m.grad_norm, l.grad_norm) AS grad_norm, COALESCE(m.tokens_per_s, l.tokens_per_s) AS tokens_per_s,"
@@ -99,15 +103,16 @@ constexpr char kMetricsQuery[] =
     "  WHERE t.sweep_id = $1 AND EXISTS (SELECT 1 FROM trial_metric_late l2 WHERE l2.trial_id = b.trial_id"
     "    AND l2.step BETWEEN b.first_step AND b.last_step)"
     "  UNION ALL"
-    "  SELECT " NS_X("l") ", l.trial_id, l.step, l.lr, l.train_loss, l.val_loss, l.val_accuracy,"
+    "  SELECT " NS_XID("l") ", l.trial_id, l.step, l.lr, l.train_loss, l.val_loss, l.val_accuracy,"
     "  l.grad_norm, l.tokens_per_s, l.output_log_z, l.z_term"
     "  FROM trials t JOIN trial_metric_late l ON l.trial_id = t.id WHERE t.sweep_id = $1"
     "  AND NOT EXISTS (SELECT 1 FROM trial_metric_batches b WHERE b.trial_id = l.trial_id"
     "    AND b.first_step <= l.step AND b.last_step >= l.step AND l.step = ANY (b.steps))) s"
-    ") r WHERE (r.kx, r.trial_id, r.last_step) >= ($2::bigint, $3::bigint, $4::int) AND r.kx < $5::bigint"
+    ") r WHERE (r.kx, r.trial_id, r.last_step) >= ($2::xid8, $3::bigint, $4::int) AND r.kx < $5::xid8"
     " ORDER BY r.kx, r.trial_id, r.step";
 
 #undef NS_X
+#undef NS_XID
 
 // PostgreSQL's binary send format (ExecBinaryResults' values), big-endian.
 uint32_t Be32(const char* p) {
@@ -338,6 +343,10 @@ absl::Status PostgresStore::ExportSweep(const ExportPlan& plan, const ExportOpti
 
   auto pass = [&](const ExportKey& since, ExportChunkBuilder& out) -> absl::StatusOr<ExportPassResult> {
     RETURN_IF_ERROR(run("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", PgParams()).status());
+    // The metrics sort of a 10,000 x 100-step sweep (100,000 batches, 66 MB)
+    // in memory rather than on disk: about 1.5x faster (PostgreSQL's default
+    // is 4 MB; a larger sweep spills to disk as before).
+    if (metrics) RETURN_IF_ERROR(run("SET LOCAL work_mem = '128MB'", PgParams()).status());
     ASSIGN_OR_RETURN(PgResult h, run("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint,"
                                      " pg_snapshot_xmax(pg_current_snapshot())::text::bigint,"
                                      " (SELECT state FROM sweeps WHERE id = $1)",
