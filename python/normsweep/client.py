@@ -236,7 +236,7 @@ class Client:
                                   f"table: expected one of {', '.join(TABLES)}, got {table!r}")
         builder = FrameBuilder()
         for payload in self._export_bytes(sweep_id, table, metrics, since, follow):
-            builder.add(payload)  # decoded from the wire bytes straight into numpy (wire.py)
+            builder.add(payload)  # decoded from the wire bytes (wire.py), copied out: not kept
         df = builder.frame(TABLE_KEYS[table])
         df.attrs["cursor"] = builder.cursor
         return df

@@ -58,11 +58,22 @@ def varints(buf: np.ndarray) -> np.ndarray:
     """A packed run of varints (uint8 array) as int64 (two's complement, as protobuf's int64)."""
     if len(buf) == 0:
         return np.empty(0, dtype=np.int64)
-    ends = np.flatnonzero(buf < 0x80)
-    if len(ends) == 0 or ends[-1] != len(buf) - 1:
+    last = buf < 0x80  # a value's last byte
+    count = int(np.count_nonzero(last))
+    if count == 0 or not last[-1]:
         raise WireError("truncated packed varints")
-    if len(ends) == len(buf):  # every value below 128: one byte each
+    if count == len(buf):  # every value below 128: one byte each
         return buf.astype(np.int64)
+    width = len(buf) // count
+    if width * count == len(buf) and width <= 10 and bool(last[width - 1::width].all()):
+        # Every value takes width bytes (ids of one magnitude): the columns of a
+        # (count, width) view, no index arrays.
+        by_value = buf.reshape(count, width)
+        values = (by_value[:, 0] & 0x7F).astype(np.uint64)
+        for k in range(1, width):
+            values |= (by_value[:, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        return values.view(np.int64)
+    ends = np.flatnonzero(last)
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
@@ -70,15 +81,12 @@ def varints(buf: np.ndarray) -> np.ndarray:
     longest = int(lengths.max())
     if longest > 10:
         raise WireError("varint longer than 10 bytes")
-    # One pass per byte position (ids and steps take 1-3 bytes), over the values.
+    # Mixed widths: one pass per byte position (ids and steps take 1-3 bytes), over the
+    # values that long.
     values = np.zeros(len(ends), dtype=np.uint64)
-    every = bool((lengths == longest).all())
     for k in range(longest):
-        if every:
-            values |= (buf[starts + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        else:
-            sel = lengths > k
-            values[sel] |= (buf[starts[sel] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        sel = lengths > k
+        values[sel] |= (buf[starts[sel] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
     return values.view(np.int64)
 
 

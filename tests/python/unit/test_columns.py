@@ -145,3 +145,28 @@ def test_a_million_rows_convert_without_a_row_loop():
     assert len(df) == n
     assert df["trial_id"].iloc[-1] == (n - 1) // 100 and df["step"].iloc[-1] == 99
     assert df["val_loss"].notna().sum() == n // 10
+
+
+@pytest.mark.parametrize("values", [
+    [128, 300, 16383, 200],                        # two bytes each
+    [16384, 2**21 - 1, 99999, 16385],              # three bytes each
+    [2**63 - 1, -1, -(2**63), -5],                 # nine and ten bytes
+    [1, 128, 16384, 2, 129],                       # mixed: 1, 2, 3 bytes
+    [128, 1, 128, 1],                              # 4 values in 6 bytes: not one width
+    [16384, 1, 1, 1, 16384, 1],                    # 10 bytes, 6 values: not one width
+])
+def test_varints_of_one_width_and_of_mixed_widths(values):
+    from normsweep.wire import varints
+    packed = pb.ExportColumn(ints=values).SerializeToString()
+    assert packed[0] == 0x22  # field 4, length-delimited: the packed run follows its length
+    length, start = packed[1], 2
+    assert length < 128
+    assert varints(np.frombuffer(packed[start:start + length], dtype=np.uint8)).tolist() == values
+
+
+def test_truncated_packed_varints_are_refused():
+    from normsweep.wire import WireError, varints
+    with pytest.raises(WireError, match="truncated"):
+        varints(np.frombuffer(bytes([0x80, 0x01, 0x80]), dtype=np.uint8))
+    with pytest.raises(WireError, match="longer than 10"):
+        varints(np.frombuffer(bytes([0xFF] * 11 + [0x01]), dtype=np.uint8))
