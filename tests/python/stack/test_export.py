@@ -174,7 +174,9 @@ def export_sessions(stack) -> int:
 
 
 def test_a_client_that_goes_away_mid_stream(client, worker, stack, exported):
-    sweep = client.submit(tiny_spec(name="gone", base={"steps": 400, "eval_every": 50}))
+    # Steps enough that no trial ends before the cancel below (400 steps of the
+    # tiny model once finished first on a quiet machine: the sweep completed).
+    sweep = client.submit(tiny_spec(name="gone", base={"steps": 1000000, "eval_every": 50}))
     # Closing the generator after the first chunk cancels the stream.
     chunks = client.export_chunks(sweep["id"], "metrics", follow=True)
     first = next(chunks)
