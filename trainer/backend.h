@@ -70,6 +70,9 @@ class Backend {
 
   virtual std::string name() const = 0;       // "cpu", "cuda:0"
   virtual std::string precision() const = 0;  // "fp32", ...
+  // What computes: the CPU kernel variant and matrix product ("avx512, gemm
+  // openblas (core SkylakeX)"); "" where there is no such choice.
+  virtual std::string kernels() const { return ""; }
   virtual const ParamLayout& layout() const = 0;
 
   // Host copies in and out, each of layout().total() floats.

@@ -68,6 +68,7 @@ v1::TrainEvent ToProto(const FinalEvent& e) {
   p.set_mean_tokens_per_s(e.mean_tokens_per_s);
   p.set_backend(e.backend);
   p.set_precision(e.precision);
+  p.set_kernels(e.kernels);
   p.set_parameters(static_cast<int32_t>(e.parameters));
   return p;
 }

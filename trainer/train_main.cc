@@ -23,6 +23,8 @@
 #include "absl/strings/numbers.h"
 #include "common/cli_args.h"
 #include "normsweep/v1/train.pb.h"
+#include "trainer/cpu/blas.h"
+#include "trainer/cpu/kernel_variant.h"
 #include "trainer/backend.h"
 #include "trainer/inspect.h"
 #include "trainer/json_event_sink.h"
@@ -250,6 +252,12 @@ int Train(const Args& args) {
   options.checkpoint_metadata["config"] = schema::TrainConfigToJson(*resolved);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  if (settings->device.rfind("cpu", 0) == 0) {
+    // Which kernels and matrix product run (the final event's "kernels"):
+    // what explains a slow trial first.
+    std::fprintf(stderr, "normsweep-train: cpu kernels %s, gemm %s\n",
+                 tr::cpu::KernelVariantName(tr::cpu::ActiveKernelVariant()), tr::cpu::GemmDescription().c_str());
+  }
   tr::FinalEvent final_event = tr::RunTraining(*settings, options, sink);
   if (events != stdout) std::fclose(events);
   if (final_event.outcome == tr::Outcome::kFailed) {
@@ -400,6 +408,8 @@ int Probe(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything reads OpenBLAS's choice: may execute this program again.
+  tr::cpu::UseOpenBlasCoreOfTheKernelVariant(argv);
   Args args;
   std::string error;
   if (!ParseArgs(argc, argv, &args, &error)) return UsageError(error);

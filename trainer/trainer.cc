@@ -95,6 +95,7 @@ class Run {
     TRAINER_ASSIGN_OR_RETURN(backend_, MakeBackend(bo));
     final_.backend = backend_->name();
     final_.precision = backend_->precision();
+    final_.kernels = backend_->kernels();
     final_.parameters = static_cast<int64_t>(backend_->layout().total());
 
     int first_step = 1;

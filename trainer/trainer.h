@@ -80,6 +80,7 @@ struct FinalEvent {
   std::optional<double> unigram_loss;   // the data's (UnigramLoss, trainer/data.h); every run
   double mean_tokens_per_s = 0;
   std::string backend, precision;
+  std::string kernels;  // Backend::kernels()
   int64_t parameters = 0;
   double elapsed_s = 0;
 };

@@ -182,6 +182,47 @@ TEST_P(KernelVariantsTest, Matmul) {
   }
 }
 
+// The variant's own packed sgemm (trainer/cpu/packed_sgemm.inc; the Matmul
+// ops above reach it only where OpenBLAS's kernels are narrower), called
+// directly: every transpose, beta 0 and not, shapes off both register tiles
+// (6 x 16, 12 x 32) and across the k block (256), against a double-precision
+// product.
+TEST_P(KernelVariantsTest, PackedSgemm) {
+  ASSERT_TRUE(cpu::SetKernelVariant(GetParam()));
+  const cpu::SgemmFunction sgemm = cpu::ActivePackedSgemm();
+  ASSERT_NE(sgemm, nullptr);
+  struct Shape {
+    int M, N, K;
+  };
+  for (Shape s : {Shape{1, 1, 1}, Shape{7, 17, 5}, Shape{13, 33, 300}, Shape{50, 70, 513}, Shape{128, 512, 128}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      for (float beta : {0.0f, 1.5f}) {
+        const int lda = (ta ? s.M : s.K) + 3, ldb = (tb ? s.K : s.N) + 1, ldc = s.N + 2;  // padded rows
+        const auto A = RandomVector(static_cast<size_t>(ta ? s.K : s.M) * lda, 20);
+        const auto B = RandomVector(static_cast<size_t>(tb ? s.N : s.K) * ldb, 21);
+        auto C = RandomVector(static_cast<size_t>(s.M) * ldc, 22);
+        std::vector<float> want = C;
+        for (int i = 0; i < s.M; ++i) {
+          for (int j = 0; j < s.N; ++j) {
+            double sum = 0;
+            for (int k = 0; k < s.K; ++k) {
+              sum += static_cast<double>(ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k]) *
+                     (tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j]);
+            }
+            float& w = want[static_cast<size_t>(i) * ldc + j];
+            w = static_cast<float>(sum + (beta == 0.0f ? 0.0 : beta * static_cast<double>(w)));
+          }
+        }
+        sgemm(ta, tb, s.M, s.N, s.K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+        ExpectClose("packed sgemm " + std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K) +
+                        (ta ? " A^T" : "") + (tb ? " B^T" : "") + " beta " + std::to_string(beta),
+                    want, C);
+      }
+    }
+  }
+}
+
 TEST_P(KernelVariantsTest, Attention) {
   struct Shape {
     int B, T, C, H;

@@ -43,4 +43,8 @@ void Sgemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int 
 
 void SetBlasThreads(int) {}  // the kernel uses OpenMP's thread count
 
+std::string GemmDescription() { return "builtin"; }
+
+void UseOpenBlasCoreOfTheKernelVariant(char**) {}  // no OpenBLAS
+
 }  // namespace normsweep::trainer::cpu

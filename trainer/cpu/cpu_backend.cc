@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "trainer/cpu/blas.h"
+#include "trainer/cpu/kernel_variant.h"
 #include "trainer/cpu/ops.h"
 #include "trainer/optimizer.h"
 #include "trainer/rng.h"
@@ -89,6 +91,10 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   parts_.resize(static_cast<size_t>(options.threads));
   for (size_t p = 1; p < parts_.size(); ++p) parts_[p].grads.assign(layout_.total(), 0.0f);
   EnsureCapacity(std::max(1, options.max_batch_size));
+}
+
+std::string CpuBackend::kernels() const {
+  return std::string(KernelVariantName(ActiveKernelVariant())) + ", gemm " + GemmDescription();
 }
 
 std::vector<CpuBackend::Slice> CpuBackend::SplitBatch(int B) const {

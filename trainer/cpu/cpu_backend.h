@@ -26,6 +26,7 @@ class CpuBackend final : public Backend {
   static StatusOr<std::unique_ptr<Backend>> Create(const BackendOptions& options);
 
   std::string name() const override { return "cpu"; }
+  std::string kernels() const override;
   std::string precision() const override { return "fp32"; }
   const ParamLayout& layout() const override { return layout_; }
 

@@ -51,9 +51,10 @@ bool SetKernelVariant(KernelVariant variant);
 // Row-major C (M,N) = op(A) @ op(B) + beta * C, as Sgemm in blas.h.
 using SgemmFunction = void (*)(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
                                const float* B, int ldb, float beta, float* C, int ldc);
-// Our packed 512-bit matrix product (trainer/cpu/packed_sgemm.inc) when the
-// active variant is avx512, else null; blas_openblas.cc runs it instead of
-// OpenBLAS where OpenBLAS picked a core without 512-bit kernels.
+// Our packed matrix product (trainer/cpu/packed_sgemm.inc) at the active
+// variant's width, 512-bit for avx512 and 256-bit for avx2, else null;
+// blas_openblas.cc runs it instead of OpenBLAS where OpenBLAS picked a core
+// whose kernels are narrower.
 SgemmFunction ActivePackedSgemm();
 
 }  // namespace normsweep::trainer::cpu

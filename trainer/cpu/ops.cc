@@ -68,6 +68,7 @@ constexpr int kLanes = 4;  // xmm
 namespace kernels_avx2 {
 constexpr int kLanes = 8;  // ymm
 #include "trainer/cpu/ops_kernels.inc"
+#include "trainer/cpu/packed_sgemm.inc"
 }  // namespace kernels_avx2
 #pragma GCC pop_options
 
@@ -190,6 +191,7 @@ bool SetKernelVariant(KernelVariant variant) {
 SgemmFunction ActivePackedSgemm() {
 #if NORMSWEEP_KERNEL_VARIANTS
   if (ActiveKernelVariant() == KernelVariant::kAvx512) return kernels_avx512::packed::Sgemm;
+  if (ActiveKernelVariant() == KernelVariant::kAvx2) return kernels_avx2::packed::Sgemm;
 #endif
   return nullptr;
 }
