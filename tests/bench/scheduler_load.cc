@@ -307,6 +307,7 @@ class SimWorker {
     finish.set_outcome(v1::TRIAL_SUCCEEDED);
     finish.mutable_result()->set_final_val_loss(2.0);
     finish.mutable_result()->set_final_train_loss(1.9);
+    finish.mutable_result()->set_init_val_loss(5.55);  // l0, as normsweep-worker sends it from the step-0 evaluation
     finish.mutable_result()->set_tokens_per_s(25000);
     NewContext();
     stub_->AsyncFinishTrial(ctx_.get(), finish, cq_)->Finish(&finish_response_, &status_, this);
