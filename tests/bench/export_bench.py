@@ -47,6 +47,9 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_machine import machine, uptime  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 100  # per trial: the load generator's 10 batches x 10 steps
 VAL_EVERY = 10
@@ -123,19 +126,8 @@ class RssSampler:
         return peak, samples, last
 
 
-def machine() -> str:
-    model = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    return f"nproc {nproc}, CPU {model}"
 
 
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def spread(values: Sequence[float], fmt: str = "{:.3f}") -> str:

@@ -46,6 +46,9 @@ import time
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_machine import machine, uptime  # noqa: E402
+
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,19 +65,8 @@ CHUNK_BYTES = 1000 * 1000  # db/export.h, ExportOptions::max_chunk_bytes
 METRICS = ("lr", "train_loss", "val_loss", "val_accuracy", "grad_norm", "tokens_per_s", "output_log_z", "z_term")
 
 
-def machine() -> str:
-    model = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
-    return f"nproc {nproc}, CPU {model}"
 
 
-def load() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def server_order(trials: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -243,7 +235,7 @@ def main() -> None:
 
     import normsweep.columns
     print(machine())
-    print(f"load: {load()}")
+    print(f"load: {uptime()}")
     print(f"client: {Path(normsweep.columns.__file__).parent}, numpy {np.__version__}, "
           f"pandas {__import__('pandas').__version__}")
     for order in args.orders.split(","):
@@ -265,7 +257,7 @@ def main() -> None:
             clients = dict(c.split("=", 1) for c in args.clients.split(","))
             for line in time_grpc(order, args.rows, expect_rows, args.rounds, clients):
                 print(f"{order:7s} Client.metrics() over gRPC, {line}", flush=True)
-    print(f"load: {load()}")
+    print(f"load: {uptime()}")
 
 
 if __name__ == "__main__":
