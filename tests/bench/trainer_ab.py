@@ -26,6 +26,14 @@ dispatched kernels against the fallback in one binary:
   tests/bench/trainer_ab.py --a-env NORMSWEEP_CPU_KERNELS=baseline build/trainer/normsweep-train \\
       build/trainer/normsweep-train
 
+With tests/bench/fma_peak built (or --fma-peak PATH), it also prints each
+side's GFLOP/s (training FLOPs per token of the resolved config, PaLM's count
+as tests/reference/model.py's training_flops_per_token: 6 x the matmul
+weights + 12 x layers x seq_len x d_model) and its share of the machine's FMA
+limit at the width of the kernels that side ran (the final event's
+"kernels": avx512 against the 512-bit limit, avx2 against the 256-bit one),
+with --threads threads.
+
 A program that prints figures, not a test; it exits non-zero only when
 something could not be run.
 """
@@ -37,6 +45,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def parse_args():
@@ -53,6 +63,8 @@ def parse_args():
     p.add_argument("--max-wait", type=float, default=1800.0, help="seconds of waiting for calm in all")
     p.add_argument("--a-env", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--fma-peak", default=os.path.join(REPO, "build", "tests", "bench", "fma_peak"),
+                   help="the fma_peak binary (tests/bench/fma_peak.cc); absent: no share printed")
     args = p.parse_args()
     if args.rounds < 1 or args.steps <= args.warmup or args.warmup < 1:
         p.error("need --rounds >= 1 and --steps > --warmup >= 1")
@@ -101,8 +113,33 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def flops_per_token(trainer, env, args):
+    """Training FLOPs per token of the run's resolved config (--print-config)."""
+    out = subprocess.run([trainer, "train", "--lr", "1e-3", "--print-config"] + args.trainer_flags, env=env,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"error: {trainer} --print-config exited {out.returncode}: {out.stderr.strip()}")
+    c = json.loads(out.stdout)
+    d, layers = c["d_model"], c["layers"]
+    matmul = layers * (4 * d * d + 2 * d * c["d_ff"]) + 256 * d  # qkv, proj, fc1, fc2; the 256-token head
+    return 6 * matmul + 12 * layers * c["seq_len"] * d
+
+
+def fma_limits(path, threads):
+    """{bits: GFLOP/s} of fma_peak with this many threads; {} without the binary."""
+    if not os.access(path, os.X_OK):
+        return {}
+    out = subprocess.run([path, "--threads", str(threads)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"error: {path} exited {out.returncode}: {out.stderr.strip()}")
+    for line in out.stdout.splitlines():
+        print(f"  fma_peak: {line}")
+    gflops = json.loads(out.stdout.splitlines()[-1])["gflops"]
+    return {int(bits): by_threads[str(threads)] for bits, by_threads in gflops.items()}
+
+
 def run_once(trainer, env, args):
-    """(tokens per second, tokens per CPU-second, stderr) over the timed steps."""
+    """(tokens per second, tokens per CPU-second, stderr, the final event's kernels) over the timed steps."""
     cmd = [trainer, "train", "--steps", str(args.steps), "--threads", str(args.threads), "--lr", "1e-3",
            "--eval-every", "0", "--eval-batches", "1", "--seed", "0"] + args.trainer_flags
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -129,7 +166,7 @@ def run_once(trainer, env, args):
     tokens = batch * seq * (args.steps - args.warmup)
     cpu_s = cpu[args.steps] - cpu[args.warmup]
     return tokens / (steps[args.steps] - steps[args.warmup]), tokens / cpu_s if cpu_s > 0 else float("nan"), \
-        stderr.strip()
+        stderr.strip(), final.get("kernels", "")
 
 
 def summary(values):
@@ -147,6 +184,12 @@ def main():
           f"extra flags: {' '.join(args.trainer_flags) or 'none'}", flush=True)
     results = {"A": [], "B": []}
     per_cpu = {"A": [], "B": []}
+    kernels = {"A": "", "B": ""}
+    limits = {}
+    if load_average() <= args.max_load:
+        limits = fma_limits(args.fma_peak, args.threads)
+    elif os.access(args.fma_peak, os.X_OK):
+        print(f"fma_peak: not measured (load {load_average():.2f} > {args.max_load})")
     waited, measured = 0.0, 0
     while measured < args.rounds:
         load = load_average()
@@ -162,12 +205,13 @@ def main():
         line = []
         for side in order:
             path, env, _ = sides[side]
-            tokens_per_s, tokens_per_cpu_s, stderr = run_once(path, env, args)
+            tokens_per_s, tokens_per_cpu_s, stderr, kernels[side] = run_once(path, env, args)
             results[side].append(tokens_per_s)
             per_cpu[side].append(tokens_per_cpu_s)
             line.append(f"{side} {tokens_per_s:6.0f} ({tokens_per_cpu_s:5.0f} per CPU-s)")
-            if stderr:
-                line.append(f"({side} stderr: {stderr.splitlines()[-1]})")
+            stderr = [l for l in stderr.splitlines() if not l.startswith("normsweep-train: cpu kernels")]
+            if stderr:  # the start line aside
+                line.append(f"({side} stderr: {stderr[-1]})")
         measured += 1
         print(f"round {measured}: load {load:.2f} before, {load_average():.2f} after: {', '.join(line)} tokens/s",
               flush=True)
@@ -181,6 +225,13 @@ def main():
     for name, figures in (("tokens/s", results), ("tokens per CPU-second", per_cpu)):
         ratio = statistics.median(figures["B"]) / statistics.median(figures["A"])
         print(f"ratio of medians B / A, {name}: {ratio:.3f}")
+    for side in ("A", "B"):
+        path, env, _ = sides[side]
+        gflops = statistics.median(results[side]) * flops_per_token(path, env, args) / 1e9
+        bits = {"avx512": 512, "avx2": 256}.get(kernels[side].split(",")[0])
+        share = (f", {100 * gflops / limits[bits]:.0f}% of the {bits}-bit FMA limit ({limits[bits]:.1f} GFLOP/s, "
+                 f"{args.threads} threads)") if bits in limits else ""
+        print(f"{side}: {kernels[side] or 'kernels not reported'}: median {gflops:.1f} GFLOP/s{share}")
     return 0
 
 
