@@ -30,9 +30,10 @@ With tests/bench/fma_peak built (or --fma-peak PATH), it also prints each
 side's GFLOP/s (training FLOPs per token of the resolved config, PaLM's count
 as tests/reference/model.py's training_flops_per_token: 6 x the matmul
 weights + 12 x layers x seq_len x d_model) and its share of the machine's FMA
-limit at the width of the kernels that side ran (the final event's
-"kernels": avx512 against the 512-bit limit, avx2 against the 256-bit one),
-with --threads threads.
+limit at the width of the matrix product that side ran (the final event's
+"kernels": our packed avx512 kernel or OpenBLAS's SkylakeX/Cooperlake ones
+against the 512-bit limit, packed avx2 or Haswell/Zen ones against the
+256-bit one), with --threads threads.
 
 A program that prints figures, not a test; it exits non-zero only when
 something could not be run.
@@ -123,6 +124,23 @@ def flops_per_token(trainer, env, args):
     d, layers = c["d_model"], c["layers"]
     matmul = layers * (4 * d * d + 2 * d * c["d_ff"]) + 256 * d  # qkv, proj, fc1, fc2; the 256-token head
     return 6 * matmul + 12 * layers * c["seq_len"] * d
+
+
+def gemm_bits(kernels):
+    """The vector width of the matrix product in a final event's kernels
+    ("avx2, gemm openblas (core Cooperlake)"): where nearly all the FLOPs go,
+    so the FMA limit to measure against. None when unknown."""
+    gemm = kernels.partition("gemm ")[2].lower()
+    if gemm.startswith("packed avx512"):
+        return 512
+    if gemm.startswith("packed avx2"):
+        return 256
+    core = gemm.partition("(core ")[2].split(",")[0].rstrip(")").strip()
+    if core in ("skylakex", "cooperlake", "sapphirerapids"):
+        return 512
+    if core in ("haswell", "zen", "excavator"):
+        return 256
+    return None
 
 
 def fma_limits(path, threads):
@@ -228,7 +246,7 @@ def main():
     for side in ("A", "B"):
         path, env, _ = sides[side]
         gflops = statistics.median(results[side]) * flops_per_token(path, env, args) / 1e9
-        bits = {"avx512": 512, "avx2": 256}.get(kernels[side].split(",")[0])
+        bits = gemm_bits(kernels[side])
         share = (f", {100 * gflops / limits[bits]:.0f}% of the {bits}-bit FMA limit ({limits[bits]:.1f} GFLOP/s, "
                  f"{args.threads} threads)") if bits in limits else ""
         print(f"{side}: {kernels[side] or 'kernels not reported'}: median {gflops:.1f} GFLOP/s{share}")
