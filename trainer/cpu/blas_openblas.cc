@@ -24,8 +24,9 @@ const std::string& OpenBlasCore() {
 
 // The vector width of OpenBLAS's kernels for that core: 512, 256 (AVX2), or
 // 128 for the older cores. Debian's 0.3.21 takes CPUs it does not know for
-// older ones: this project's AMD EPYC (AVX-512) for a Haswell (256), an
-// AVX-512 Intel Xeon for a Prescott (SSE3, 128).
+// older ones (an AVX-512 Intel Xeon for a Prescott, SSE3: 128); a user's
+// OPENBLAS_CORETYPE can also name a narrower core than the CPU's (this
+// project's sandbox sets Haswell on its AVX-512 AMD EPYC).
 int OpenBlasVectorBits() {
   static const int bits = [] {
     std::string core = OpenBlasCore();
