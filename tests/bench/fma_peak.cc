@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/bench/thread_counts.h"
+
 namespace {
 
 constexpr int kChains = 12;
@@ -101,24 +103,6 @@ double Measure(float (*fn)(long, float), int lanes, int threads, double seconds)
   return flops / s / 1e9;
 }
 
-std::vector<int> ParseThreads(const std::string& s) {
-  std::vector<int> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = s.find(',', start);
-    const std::string part = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const int n = std::atoi(part.c_str());
-    if (n <= 0) {
-      std::fprintf(stderr, "fma_peak: --threads: not a thread count: '%s'\n", part.c_str());
-      std::exit(2);
-    }
-    out.push_back(n);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,7 +111,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) {
-      threads = ParseThreads(argv[++i]);
+      threads = normsweep::bench::ParseThreadCounts("fma_peak", argv[++i]);
     } else if (arg == "--seconds" && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
     } else {

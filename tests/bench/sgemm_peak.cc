@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/bench/thread_counts.h"
+
 namespace {
 
 struct Shape {
@@ -78,24 +80,6 @@ double Measure(const Shape& s, double seconds) {
   return best;
 }
 
-std::vector<int> ParseThreads(const char* arg) {
-  std::vector<int> out;
-  std::string s(arg);
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
-    if (comma == std::string::npos) comma = s.size();
-    const int n = std::atoi(s.substr(pos, comma - pos).c_str());
-    if (n <= 0) {
-      std::fprintf(stderr, "sgemm_peak: --threads: expected a comma list of positive counts, got %s\n", arg);
-      std::exit(2);
-    }
-    out.push_back(n);
-    pos = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,7 +87,7 @@ int main(int argc, char** argv) {
   double seconds = 0.5;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
-      threads = ParseThreads(argv[++i]);
+      threads = normsweep::bench::ParseThreadCounts("sgemm_peak", argv[++i]);
     } else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
       if (!(seconds > 0.0)) {
