@@ -68,6 +68,22 @@ const std::vector<const FieldDescriptor*>& MetricFields() {
       new std::vector<const FieldDescriptor*>(ColumnFields(*v1::MetricPoint::descriptor(), {"step"}));
   return *fields;
 }
+// Whether MetricFields() are what AddMetricValues takes, checked once.
+const absl::Status& MetricFieldsShape() {
+  static const auto* status = [] {
+    if (MetricFields().size() > kMaxMetricColumns) {
+      return new absl::Status(
+          absl::InternalError("ExportSweep: MetricPoint has more fields than kMaxMetricColumns (db/export.h)"));
+    }
+    for (const FieldDescriptor* f : MetricFields()) {
+      if (f->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE) {
+        return new absl::Status(absl::InternalError(absl::StrCat("ExportSweep: MetricPoint.", f->name(), " is no double")));
+      }
+    }
+    return new absl::Status();
+  }();
+  return *status;
+}
 const std::vector<const FieldDescriptor*>& DiagnosticFields() {
   static const auto* fields =
       new std::vector<const FieldDescriptor*>(ColumnFields(*v1::LayerDiagnostics::descriptor(), {"layer"}));
@@ -144,14 +160,7 @@ absl::StatusOr<ExportPlan> PlanExport(const v1::ExportSweepRequest& request) {
   }
   plan.columns = ExportColumns(plan.table);
   if (plan.table == ExportTable::kMetrics) {
-    if (MetricFields().size() > kMaxMetricColumns) {
-      return absl::InternalError("ExportSweep: MetricPoint has more fields than kMaxMetricColumns (db/export.h)");
-    }
-    for (const FieldDescriptor* f : MetricFields()) {
-      if (f->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE) {
-        return absl::InternalError(absl::StrCat("ExportSweep: MetricPoint.", f->name(), " is no double"));
-      }
-    }
+    if (const absl::Status& shape = MetricFieldsShape(); !shape.ok()) return shape;
     std::vector<std::string> valid;
     for (const FieldDescriptor* f : MetricFields()) valid.push_back(f->name());
     std::vector<const FieldDescriptor*> wanted;

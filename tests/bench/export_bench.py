@@ -203,7 +203,7 @@ class Bench:
         stored, with_val = self.stack.sql(
             "SELECT count(*), count(m.val_loss) FROM trial_metrics m JOIN trials t ON t.id = m.trial_id"
             " WHERE t.sweep_id = %s", (self.sweep_id,))[0]
-        self.pg_exec(self.stack.conninfo, "ANALYZE")  # as copy_optuna_trials does for Optuna's tables
+        self.pg_query(self.stack.conninfo, "ANALYZE")  # as copy_optuna_trials does for Optuna's tables
         state = self.client.sweep(self.sweep_id)["state"]
         print(f"  sweep {self.sweep_id} ({state}): {stored} metric rows, {with_val} with val_loss, "
               f"stored in {seconds:.1f} s", flush=True)
@@ -348,7 +348,7 @@ class Bench:
         api_s = time.perf_counter() - t0
         self.copy_optuna_trials(conninfo, study._study_id, templates, self.args.trials)
         populate_s = time.perf_counter() - t0
-        stored = self.pg_count(conninfo, "SELECT count(*) FROM trial_intermediate_values")
+        stored = self.pg_query(conninfo, "SELECT count(*) FROM trial_intermediate_values")[0]
         print(f"  populated: {templates} trials by study.add_trials in {api_s:.1f} s, copied by SQL to "
               f"{self.args.trials} trials, {stored} intermediate values, in {populate_s:.1f} s", flush=True)
         del study
@@ -423,24 +423,15 @@ class Bench:
             conn.close()
 
     @staticmethod
-    def pg_exec(conninfo: str, statement: str) -> None:
+    def pg_query(conninfo: str, statement: str) -> Optional[tuple]:
+        """Runs one statement in autocommit (ANALYZE may not run in a transaction); its first row, if it has rows."""
         import psycopg2
         conn = psycopg2.connect(conninfo)
         try:
             conn.autocommit = True
             with conn.cursor() as cur:
                 cur.execute(statement)
-        finally:
-            conn.close()
-
-    @staticmethod
-    def pg_count(conninfo: str, query: str) -> int:
-        import psycopg2
-        conn = psycopg2.connect(conninfo)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(query)
-                return cur.fetchone()[0]
+                return cur.fetchone() if cur.description is not None else None
         finally:
             conn.close()
 
