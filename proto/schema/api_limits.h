@@ -38,6 +38,8 @@ inline constexpr int kMaxDiagnosticLayersPerReport = 10000;  // LayerDiagnostics
 // progress is checked.
 inline constexpr int kMaxLeasesPerHeartbeat = 1024;
 inline constexpr int kMaxDevicesPerWorker = 64;
+// LeaseTrialRequest.max_trials: trials one fused trainer process may train.
+inline constexpr int kMaxFusedTrials = 64;
 
 // ---- analysis ----
 // "Near the best" (GetSweepAnalysisRequest.near_best_tolerance 0): a grid

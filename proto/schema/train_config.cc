@@ -184,6 +184,29 @@ absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& confi
   return c;
 }
 
+absl::StatusOr<std::string> FusionKey(const v1::TrainConfig& config) {
+  absl::StatusOr<v1::TrainConfig> r = ResolvedTrainConfig(config);
+  if (!r.ok()) return r.status();
+  for (int field : {v1::TrainConfig::kLrFieldNumber, v1::TrainConfig::kWarmupStepsFieldNumber,
+                    v1::TrainConfig::kScheduleFieldNumber, v1::TrainConfig::kSeedFieldNumber,
+                    v1::TrainConfig::kBeta1FieldNumber, v1::TrainConfig::kBeta2FieldNumber,
+                    v1::TrainConfig::kEpsFieldNumber, v1::TrainConfig::kWeightDecayFieldNumber,
+                    v1::TrainConfig::kMomentumFieldNumber, v1::TrainConfig::kGradClipFieldNumber,
+                    v1::TrainConfig::kZLossFieldNumber, v1::TrainConfig::kDivergenceLossFieldNumber,
+                    v1::TrainConfig::kDivergencePatienceFieldNumber, v1::TrainConfig::kThreadsFieldNumber,
+                    v1::TrainConfig::kDeviceFieldNumber}) {
+    r->GetReflection()->ClearField(&*r, r->GetDescriptor()->FindFieldByNumber(field));
+  }
+  // The JSON text of the rest: fields in number order, so equal configs give
+  // equal keys.
+  return TrainConfigToJson(*r);
+}
+
+bool FusionCompatible(const v1::TrainConfig& a, const v1::TrainConfig& b) {
+  absl::StatusOr<std::string> ka = FusionKey(a), kb = FusionKey(b);
+  return ka.ok() && kb.ok() && *ka == *kb;
+}
+
 absl::StatusOr<v1::TrainConfig> TrainConfigFromJson(const std::string& json) {
   v1::TrainConfig config;
   if (absl::Status st = FromJson(json, UnknownFields::kReject, &config); !st.ok()) {
