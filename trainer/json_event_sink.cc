@@ -74,9 +74,18 @@ v1::TrainEvent ToProto(const FinalEvent& e) {
 }
 
 void JsonLinesEventSink::Write(const v1::TrainEvent& event) {
-  const std::string line = schema::TrainEventToJson(event);
+  std::string line;
+  if (fused_index_ >= 0) {
+    v1::TrainEvent e = event;
+    e.set_fused_index(fused_index_);
+    line = schema::TrainEventToJson(e);
+  } else {
+    line = schema::TrainEventToJson(event);
+  }
+  line += '\n';
+  // One write per line: the sinks of a fused run's trials share the stream
+  // from several threads.
   std::fwrite(line.data(), 1, line.size(), out_);
-  std::fputc('\n', out_);
   std::fflush(out_);
 }
 

@@ -18,7 +18,10 @@ v1::TrainEvent ToProto(const FinalEvent& e);
 
 class JsonLinesEventSink final : public EventSink {
  public:
-  explicit JsonLinesEventSink(std::FILE* out) : out_(out) {}
+  // fused_index >= 0: every event carries it (TrainEvent.fused_index; as
+  // protobuf's JSON omits zeros, index 0 reads as absent). Several sinks may
+  // share out from different threads: each line is one locked write.
+  explicit JsonLinesEventSink(std::FILE* out, int fused_index = -1) : out_(out), fused_index_(fused_index) {}
   void OnStep(const StepEvent& e) override { Write(ToProto(e)); }
   void OnEval(const EvalEvent& e) override { Write(ToProto(e)); }
   void OnGradNorms(const GradNormsEvent& e) override { Write(ToProto(e)); }
@@ -27,6 +30,7 @@ class JsonLinesEventSink final : public EventSink {
  private:
   void Write(const v1::TrainEvent& event);
   std::FILE* out_;
+  int fused_index_;
 };
 
 }  // namespace normsweep::trainer

@@ -7,6 +7,10 @@
 //
 // Exit status: 0 when the run ended (SUCCEEDED, DIVERGED or CANCELLED: the
 // final event says which), 1 when it FAILED, 2 for bad usage or config.
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -16,11 +20,14 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "common/cli_args.h"
 #include "normsweep/v1/train.pb.h"
 #include "trainer/cpu/blas.h"
@@ -38,8 +45,6 @@ using normsweep::v1::TrainConfig;
 namespace tr = normsweep::trainer;
 namespace schema = normsweep::schema;
 
-std::atomic<bool> g_cancel{false};
-void OnSignal(int) { g_cancel.store(true); }
 
 constexpr char kUsage[] = R"(normsweep-train: train one decoder-only Transformer LM (Post-LN, Pre-LN,
 Peri-LN, DeepNorm or Mix-LN; QK-norm, z-loss and RMSNorm as switches).
@@ -205,24 +210,91 @@ bool ReadText(const std::string& path, std::string* out) {
   return true;
 }
 
+// Cancel flags, one per trial of the run (a solo run has one): SIGTERM and
+// SIGINT set them all; a line "cancel I" on stdin sets trial I's.
+std::unique_ptr<std::atomic<bool>[]> g_trial_cancel;
+size_t g_trials = 0;
+void OnSignal(int) {
+  for (size_t k = 0; k < g_trials; ++k) g_trial_cancel[k].store(true);
+}
+
+// Reads "cancel I" lines from stdin until EOF (other lines are ignored). Runs
+// on a detached thread: a blocked read must not keep the process alive.
+void ReadControlLines() {
+  std::string pending;
+  char buf[256];
+  for (;;) {
+    const ssize_t n = read(0, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    pending.append(buf, static_cast<size_t>(n));
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+      const std::string line = pending.substr(0, nl);
+      size_t k;
+      if (line.rfind("cancel ", 0) == 0 && absl::SimpleAtoi(line.substr(7), &k) && k < g_trials) {
+        g_trial_cancel[k].store(true);
+      }
+    }
+    if (pending.size() > 4096) pending.clear();  // no newline in sight: not a control line
+  }
+}
+
 int Train(const Args& args) {
   static const char* kRunFlags[] = {"config", "events", "checkpoint-out", "resume", "print-config", "no-diagnostics"};
-  TrainConfig config;
+  // Several comma-separated configs: one fused run of their trials.
+  std::vector<std::string> config_paths = {""};
   if (auto it = args.flags.find("config"); it != args.flags.end()) {
-    std::string text;
-    if (!ReadText(it->second, &text)) return UsageError("--config: cannot read '" + it->second + "'");
-    auto parsed = schema::TrainConfigFromJson(text);
-    if (!parsed.ok()) return UsageError("--config '" + it->second + "': " + std::string(parsed.status().message()));
-    config = *parsed;
+    config_paths = absl::StrSplit(it->second, ',');
   }
-  for (const std::string& name : args.order) {
-    bool run_flag = false;
-    for (const char* f : kRunFlags) run_flag |= name == f;
-    if (run_flag) continue;
-    auto it = ConfigFlags().find(name);
-    if (it == ConfigFlags().end()) return UsageError("unknown flag --" + name);
-    if (!it->second(config, args.flags.at(name))) {
-      return UsageError("--" + name + ": invalid value '" + args.flags.at(name) + "'");
+  const size_t K = config_paths.size();
+  if (K > static_cast<size_t>(tr::kMaxFusedTrials)) {
+    return UsageError("--config: " + std::to_string(K) + " configs; a fused run takes at most " +
+                      std::to_string(tr::kMaxFusedTrials));
+  }
+  // --checkpoint-out and --resume of a fused run: K comma-separated paths
+  // (an empty one: none for that trial).
+  auto per_trial = [&](const char* flag, std::vector<std::string>* out, std::string* error) {
+    out->assign(K, "");
+    auto it = args.flags.find(flag);
+    if (it == args.flags.end()) return true;
+    if (K == 1) {
+      (*out)[0] = it->second;
+      return true;
+    }
+    std::vector<std::string> parts = absl::StrSplit(it->second, ',');
+    if (parts.size() != K) {
+      *error = std::string("--") + flag + ": " + std::to_string(parts.size()) + " paths for " + std::to_string(K) +
+               " configs (give one per config, in order; an empty one for none)";
+      return false;
+    }
+    *out = std::move(parts);
+    return true;
+  };
+  std::vector<std::string> checkpoint_out, resume;
+  std::string error;
+  if (!per_trial("checkpoint-out", &checkpoint_out, &error) || !per_trial("resume", &resume, &error)) {
+    return UsageError(error);
+  }
+  std::vector<TrainConfig> configs(K);
+  for (size_t k = 0; k < K; ++k) {
+    const std::string& path = config_paths[k];
+    if (K > 1 && path.empty()) return UsageError("--config: an empty path in the list");
+    if (!path.empty()) {
+      std::string text;
+      if (!ReadText(path, &text)) return UsageError("--config: cannot read '" + path + "'");
+      auto parsed = schema::TrainConfigFromJson(text);
+      if (!parsed.ok()) return UsageError("--config '" + path + "': " + std::string(parsed.status().message()));
+      configs[k] = *parsed;
+    }
+    for (const std::string& name : args.order) {
+      bool run_flag = false;
+      for (const char* f : kRunFlags) run_flag |= name == f;
+      if (run_flag) continue;
+      auto it = ConfigFlags().find(name);
+      if (it == ConfigFlags().end()) return UsageError("unknown flag --" + name);
+      if (!it->second(configs[k], args.flags.at(name))) {
+        return UsageError("--" + name + ": invalid value '" + args.flags.at(name) + "'");
+      }
     }
   }
   std::FILE* events = stdout;
@@ -230,41 +302,66 @@ int Train(const Args& args) {
     events = std::fopen(it->second.c_str(), "w");
     if (events == nullptr) return UsageError("--events: cannot open '" + it->second + "' for writing");
   }
-  tr::JsonLinesEventSink sink(events);
-  auto settings = schema::SettingsFromProto(config);
-  if (!settings.ok()) {
-    tr::FinalEvent f;
-    f.outcome = tr::Outcome::kFailed;
-    f.error = std::string(settings.status().message());
-    sink.OnFinal(f);
-    return UsageError(f.error);
+  std::vector<std::unique_ptr<tr::JsonLinesEventSink>> sinks;
+  for (size_t k = 0; k < K; ++k) {
+    sinks.push_back(std::make_unique<tr::JsonLinesEventSink>(events, K > 1 ? static_cast<int>(k) : -1));
   }
-  auto resolved = schema::ResolvedTrainConfig(config);
+  std::vector<tr::TrainSettings> settings;
+  for (size_t k = 0; k < K; ++k) {
+    auto s = schema::SettingsFromProto(configs[k]);
+    if (!s.ok()) {
+      tr::FinalEvent f;
+      f.outcome = tr::Outcome::kFailed;
+      f.error = (K > 1 ? "config " + std::to_string(k) + ": " : std::string()) + std::string(s.status().message());
+      sinks[k]->OnFinal(f);
+      return UsageError(f.error);
+    }
+    settings.push_back(*s);
+  }
+  if (K > 1) {
+    if (tr::Status fusable = tr::CheckFusable(settings); !fusable.ok()) return UsageError(fusable.message());
+  }
   if (args.flags.count("print-config")) {
-    std::printf("%s\n", schema::TrainConfigToJson(*resolved).c_str());
+    for (const TrainConfig& c : configs) std::printf("%s\n", schema::TrainConfigToJson(*schema::ResolvedTrainConfig(c)).c_str());
     return 0;
   }
-  tr::RunOptions options;
-  if (auto it = args.flags.find("checkpoint-out"); it != args.flags.end()) options.checkpoint_out = it->second;
-  if (auto it = args.flags.find("resume"); it != args.flags.end()) options.resume_from = it->second;
-  options.cancel = &g_cancel;
-  options.diagnostics = !args.flags.count("no-diagnostics");
-  options.checkpoint_metadata["config"] = schema::TrainConfigToJson(*resolved);
+  g_trial_cancel = std::make_unique<std::atomic<bool>[]>(K);
+  g_trials = K;
+  std::vector<tr::FusedTrial> trials(K);
+  for (size_t k = 0; k < K; ++k) {
+    tr::RunOptions& options = trials[k].options;
+    options.checkpoint_out = checkpoint_out[k];
+    options.resume_from = resume[k];
+    options.cancel = &g_trial_cancel[k];
+    options.diagnostics = !args.flags.count("no-diagnostics");
+    options.checkpoint_metadata["config"] = schema::TrainConfigToJson(*schema::ResolvedTrainConfig(configs[k]));
+    trials[k].settings = settings[k];
+    trials[k].sink = sinks[k].get();
+  }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  if (settings->device.rfind("cpu", 0) == 0) {
+  std::thread(ReadControlLines).detach();
+  if (settings[0].device.rfind("cpu", 0) == 0) {
     // Which kernels and matrix product run (the final event's "kernels"):
     // what explains a slow trial first.
     std::fprintf(stderr, "normsweep-train: cpu kernels %s, gemm %s\n",
                  tr::cpu::KernelVariantName(tr::cpu::ActiveKernelVariant()), tr::cpu::GemmDescription().c_str());
   }
-  tr::FinalEvent final_event = tr::RunTraining(*settings, options, sink);
-  if (events != stdout) std::fclose(events);
-  if (final_event.outcome == tr::Outcome::kFailed) {
-    std::fprintf(stderr, "normsweep-train: FAILED: %s\n", final_event.error.c_str());
-    return 1;
+  std::vector<tr::FinalEvent> finals;
+  if (K == 1) {
+    finals.push_back(tr::RunTraining(settings[0], trials[0].options, *sinks[0]));
+  } else {
+    finals = tr::RunFusedTraining(trials);
   }
-  return 0;
+  if (events != stdout) std::fclose(events);
+  int rc = 0;
+  for (size_t k = 0; k < K; ++k) {
+    if (finals[k].outcome != tr::Outcome::kFailed) continue;
+    std::fprintf(stderr, "normsweep-train: %sFAILED: %s\n", K > 1 ? ("trial " + std::to_string(k) + " ").c_str() : "",
+                 finals[k].error.c_str());
+    rc = 1;
+  }
+  return rc;
 }
 
 int Inspect(const Args& args) {

@@ -1,7 +1,10 @@
 #include "trainer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <type_traits>
 #include <memory>
 
 #include "trainer/backend.h"
@@ -61,11 +64,150 @@ size_t TensorAt(const ParamLayout& layout, size_t offset) {
 
 class Run {
  public:
-  Run(const TrainSettings& s, const RunOptions& o, EventSink& sink) : s_(s), o_(o), sink_(sink) {}
+  // backend_threads: the backend's thread count (settings.threads for a
+  // solo run; a fused run shares its threads among its trials).
+  Run(const TrainSettings& s, const RunOptions& o, EventSink& sink, int backend_threads)
+      : s_(s), o_(o), sink_(sink), backend_threads_(backend_threads) {}
 
+  // A solo run, start to end.
   FinalEvent Go() {
+    Status st = Prepare();
+    if (st.ok()) st = Start();
+    while (st.ok() && active()) st = StepOnce();
+    if (st.ok()) st = Finish();
+    return Conclude(st);
+  }
+
+  // The phases Go runs, which a fused run interleaves with its other trials'
+  // (trainer.h, RunFusedTraining). Prepare loads the data and makes the
+  // backend and the weights; Start evaluates at step 0 (a fresh run).
+  Status Prepare() {
     start_ = Clock::now();
-    Status st = Loop();
+    TRAINER_ASSIGN_OR_RETURN(data_, MakeDataset(s_.data, s_.model.seq_len, s_.batch_size));
+    if (const double u = UnigramLoss(*data_, s_.batch_size, s_.model.seq_len, s_.eval_batches); std::isfinite(u)) {
+      final_.unigram_loss = u;
+    }
+    BackendOptions bo;
+    bo.device = s_.device;
+    bo.precision = s_.precision;
+    bo.threads = backend_threads_;
+    bo.model = s_.model;
+    bo.optimizer = s_.optimizer;
+    bo.max_batch_size = s_.batch_size;
+    bo.diagnostics = o_.diagnostics;
+    bo.z_loss = s_.z_loss;
+    TRAINER_ASSIGN_OR_RETURN(backend_, MakeBackend(bo));
+    final_.backend = backend_->name();
+    final_.precision = backend_->precision();
+    final_.kernels = backend_->kernels();
+    final_.parameters = static_cast<int64_t>(backend_->layout().total());
+
+    if (!o_.resume_from.empty()) {
+      TRAINER_ASSIGN_OR_RETURN(Checkpoint c, LoadCheckpoint(o_.resume_from));
+      TRAINER_RETURN_IF_ERROR(CheckSameModel(c.model));
+      TRAINER_RETURN_IF_ERROR(backend_->SetParameters(c.params));
+      if (c.has_optimizer_state) TRAINER_RETURN_IF_ERROR(backend_->SetOptimizerState(c.m, c.v));
+      next_step_ = c.step + 1;
+      step_done_ = c.step;
+      resumed_ = true;
+    } else {
+      TRAINER_RETURN_IF_ERROR(backend_->SetParameters(InitParameters(backend_->layout(), s_.model, s_.seed)));
+    }
+    return OkStatus();
+  }
+
+  Status Start() {
+    // l0, the loss at initialisation (step 0); a resumed run has none.
+    if (!resumed_ && o_.diagnostics) TRAINER_RETURN_IF_ERROR(EvaluateNow());
+    if (final_.outcome == Outcome::kDiverged) stop_ = Stop::kEnded;
+    return OkStatus();
+  }
+
+  // Steps remain and the run has not stopped.
+  bool active() const { return stop_ == Stop::kNone && next_step_ <= s_.steps; }
+
+  // One optimizer step (next_step_), with its events, evaluation and
+  // checkpoint when due; a cancellation, a divergence or an error stops the
+  // run.
+  Status StepOnce() {
+    const int step = next_step_++;
+    if (o_.cancel != nullptr && o_.cancel->load()) {
+      final_.outcome = Outcome::kCancelled;
+      stop_ = Stop::kCancelled;
+      return OkStatus();
+    }
+    const Clock::time_point t0 = Clock::now();
+    const Batch batch = data_->TrainBatch(s_.seed, step, s_.batch_size, s_.model.seq_len);
+    TRAINER_ASSIGN_OR_RETURN(LossStats loss, backend_->ForwardBackward(batch, MixSeed(s_.seed, 0xd0, step)));
+    TRAINER_ASSIGN_OR_RETURN(std::vector<double> sq, backend_->GradientSquaredNorms());
+    double total_sq = 0;
+    for (double v : sq) total_sq += v;
+    const double grad_norm = std::sqrt(total_sq);
+    if (step == 1) EmitGradNorms(0, sq);
+
+    // The objective: cross-entropy plus the z term (Wortsman et al. 2023).
+    const std::optional<double> z_term =
+        s_.z_loss > 0 ? std::optional<double>(loss.z_term(s_.z_loss)) : std::nullopt;
+    const double train_loss = loss.mean() + z_term.value_or(0.0);
+    final_.final_train_loss = train_loss;
+    OptimizerStepArgs args;
+    args.step = step;
+    args.lr = LearningRate(s_.schedule, step);
+    if (!std::isfinite(train_loss) || !std::isfinite(grad_norm)) {
+      EmitStep(step, train_loss, z_term, args.lr, grad_norm, 0.0);
+      return Diverge(step);
+    }
+    if (s_.optimizer.grad_clip > 0 && grad_norm > s_.optimizer.grad_clip) {
+      args.grad_scale = s_.optimizer.grad_clip / grad_norm;
+    }
+    // The diagnostics of an evaluation at this step: this step's gradient
+    // norms and its update, measured only here (the update costs a copy).
+    args.measure_update = o_.diagnostics && EvaluatesAfter(step);
+    TRAINER_RETURN_IF_ERROR(backend_->OptimizerStep(args));
+    if (args.measure_update) {
+      TRAINER_ASSIGN_OR_RETURN(update_sq_, backend_->LastUpdateSquaredNorms());
+      update_step_ = step;
+      eval_grad_sq_ = std::move(sq);
+      eval_grad_step_ = step;
+    }
+    step_done_ = step;
+    const double dt = Seconds(t0, Clock::now());
+    const double tokens = static_cast<double>(s_.batch_size) * s_.model.seq_len;
+    tokens_ += tokens;
+    train_seconds_ += dt;
+
+    EmitStep(step, train_loss, z_term, args.lr, grad_norm, dt > 0 ? tokens / dt : 0);
+
+    above_threshold_ = train_loss > s_.divergence_loss ? above_threshold_ + 1 : 0;
+    if (above_threshold_ >= s_.divergence_patience) return Diverge(step);
+
+    if (s_.eval_every > 0 && step % s_.eval_every == 0 && step < s_.steps) {
+      TRAINER_RETURN_IF_ERROR(EvaluateNow());
+      if (final_.outcome == Outcome::kDiverged) {
+        stop_ = Stop::kEnded;
+        return OkStatus();
+      }
+    }
+    if (s_.checkpoint_every > 0 && step % s_.checkpoint_every == 0 && !o_.checkpoint_out.empty()) {
+      TRAINER_RETURN_IF_ERROR(Save());
+    }
+    return OkStatus();
+  }
+
+  // After the last step (or a cancellation): the final evaluation and the
+  // checkpoint; nothing after a divergence.
+  Status Finish() {
+    if (stop_ == Stop::kEnded) return OkStatus();
+    if (final_.outcome == Outcome::kSucceeded && (step_done_ > last_eval_step_ || !final_.final_val_loss)) {
+      TRAINER_RETURN_IF_ERROR(EvaluateNow());
+      if (final_.outcome == Outcome::kDiverged) return OkStatus();
+    }
+    if (!o_.checkpoint_out.empty()) TRAINER_RETURN_IF_ERROR(Save());
+    return OkStatus();
+  }
+
+  // The final event (FAILED with st's message when st is an error), sent.
+  FinalEvent Conclude(const Status& st) {
     if (!st.ok()) {
       final_.outcome = Outcome::kFailed;
       final_.error = st.message();
@@ -78,106 +220,11 @@ class Run {
   }
 
  private:
-  Status Loop() {
-    TRAINER_ASSIGN_OR_RETURN(data_, MakeDataset(s_.data, s_.model.seq_len, s_.batch_size));
-    if (const double u = UnigramLoss(*data_, s_.batch_size, s_.model.seq_len, s_.eval_batches); std::isfinite(u)) {
-      final_.unigram_loss = u;
-    }
-    BackendOptions bo;
-    bo.device = s_.device;
-    bo.precision = s_.precision;
-    bo.threads = s_.threads;
-    bo.model = s_.model;
-    bo.optimizer = s_.optimizer;
-    bo.max_batch_size = s_.batch_size;
-    bo.diagnostics = o_.diagnostics;
-    bo.z_loss = s_.z_loss;
-    TRAINER_ASSIGN_OR_RETURN(backend_, MakeBackend(bo));
-    final_.backend = backend_->name();
-    final_.precision = backend_->precision();
-    final_.kernels = backend_->kernels();
-    final_.parameters = static_cast<int64_t>(backend_->layout().total());
-
-    int first_step = 1;
-    if (!o_.resume_from.empty()) {
-      TRAINER_ASSIGN_OR_RETURN(Checkpoint c, LoadCheckpoint(o_.resume_from));
-      TRAINER_RETURN_IF_ERROR(CheckSameModel(c.model));
-      TRAINER_RETURN_IF_ERROR(backend_->SetParameters(c.params));
-      if (c.has_optimizer_state) TRAINER_RETURN_IF_ERROR(backend_->SetOptimizerState(c.m, c.v));
-      first_step = c.step + 1;
-      step_done_ = c.step;
-    } else {
-      TRAINER_RETURN_IF_ERROR(backend_->SetParameters(InitParameters(backend_->layout(), s_.model, s_.seed)));
-      // l0, the loss at initialisation (step 0); a resumed run has none.
-      if (o_.diagnostics) TRAINER_RETURN_IF_ERROR(EvaluateNow());
-    }
-
-    int above_threshold = 0;
-    for (int step = first_step; step <= s_.steps; ++step) {
-      if (o_.cancel != nullptr && o_.cancel->load()) {
-        final_.outcome = Outcome::kCancelled;
-        break;
-      }
-      const Clock::time_point t0 = Clock::now();
-      const Batch batch = data_->TrainBatch(s_.seed, step, s_.batch_size, s_.model.seq_len);
-      TRAINER_ASSIGN_OR_RETURN(LossStats loss, backend_->ForwardBackward(batch, MixSeed(s_.seed, 0xd0, step)));
-      TRAINER_ASSIGN_OR_RETURN(std::vector<double> sq, backend_->GradientSquaredNorms());
-      double total_sq = 0;
-      for (double v : sq) total_sq += v;
-      const double grad_norm = std::sqrt(total_sq);
-      if (step == 1) EmitGradNorms(0, sq);
-
-      // The objective: cross-entropy plus the z term (Wortsman et al. 2023).
-      const std::optional<double> z_term =
-          s_.z_loss > 0 ? std::optional<double>(loss.z_term(s_.z_loss)) : std::nullopt;
-      const double train_loss = loss.mean() + z_term.value_or(0.0);
-      final_.final_train_loss = train_loss;
-      OptimizerStepArgs args;
-      args.step = step;
-      args.lr = LearningRate(s_.schedule, step);
-      if (!std::isfinite(train_loss) || !std::isfinite(grad_norm)) {
-        EmitStep(step, train_loss, z_term, args.lr, grad_norm, 0.0);
-        return Diverge(step);
-      }
-      if (s_.optimizer.grad_clip > 0 && grad_norm > s_.optimizer.grad_clip) {
-        args.grad_scale = s_.optimizer.grad_clip / grad_norm;
-      }
-      // The diagnostics of an evaluation at this step: this step's gradient
-      // norms and its update, measured only here (the update costs a copy).
-      args.measure_update = o_.diagnostics && EvaluatesAfter(step);
-      TRAINER_RETURN_IF_ERROR(backend_->OptimizerStep(args));
-      if (args.measure_update) {
-        TRAINER_ASSIGN_OR_RETURN(update_sq_, backend_->LastUpdateSquaredNorms());
-        update_step_ = step;
-        eval_grad_sq_ = std::move(sq);
-        eval_grad_step_ = step;
-      }
-      step_done_ = step;
-      const double dt = Seconds(t0, Clock::now());
-      const double tokens = static_cast<double>(s_.batch_size) * s_.model.seq_len;
-      tokens_ += tokens;
-      train_seconds_ += dt;
-
-      EmitStep(step, train_loss, z_term, args.lr, grad_norm, dt > 0 ? tokens / dt : 0);
-
-      above_threshold = train_loss > s_.divergence_loss ? above_threshold + 1 : 0;
-      if (above_threshold >= s_.divergence_patience) return Diverge(step);
-
-      if (s_.eval_every > 0 && step % s_.eval_every == 0 && step < s_.steps) {
-        TRAINER_RETURN_IF_ERROR(EvaluateNow());
-        if (final_.outcome == Outcome::kDiverged) return OkStatus();
-      }
-      if (s_.checkpoint_every > 0 && step % s_.checkpoint_every == 0 && !o_.checkpoint_out.empty()) {
-        TRAINER_RETURN_IF_ERROR(Save());
-      }
-    }
-    if (final_.outcome == Outcome::kSucceeded && (step_done_ > last_eval_step_ || !final_.final_val_loss)) {
-      TRAINER_RETURN_IF_ERROR(EvaluateNow());
-      if (final_.outcome == Outcome::kDiverged) return OkStatus();
-    }
-    if (!o_.checkpoint_out.empty()) TRAINER_RETURN_IF_ERROR(Save());
-    return OkStatus();
-  }
+  enum class Stop {
+    kNone,
+    kCancelled,  // no more steps; Finish still writes the checkpoint
+    kEnded,      // diverged: nothing more
+  };
 
   Status CheckSameModel(const ModelConfig& m) const {
     const ModelConfig& want = s_.model;
@@ -229,6 +276,7 @@ class Run {
   Status Diverge(int step) {
     final_.outcome = Outcome::kDiverged;
     final_.diverged_step = step;
+    stop_ = Stop::kEnded;
     return OkStatus();
   }
 
@@ -300,6 +348,11 @@ class Run {
   const TrainSettings& s_;
   const RunOptions& o_;
   EventSink& sink_;
+  const int backend_threads_;
+  Stop stop_ = Stop::kNone;
+  bool resumed_ = false;
+  int next_step_ = 1;
+  int above_threshold_ = 0;
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<Backend> backend_;
   FinalEvent final_;
@@ -335,7 +388,123 @@ FinalEvent RunTraining(const TrainSettings& settings, const RunOptions& options,
     sink.OnFinal(f);
     return f;
   }
-  return Run(settings, options, sink).Go();
+  return Run(settings, options, sink, settings.threads).Go();
+}
+
+namespace {
+
+// What fused trials must share, by name, as text (TrainSettings' fields
+// except those trainer.h lists as free to differ).
+std::vector<std::pair<const char*, std::string>> SharedSettings(const TrainSettings& s) {
+  const ModelConfig& m = s.model;
+  auto str = [](auto v) {
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(v));
+      return std::string(buf);
+    } else {
+      return std::to_string(v);
+    }
+  };
+  return {
+      {"placement", PlacementName(m.placement)},
+      {"mix_post_fraction", m.placement == Placement::kMix ? str(m.mix_post_fraction) : ""},
+      {"layers", str(m.layers)},
+      {"d_model", str(m.d_model)},
+      {"heads", str(m.heads)},
+      {"d_ff", str(m.d_ff)},
+      {"seq_len", str(m.seq_len)},
+      {"dropout", str(m.dropout)},
+      {"positions", m.positions == Positions::kLearned ? "learned" : "sinusoidal"},
+      {"qk_norm", m.qk_norm ? "on" : "off"},
+      {"norm", NormName(m.norm)},
+      {"optimizer", OptimizerName(s.optimizer.kind)},
+      {"data_file", s.data.data_file},
+      {"task", s.data.data_file.empty() ? s.data.task : ""},
+      {"batch_size", str(s.batch_size)},
+      {"steps", str(s.steps)},
+      {"eval_every", str(s.eval_every)},
+      {"eval_batches", str(s.eval_batches)},
+      {"threads", str(s.threads)},
+      {"device", s.device},
+      {"precision", PrecisionName(s.precision)},
+      {"checkpoint_every", str(s.checkpoint_every)},
+  };
+}
+
+std::string Brief(const std::string& v) { return v.size() <= 40 ? v : v.substr(0, 37) + "..."; }
+
+}  // namespace
+
+Status CheckFusable(const std::vector<TrainSettings>& trials) {
+  if (trials.empty()) return InvalidArgument("fused run: no trials");
+  if (trials.size() > static_cast<size_t>(kMaxFusedTrials)) {
+    return InvalidArgument("fused run: " + std::to_string(trials.size()) + " trials; at most " +
+                           std::to_string(kMaxFusedTrials));
+  }
+  const auto first = SharedSettings(trials[0]);
+  for (size_t k = 1; k < trials.size(); ++k) {
+    const auto other = SharedSettings(trials[k]);
+    for (size_t i = 0; i < first.size(); ++i) {
+      if (first[i].second != other[i].second) {
+        return InvalidArgument("config " + std::to_string(k) + ": " + first[i].first + " '" +
+                               Brief(other[i].second) + "' differs from config 0's '" + Brief(first[i].second) +
+                               "' (fused trials differ only in lr, warm-up, schedule, seed, optimizer "
+                               "coefficients, grad clip, z_loss and the divergence settings)");
+      }
+    }
+  }
+  return OkStatus();
+}
+
+std::vector<FinalEvent> RunFusedTraining(const std::vector<FusedTrial>& trials) {
+  const size_t K = trials.size();
+  std::vector<TrainSettings> settings;
+  for (const FusedTrial& t : trials) settings.push_back(t.settings);
+  Status shared = CheckFusable(settings);
+  std::vector<Status> st(K, shared);
+  for (size_t k = 0; k < K && shared.ok(); ++k) st[k] = ValidateTrainSettings(settings[k]);
+  const int threads = K > 0 ? std::max(1, settings[0].threads) : 1;
+  // Whole trials per thread: each trial's backend gets threads / K threads
+  // (one when K >= threads, so that a fused trial computes exactly what a
+  // solo run with one thread does), and up to min(threads, K) trials run at
+  // once, each on one thread from its forward pass to its optimizer step.
+  // A per-op batched product over the K trials would put K-way barriers
+  // between ~100 short kernels a step for no gain on a CPU core, which one
+  // trial already keeps busy; the CUDA batched form is left to that backend.
+  const int per_trial = std::max(1, threads / static_cast<int>(std::max<size_t>(1, K)));
+  const int pool = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), K));
+  std::vector<std::unique_ptr<Run>> runs;
+  for (size_t k = 0; k < K; ++k) {
+    runs.push_back(std::make_unique<Run>(trials[k].settings, trials[k].options, *trials[k].sink, per_trial));
+  }
+  // Serial: backends set the process's thread counts as they are made.
+  for (size_t k = 0; k < K; ++k) {
+    if (st[k].ok()) st[k] = runs[k]->Prepare();
+  }
+  auto each = [&](auto phase) {
+    std::vector<int> ks;
+    for (size_t k = 0; k < K; ++k) {
+      if (st[k].ok()) ks.push_back(static_cast<int>(k));
+    }
+    const int n = static_cast<int>(ks.size());
+#pragma omp parallel for num_threads(std::max(1, std::min(pool, n))) schedule(dynamic, 1) if (pool > 1)
+    for (int i = 0; i < n; ++i) phase(static_cast<size_t>(ks[static_cast<size_t>(i)]));
+  };
+  each([&](size_t k) { st[k] = runs[k]->Start(); });
+  // In lock step: every trial still running takes its next step.
+  for (bool any = true; any;) {
+    any = false;
+    for (size_t k = 0; k < K; ++k) any |= st[k].ok() && runs[k]->active();
+    if (!any) break;
+    each([&](size_t k) {
+      if (runs[k]->active()) st[k] = runs[k]->StepOnce();
+    });
+  }
+  each([&](size_t k) { st[k] = runs[k]->Finish(); });
+  std::vector<FinalEvent> finals;
+  for (size_t k = 0; k < K; ++k) finals.push_back(runs[k]->Conclude(st[k]));
+  return finals;
 }
 
 }  // namespace normsweep::trainer

@@ -109,6 +109,28 @@ struct RunOptions {
 // settings should be rejected earlier by ValidateTrainSettings.
 FinalEvent RunTraining(const TrainSettings& settings, const RunOptions& options, EventSink& sink);
 
+// Fused trials (HFTA, Wang et al., MLSys 2021): K runs in one process, which
+// may differ only in the schedule (peak lr, warm-up, kind), the seed, the
+// optimizer's coefficients (beta1, beta2, eps, weight decay, momentum), grad
+// clip, z_loss and the divergence settings; everything else, threads and
+// device included, must be equal (CheckFusable). Each trial keeps its own
+// data order, schedule, optimizer state, divergence, cancel flag, events
+// (its own sink), checkpoint and final event: a trial that diverges or is
+// cancelled stops and the others go on. The trials step in lock step, whole
+// trials per thread (trainer.cc says why): with K >= threads each trial's
+// numbers are bit for bit those of a solo run with one thread.
+inline constexpr int kMaxFusedTrials = 64;  // schema::kMaxFusedTrials
+struct FusedTrial {
+  TrainSettings settings;
+  RunOptions options;
+  EventSink* sink = nullptr;
+};
+// INVALID_ARGUMENT naming the first setting a trial does not share with
+// trial 0.
+Status CheckFusable(const std::vector<TrainSettings>& trials);
+// One final event per trial, in order (each also sent to its sink).
+std::vector<FinalEvent> RunFusedTraining(const std::vector<FusedTrial>& trials);
+
 }  // namespace normsweep::trainer
 
 #endif  // NORMSWEEP_TRAINER_TRAINER_H_
