@@ -259,7 +259,45 @@ absl::StatusOr<std::optional<v1::Trial>> MemoryStore::LeaseTrial(int64_t worker_
     }
   }
   if (best == nullptr) return std::optional<v1::Trial>();
-  v1::Trial& t = best->trial;
+  TakeLease(*best, worker_id, now, lease);
+  return std::optional<v1::Trial>(best->trial);
+}
+
+absl::StatusOr<std::vector<v1::Trial>> MemoryStore::LeaseTrialsById(int64_t worker_id, int64_t sweep_id,
+                                                                    const std::vector<int64_t>& trial_ids,
+                                                                    absl::Time now, absl::Duration lease) {
+  absl::MutexLock lock(&mu_);
+  if (!workers_.contains(worker_id)) return NoWorker(worker_id);
+  auto s = sweeps_.find(sweep_id);
+  if (s == sweeps_.end()) return NoSweep(sweep_id);
+  std::vector<v1::Trial> leased;
+  if (s->second.sweep.state() != v1::SWEEP_RUNNING) return leased;
+  std::vector<StoredTrial*> pending;
+  for (int64_t id : trial_ids) {
+    auto it = trials_.find(id);
+    if (it == trials_.end() || it->second.trial.sweep_id() != sweep_id) continue;
+    if (it->second.trial.state() == v1::TRIAL_PENDING) pending.push_back(&it->second);
+  }
+  std::sort(pending.begin(), pending.end(),
+            [](const StoredTrial* a, const StoredTrial* b) { return a->trial.index() < b->trial.index(); });
+  pending.erase(std::unique(pending.begin(), pending.end()), pending.end());
+  size_t room = pending.size();
+  if (const int limit = s->second.sweep.spec().max_concurrent_trials(); limit > 0) {
+    int running = 0;
+    for (const auto& [id, t] : trials_) {
+      if (t.trial.sweep_id() == sweep_id && t.trial.state() == v1::TRIAL_RUNNING) ++running;
+    }
+    room = std::min(room, static_cast<size_t>(std::max(0, limit - running)));
+  }
+  for (size_t i = 0; i < room; ++i) {
+    TakeLease(*pending[i], worker_id, now, lease);
+    leased.push_back(pending[i]->trial);
+  }
+  return leased;
+}
+
+void MemoryStore::TakeLease(StoredTrial& stored, int64_t worker_id, absl::Time now, absl::Duration lease) {
+  v1::Trial& t = stored.trial;
   t.set_state(v1::TRIAL_RUNNING);
   t.set_attempts(t.attempts() + 1);
   t.set_worker_id(worker_id);
@@ -274,8 +312,7 @@ absl::StatusOr<std::optional<v1::Trial>> MemoryStore::LeaseTrial(int64_t worker_
     diagnostics_.erase(diagnostics_.lower_bound({t.id(), INT32_MIN, INT32_MIN}),
                        diagnostics_.lower_bound({t.id() + 1, INT32_MIN, INT32_MIN}));
   }
-  Touch(*best);
-  return std::optional<v1::Trial>(t);
+  Touch(stored);
 }
 
 absl::StatusOr<HeartbeatResult> MemoryStore::Heartbeat(int64_t worker_id,

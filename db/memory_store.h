@@ -34,6 +34,9 @@ class MemoryStore : public Store {
                                          absl::Time now) override;
   absl::StatusOr<std::optional<v1::Trial>> LeaseTrial(int64_t worker_id, absl::Time now,
                                                       absl::Duration lease) override;
+  absl::StatusOr<std::vector<v1::Trial>> LeaseTrialsById(int64_t worker_id, int64_t sweep_id,
+                                                         const std::vector<int64_t>& trial_ids, absl::Time now,
+                                                         absl::Duration lease) override;
   absl::StatusOr<HeartbeatResult> Heartbeat(int64_t worker_id,
                                             const std::vector<v1::TrialLease>& leases,
                                             absl::Time now, absl::Duration lease) override;
@@ -66,6 +69,10 @@ class MemoryStore : public Store {
 
   v1::Sweep SweepWithCounts(const v1::Sweep& sweep) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(StoredTrial& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { t.seq = ++seq_; }
+  // PENDING -> RUNNING for worker_id: the next attempt (a retry's history
+  // cleared), as every lease takes it.
+  void TakeLease(StoredTrial& t, int64_t worker_id, absl::Time now, absl::Duration lease)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeComplete(int64_t sweep_id, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // boundary_search: decides the line of a trial just finished and queues
   // the follow-up it asks for (proto/schema/boundary_search.h), as PostgresStore does

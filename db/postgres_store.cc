@@ -113,7 +113,15 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options)
       finish_runner_(
           options.finish_writers, options.finish_group_size,
           [this](std::vector<FinishItem*>& group) { FinishGroup(group); },
-          [](const FinishItem& item) { return item.request->trial_id(); }) {}
+          [](const FinishItem& item) { return item.request->trial_id(); }),
+      fused_runner_(
+          1, 1,
+          [this](std::vector<FusedItem*>& group) {
+            for (FusedItem* f : group) {
+              f->done(LeaseFitting(f->worker_id, f->sweep_id, f->max, f->fits, f->now, f->lease));
+            }
+          },
+          [](const FusedItem&) { return int64_t{0}; }) {}
 
 void PostgresStore::OpenPool() { (void)AcquireAll(pool_, pool_size_); }
 

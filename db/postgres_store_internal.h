@@ -1,8 +1,8 @@
 // db-internal: the PostgresStore class (see db/postgres_store.h), defined in
-// two files by job: db/postgres_store.cc (construction, the plain reads and
-// writes, heartbeats, expiry) and db/postgres_hot_path.cc (the batched
-// lease, progress and finish statements of the group runners), and what the
-// two share.
+// three files by job: db/postgres_store.cc (construction, the plain reads
+// and writes, heartbeats, expiry), db/postgres_hot_path.cc (the batched
+// lease, progress and finish statements of the group runners) and
+// db/postgres_fused_lease.cc (fused leases), and what they share.
 #ifndef NORMSWEEP_DB_POSTGRES_STORE_INTERNAL_H_
 #define NORMSWEEP_DB_POSTGRES_STORE_INTERNAL_H_
 
@@ -43,6 +43,18 @@ absl::StatusOr<T> WithConnection(PgPool& pool, Fn&& fn) {
   }
 }
 
+// A retried trial starts its metric history afresh (trial_ids: a PgArray).
+// Run after its lease is taken and before the worker hears of it: nothing
+// of the new attempt can be written yet, and the old attempt's writes fail
+// the attempt check.
+absl::Status ClearHistory(PgConnection& conn, const std::string& trial_ids);
+
+// In a transaction on conn, for a sweep with max_concurrent_trials: takes
+// the sweep's lease lock (until the transaction ends), which every leaser of
+// such a sweep takes, so that the count of its RUNNING trials it returns
+// stays exact until then.
+absl::StatusOr<int64_t> LockSweepRunning(PgConnection& conn, int64_t sweep_id);
+
 // Up to n of the pool's connections at once, so that each is a different
 // one (opened if need be); fewer when the database cannot be reached.
 std::vector<PgPool::Lease> AcquireAll(PgPool& pool, int n);
@@ -80,6 +92,13 @@ class PostgresStore final : public Store {
                                                 absl::Time now) override;
   absl::StatusOr<v1::Trial> FinishTrial(const v1::FinishTrialRequest& request, absl::Time now,
                                         bool* finished_now) override;
+  // db/postgres_fused_lease.cc: one transaction.
+  absl::StatusOr<std::vector<v1::Trial>> LeaseTrialsById(int64_t worker_id, int64_t sweep_id,
+                                                         const std::vector<int64_t>& trial_ids, absl::Time now,
+                                                         absl::Duration lease) override;
+  // Queued for fused_runner_'s thread, answered from there.
+  void LeaseFittingAsync(int64_t worker_id, int64_t sweep_id, int max, TrialFilter fits, absl::Time now,
+                         absl::Duration lease, TrialsDone done) override;
   // Queued for the group runners' threads, answered from there.
   void LeaseTrialAsync(int64_t worker_id, absl::Time now, absl::Duration lease, LeaseDone done) override;
   void ReportProgressAsync(const v1::ReportProgressRequest& request, absl::Time now, ProgressDone done) override;
@@ -136,6 +155,19 @@ class PostgresStore final : public Store {
   // One caller, one transaction: sweeps with max_concurrent_trials.
   absl::StatusOr<std::optional<v1::Trial>> LeaseSlowPath(int64_t worker_id, absl::Time now, absl::Duration lease);
 
+  // A fused lease (LeaseFitting): several statements, run one caller at a
+  // time on a thread of its own, so that neither a gRPC thread nor the
+  // lease runner (single leases, the hot path) waits for it.
+  struct FusedItem {
+    int64_t worker_id;
+    int64_t sweep_id;
+    int max;
+    TrialFilter fits;
+    absl::Time now;
+    absl::Duration lease;
+    TrialsDone done;
+  };
+
   struct FinishItem {
     const v1::FinishTrialRequest* request;
     absl::Time now;
@@ -163,6 +195,7 @@ class PostgresStore final : public Store {
   GroupRunner<ProgressItem> progress_runner_;
   GroupRunner<LeaseItem> lease_runner_;
   GroupRunner<FinishItem> finish_runner_;
+  GroupRunner<FusedItem> fused_runner_;
 };
 
 }  // namespace normsweep::db

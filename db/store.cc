@@ -32,6 +32,39 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> Store::GetSweepAnalysis(int64_t swe
       "sweep analysis: the views that define it are SQL (db/views); this store has none (use PostgreSQL)");
 }
 
+absl::StatusOr<std::vector<v1::Trial>> Store::LeaseFitting(int64_t worker_id, int64_t sweep_id, int max,
+                                                           const TrialFilter& fits, absl::Time now,
+                                                           absl::Duration lease) {
+  // Candidates a page at a time: a sweep holds up to kMaxTrialsPerSweep
+  // trials, and the first page usually has all that are wanted.
+  constexpr int kPage = 256;
+  std::vector<v1::Trial> leased;
+  int32_t after_index = -1;
+  while (static_cast<int>(leased.size()) < max) {
+    absl::StatusOr<std::vector<v1::Trial>> page = ListTrials(sweep_id, v1::TRIAL_PENDING, after_index, kPage);
+    if (!page.ok()) return page.status();
+    if (page->empty()) break;
+    after_index = page->back().index();
+    std::vector<int64_t> ids;
+    for (const v1::Trial& t : *page) {
+      if (static_cast<int>(leased.size() + ids.size()) == max) break;
+      if (fits(t)) ids.push_back(t.id());
+    }
+    if (!ids.empty()) {
+      absl::StatusOr<std::vector<v1::Trial>> got = LeaseTrialsById(worker_id, sweep_id, ids, now, lease);
+      if (!got.ok()) return got.status();
+      const bool short_of_ids = got->size() < ids.size();
+      for (v1::Trial& t : *got) leased.push_back(std::move(t));
+      // Fewer than asked: the sweep reached max_concurrent_trials, or others
+      // are leasing it too. Either way its fused run is as large as it gets
+      // without waiting, and the next page would cost another transaction.
+      if (short_of_ids) break;
+    }
+    if (static_cast<int>(page->size()) < kPage) break;
+  }
+  return leased;
+}
+
 void MergeMetricPoint(const v1::MetricPoint& from, v1::MetricPoint* into) {
   // By reflection over the fields with presence, so that a new metric is
   // merged by the same rule without another line here.

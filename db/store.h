@@ -167,6 +167,32 @@ class Store {
     done(std::move(trial), finished_now);
   }
 
+  // Fused trials (LeaseTrialRequest.max_trials): leases to worker_id those
+  // of trial_ids (trials of sweep_id) that are still PENDING while the sweep
+  // is RUNNING, in index order, each as LeaseTrial leases one (attempts + 1,
+  // lease until now + lease, a retry's history cleared); one taken meanwhile
+  // by another leaser is skipped, never leased twice. Stops at the sweep's
+  // max_concurrent_trials. Returns those leased, by index. NOT_FOUND for an
+  // unknown worker.
+  virtual absl::StatusOr<std::vector<v1::Trial>> LeaseTrialsById(int64_t worker_id, int64_t sweep_id,
+                                                                 const std::vector<int64_t>& trial_ids,
+                                                                 absl::Time now, absl::Duration lease) = 0;
+  // Up to max of sweep_id's PENDING trials that fits accepts, in index
+  // order, leased by LeaseTrialsById (a page of candidates at a time, so
+  // that trials others take meanwhile are made up for from the next ones).
+  // fits runs on the calling thread, for trials as ListTrials returns them.
+  using TrialFilter = std::function<bool(const v1::Trial&)>;
+  absl::StatusOr<std::vector<v1::Trial>> LeaseFitting(int64_t worker_id, int64_t sweep_id, int max,
+                                                      const TrialFilter& fits, absl::Time now,
+                                                      absl::Duration lease);
+  // LeaseFitting answered through done, as LeaseTrialAsync is: a store whose
+  // calls block runs it on a thread of its own (fits with it).
+  using TrialsDone = std::function<void(absl::StatusOr<std::vector<v1::Trial>>)>;
+  virtual void LeaseFittingAsync(int64_t worker_id, int64_t sweep_id, int max, TrialFilter fits, absl::Time now,
+                                 absl::Duration lease, TrialsDone done) {
+    done(LeaseFitting(worker_id, sweep_id, max, fits, now, lease));
+  }
+
   // Leases that ended before now, each an interruption (never counted
   // against max_attempts): PENDING again while the trial's interruptions
   // stay below max_interruptions, else FAILED (CANCELLED when the sweep was
