@@ -5,10 +5,12 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "common/wait_for.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
+#include "proto/schema/train_config.h"
 #include "scheduler/sweep_expander.h"
 #include "scheduler/validation.h"
 
@@ -129,8 +131,8 @@ absl::Status Scheduler::WatchSweep(const v1::WatchSweepRequest& request,
                                    const std::function<bool()>& cancelled) {
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
   const int64_t id = request.sweep_id();
-  // The slack: only CreateSweep, CancelSweep and limited-sweep leases take
-  // several statements; everything else commits right after numbering.
+  // The slack: only CreateSweep, CancelSweep, limited-sweep and fused leases
+  // take several statements; everything else commits right after numbering.
   WatchFloor floor(absl::Seconds(3));
   // Changes wake the stream early, but it polls at most this often.
   const absl::Duration min_gap = std::min(absl::Milliseconds(100), options_.watch_poll_interval);
@@ -207,20 +209,58 @@ absl::StatusOr<v1::LeaseTrialResponse> Scheduler::LeaseTrial(const v1::LeaseTria
 }
 
 void Scheduler::LeaseTrialAsync(const v1::LeaseTrialRequest& request, Done<v1::LeaseTrialResponse> done) {
-  if (absl::Status st = CheckId("worker_id", request.worker_id()); !st.ok()) return done(st);
+  if (absl::Status st = ValidateLeaseTrial(request); !st.ok()) return done(st);
   const absl::Time start = absl::Now();
+  const absl::Time now = clock_.Now();
   store_.LeaseTrialAsync(
-      request.worker_id(), clock_.Now(), options_.lease_duration,
-      [this, start, done = std::move(done)](absl::StatusOr<std::optional<v1::Trial>> trial) {
+      request.worker_id(), now, options_.lease_duration,
+      [this, start, now, worker_id = request.worker_id(), max_trials = request.max_trials(),
+       done = std::move(done)](absl::StatusOr<std::optional<v1::Trial>> trial) mutable {
         if (!trial.ok()) return done(trial.status());
         metrics_.ObserveLeaseLatency(absl::Now() - start);
         v1::LeaseTrialResponse response;
-        if (trial->has_value()) {
-          response.set_leased(true);
-          *response.mutable_lease_expires_at() = (*trial)->lease_expires_at();
-          *response.mutable_trial() = **std::move(trial);
-          NotifyChange();
+        if (!trial->has_value()) return done(std::move(response));
+        response.set_leased(true);
+        *response.mutable_lease_expires_at() = (*trial)->lease_expires_at();
+        *response.mutable_trial() = **std::move(trial);
+        NotifyChange();
+        if (max_trials <= 1) return done(std::move(response));
+        LeaseFused(worker_id, now, max_trials - 1, std::move(response), std::move(done));
+      });
+}
+
+void Scheduler::LeaseFused(int64_t worker_id, absl::Time now, int more, v1::LeaseTrialResponse response,
+                           Done<v1::LeaseTrialResponse> done) {
+  // The further trials are found and leased by the store's LeaseFittingAsync,
+  // which runs where the store may block (PostgresStore: a thread of its
+  // own), never on a gRPC thread nor in the single leases' group: the
+  // candidates are a page of the sweep's PENDING trials, read and leased in
+  // statements of their own. fits runs there too; FusionKey is pure.
+  absl::StatusOr<std::string> key = schema::FusionKey(response.trial().config());
+  if (!key.ok()) return done(std::move(response));  // stored configs are valid; fuse nothing if not
+  const int64_t first_id = response.trial().id();
+  const int64_t sweep_id = response.trial().sweep_id();
+  auto fits = [first_id, key = *std::move(key)](const v1::Trial& t) {
+    if (t.id() == first_id) return false;
+    absl::StatusOr<std::string> k = schema::FusionKey(t.config());
+    return k.ok() && *k == key;
+  };
+  store_.LeaseFittingAsync(
+      worker_id, sweep_id, more, std::move(fits), now, options_.lease_duration,
+      [this, response = std::move(response), done = std::move(done)](
+          absl::StatusOr<std::vector<v1::Trial>> fused) mutable {
+        // The first trial is leased whatever happens here: a failure leaves
+        // it a lease of one (fusing is an optimisation), not an error that
+        // would strand its lease until it expired.
+        if (!fused.ok()) {
+          LogLine("normsweep-scheduler",
+                  absl::StrCat("LeaseTrial: fusing with trial_id ", response.trial().id(), ": ",
+                               fused.status().ToString(absl::StatusToStringMode::kWithNoExtraData)));
+          return done(std::move(response));
         }
+        metrics_.TrialsLeasedFused(static_cast<int>(fused->size()));
+        for (v1::Trial& t : *fused) *response.add_fused_trials() = std::move(t);
+        if (!fused->empty()) NotifyChange();
         done(std::move(response));
       });
 }

@@ -114,6 +114,12 @@ class Scheduler {
   // last failure, was lost to it ("lease_lost"), not to its worker.
   void NoteStoreOutcome(const absl::Status& status, absl::Time now);
 
+  // LeaseTrialRequest.max_trials > 1: after the first trial (response's),
+  // up to `more` PENDING trials of its sweep with its fusion key, added to
+  // response.fused_trials; then done.
+  void LeaseFused(int64_t worker_id, absl::Time now, int more, v1::LeaseTrialResponse response,
+                  Done<v1::LeaseTrialResponse> done);
+
   void NotifyChange();
   db::Store& store_;
   Clock& clock_;

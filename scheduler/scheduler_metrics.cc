@@ -59,7 +59,13 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
                          .Help("What ExportSweep sent, by kind: row or chunk")
                          .Register(registry)),
       export_rows_(export_family_.Add({{"kind", "row"}})),
-      export_chunks_(export_family_.Add({{"kind", "chunk"}})) {
+      export_chunks_(export_family_.Add({{"kind", "chunk"}})),
+      fused_family_(prometheus::BuildCounter()
+                        .Name("normsweep_scheduler_trials_leased_fused_total")
+                        .Help("Trials leased as fused_trials of a LeaseTrial (max_trials > 1), beyond its "
+                              "first trial")
+                        .Register(registry)),
+      leased_fused_(fused_family_.Add({})) {
   // Present from the start, so that dashboards show zeros rather than gaps.
   for (const char* s : {"PENDING", "RUNNING", "SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}) {
     trials_.Add({{"state", s}});
@@ -72,6 +78,10 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
 
 void SchedulerMetrics::ObserveLeaseLatency(absl::Duration latency) {
   lease_latency_.Observe(absl::ToDoubleSeconds(latency));
+}
+
+void SchedulerMetrics::TrialsLeasedFused(int n) {
+  if (n > 0) leased_fused_.Increment(n);
 }
 
 void SchedulerMetrics::TrialsCompleted(v1::TrialState outcome, int n) {

@@ -25,6 +25,8 @@ class SchedulerMetrics {
 
   void ObserveLeaseLatency(absl::Duration latency);
   void TrialsCompleted(v1::TrialState outcome, int n = 1);
+  // Trials a LeaseTrial leased as fused_trials (beyond its first).
+  void TrialsLeasedFused(int n);
   // Attempts that ended without finishing their trial, which went back to
   // the queue: reason "lease_expired", "interrupted" or "failed"
   // (FinishTrialRequest.retry with or without an interruption).
@@ -58,6 +60,8 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Counter>& export_family_;
   prometheus::Counter& export_rows_;
   prometheus::Counter& export_chunks_;
+  prometheus::Family<prometheus::Counter>& fused_family_;
+  prometheus::Counter& leased_fused_;
 };
 
 }  // namespace normsweep::scheduler

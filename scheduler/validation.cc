@@ -288,6 +288,15 @@ absl::Status ValidateRegisterWorker(const v1::RegisterWorkerRequest& request) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateLeaseTrial(const v1::LeaseTrialRequest& request) {
+  RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
+  if (request.max_trials() < 0 || request.max_trials() > schema::kMaxFusedTrials) {
+    return Invalid("max_trials",
+                   absl::StrCat("must be in [0, ", schema::kMaxFusedTrials, "], not ", request.max_trials()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateHeartbeat(const v1::HeartbeatRequest& request) {
   RETURN_IF_ERROR(CheckId("worker_id", request.worker_id()));
   if (request.leases_size() > schema::kMaxLeasesPerHeartbeat) {

@@ -57,6 +57,8 @@ absl::Status ValidateSubmitSweep(const v1::SubmitSweepRequest& request);
 absl::StatusOr<double> ValidateGetSweepAnalysis(const v1::GetSweepAnalysisRequest& request);
 
 absl::Status ValidateRegisterWorker(const v1::RegisterWorkerRequest& request);
+// worker_id, and max_trials in [0, kMaxFusedTrials].
+absl::Status ValidateLeaseTrial(const v1::LeaseTrialRequest& request);
 absl::Status ValidateHeartbeat(const v1::HeartbeatRequest& request);
 // The number of layer gradient norms in the request.
 absl::StatusOr<int> ValidateProgress(const v1::ReportProgressRequest& request);
