@@ -478,32 +478,39 @@ std::vector<FinalEvent> RunFusedTraining(const std::vector<FusedTrial>& trials) 
   for (size_t k = 0; k < K; ++k) {
     runs.push_back(std::make_unique<Run>(trials[k].settings, trials[k].options, *trials[k].sink, per_trial));
   }
+  std::vector<FinalEvent> finals(K);
+  std::vector<char> done(K, 0);  // not vector<bool>: threads write neighbours
+  // A trial that stops (its steps done, diverged, cancelled or failed) ends
+  // at once: its final evaluation, checkpoint and final event come now, not
+  // when the others are done.
+  auto end = [&](size_t k) {
+    if (st[k].ok()) st[k] = runs[k]->Finish();
+    finals[k] = runs[k]->Conclude(st[k]);
+    done[k] = 1;
+  };
   // Serial: backends set the process's thread counts as they are made.
   for (size_t k = 0; k < K; ++k) {
     if (st[k].ok()) st[k] = runs[k]->Prepare();
+    if (!st[k].ok()) end(k);
   }
   auto each = [&](auto phase) {
     std::vector<int> ks;
     for (size_t k = 0; k < K; ++k) {
-      if (st[k].ok()) ks.push_back(static_cast<int>(k));
+      if (!done[k]) ks.push_back(static_cast<int>(k));
     }
     const int n = static_cast<int>(ks.size());
 #pragma omp parallel for num_threads(std::max(1, std::min(pool, n))) schedule(dynamic, 1) if (pool > 1)
-    for (int i = 0; i < n; ++i) phase(static_cast<size_t>(ks[static_cast<size_t>(i)]));
+    for (int i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(ks[static_cast<size_t>(i)]);
+      phase(k);
+      if (!st[k].ok() || !runs[k]->active()) end(k);
+    }
+    return n;
   };
   each([&](size_t k) { st[k] = runs[k]->Start(); });
   // In lock step: every trial still running takes its next step.
-  for (bool any = true; any;) {
-    any = false;
-    for (size_t k = 0; k < K; ++k) any |= st[k].ok() && runs[k]->active();
-    if (!any) break;
-    each([&](size_t k) {
-      if (runs[k]->active()) st[k] = runs[k]->StepOnce();
-    });
+  while (each([&](size_t k) { st[k] = runs[k]->StepOnce(); }) > 0) {
   }
-  each([&](size_t k) { st[k] = runs[k]->Finish(); });
-  std::vector<FinalEvent> finals;
-  for (size_t k = 0; k < K; ++k) finals.push_back(runs[k]->Conclude(st[k]));
   return finals;
 }
 

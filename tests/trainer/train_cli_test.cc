@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <fstream>
 #include <sstream>
@@ -27,6 +28,7 @@ namespace normsweep::trainer {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 struct Result {
@@ -354,6 +356,110 @@ TEST(TrainCliTest, SigtermCancelsAndWritesTheCheckpoint) {
   EXPECT_EQ(events.back().type(), "final");
   EXPECT_EQ(events.back().outcome(), "CANCELLED");
   EXPECT_TRUE(fs::exists(ckpt));
+}
+
+// Writes a config file of kSmall's model with these fields added.
+fs::path SmallConfig(const std::string& name, const std::string& extra) {
+  const fs::path p = TempDir() / name;
+  std::ofstream(p) << "{\"layers\":2,\"d_model\":16,\"heads\":2,\"seq_len\":16,\"batch_size\":4,\"threads\":1,"
+                   << "\"steps\":20,\"eval_every\":10,\"eval_batches\":2,\"data_file\":\"" << Corpus().string() << "\","
+                   << extra << "}";
+  return p;
+}
+
+// The final event of each fused_index.
+std::map<int, v1::TrainEvent> FinalsByIndex(const std::vector<v1::TrainEvent>& events) {
+  std::map<int, v1::TrainEvent> finals;
+  for (const v1::TrainEvent& e : events) {
+    if (e.type() == "final") finals[e.fused_index()] = e;
+  }
+  return finals;
+}
+
+TEST(TrainCliTest, FusedConfigsTrainEachTrialAsItsSoloRun) {
+  const fs::path a = SmallConfig("fused_a.json", "\"lr\":0.001,\"seed\":1");
+  const fs::path b = SmallConfig("fused_b.json", "\"lr\":0.01,\"warmup_steps\":5,\"seed\":2,\"beta2\":0.95");
+  Result fused = RunTrainer({"train", "--config", a.string() + "," + b.string()});
+  ASSERT_EQ(fused.exit_code, 0) << fused.err;
+  const std::vector<v1::TrainEvent> events = Events(fused.out);
+  std::map<int, v1::TrainEvent> finals = FinalsByIndex(events);
+  ASSERT_EQ(finals.size(), 2u) << fused.out;
+  int steps1 = 0;
+  for (const v1::TrainEvent& e : events) steps1 += e.type() == "step" && e.fused_index() == 1;
+  EXPECT_EQ(steps1, 20);
+  EXPECT_THAT(fused.out, HasSubstr("\"fused_index\":1"));
+  for (int k = 0; k < 2; ++k) {
+    Result solo = RunTrainer({"train", "--config", (k == 0 ? a : b).string()});
+    ASSERT_EQ(solo.exit_code, 0) << solo.err;
+    EXPECT_THAT(solo.out, Not(HasSubstr("fused_index")));
+    const v1::TrainEvent want = Events(solo.out).back();
+    EXPECT_EQ(finals[k].outcome(), "SUCCEEDED");
+    EXPECT_EQ(finals[k].final_val_loss(), want.final_val_loss()) << "trial " << k;
+    EXPECT_EQ(finals[k].init_val_loss(), want.init_val_loss()) << "trial " << k;
+  }
+}
+
+TEST(TrainCliTest, FusedConfigsThatDifferInShapeOrPathCountsAreRefused) {
+  const fs::path a = SmallConfig("fused_shape_a.json", "\"lr\":0.001");
+  const fs::path b = SmallConfig("fused_shape_b.json", "\"lr\":0.001,\"placement\":\"pre\"");
+  Result shape = RunTrainer({"train", "--config", a.string() + "," + b.string()});
+  EXPECT_EQ(shape.exit_code, 2);
+  EXPECT_THAT(shape.err, HasSubstr("config 1: placement 'pre' differs"));
+  Result count = RunTrainer({"train", "--config", a.string() + "," + a.string(), "--checkpoint-out", "/tmp/x"});
+  EXPECT_EQ(count.exit_code, 2);
+  EXPECT_THAT(count.err, HasSubstr("--checkpoint-out: 1 paths for 2 configs"));
+  Result empty = RunTrainer({"train", "--config", a.string() + ","});
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_THAT(empty.err, HasSubstr("--config: an empty path"));
+}
+
+TEST(TrainCliTest, StdinCancelStopsOneFusedTrialAndTheOtherGoesOn) {
+  const fs::path a = SmallConfig("fused_cancel_a.json", "\"lr\":0.001,\"steps\":1000000,\"eval_every\":0");
+  const fs::path out = TempDir() / "fused_cancel.out", err = TempDir() / "fused_cancel.err";
+  int in[2];
+  ASSERT_EQ(pipe(in), 0);
+  std::vector<std::string> args = {Binary(), "train", "--config", a.string() + "," + a.string(), "--lr", "0.002"};
+  std::vector<char*> argv;
+  for (std::string& x : args) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_addclose(&actions, in[1]);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(in[0]);
+  ASSERT_GT(pid, 0);
+  auto wait_for = [&](const std::string& needle) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (ReadAll(out).find(needle) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return ReadAll(out).find(needle) != std::string::npos;
+  };
+  EXPECT_TRUE(wait_for("\"fused_index\":1"));
+  const std::string line = "noise\ncancel 7\ncancel 1\n";
+  ASSERT_EQ(write(in[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  EXPECT_TRUE(wait_for("\"outcome\":\"CANCELLED\""));
+  // Trial 0 goes on: more of its steps come after trial 1's final event.
+  const size_t cancelled_at = ReadAll(out).size();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (ReadAll(out).find("\"type\":\"step\"", cancelled_at) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGTERM);
+  close(in[1]);
+  Result r = Wait(pid, out, err);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::map<int, v1::TrainEvent> finals = FinalsByIndex(Events(r.out));
+  ASSERT_EQ(finals.size(), 2u);
+  EXPECT_EQ(finals[1].outcome(), "CANCELLED");
+  EXPECT_EQ(finals[0].outcome(), "CANCELLED");
+  EXPECT_GT(finals[0].step(), finals[1].step());
 }
 
 }  // namespace
