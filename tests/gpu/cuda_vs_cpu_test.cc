@@ -412,6 +412,30 @@ TEST(CudaBackendTest, TrainingDiagnosticsTrackTheCpu) {
   }
 }
 
+// Fused trials on the GPU (trainer.h, RunFusedTraining): each trial has its
+// own backend and stream, driven by its own host thread, so the K trials'
+// kernels overlap on the device; each trial's losses are those of its solo
+// GPU run (the same kernels on its own buffers: bit for bit).
+TEST(CudaBackendTest, FusedTrialsEqualTheirSoloRuns) {
+  SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
+  std::vector<TrainSettings> v(3, Settings("cuda:0", 12));
+  v[1].schedule.peak_lr *= 3;
+  v[1].seed = 5;
+  v[2].schedule.warmup_steps = 0;
+  v[2].optimizer.beta2 = 0.95;
+  std::vector<CollectingSink> fused(v.size());
+  std::vector<FusedTrial> trials;
+  for (size_t k = 0; k < v.size(); ++k) trials.push_back({v[k], RunOptions{}, &fused[k]});
+  const std::vector<FinalEvent> finals = RunFusedTraining(trials);
+  for (size_t k = 0; k < v.size(); ++k) {
+    ASSERT_EQ(finals[k].outcome, Outcome::kSucceeded) << finals[k].error;
+    CollectingSink solo;
+    ASSERT_EQ(RunTraining(v[k], RunOptions{}, solo).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(fused[k].losses.size(), solo.losses.size());
+    for (size_t i = 0; i < solo.losses.size(); ++i) EXPECT_EQ(fused[k].losses[i], solo.losses[i]) << k << " " << i;
+  }
+}
+
 // TF32 and bf16 train the same model to nearly the same loss, and the final
 // event says which arithmetic ran.
 TEST(CudaBackendTest, ReducedPrecisionTrainsAndIsRecorded) {
