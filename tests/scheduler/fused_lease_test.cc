@@ -209,6 +209,58 @@ TEST_P(FusedLeaseTest, ConcurrentFusedLeasersNeverGetTheSameTrial) {
   }
 }
 
+TEST_P(FusedLeaseTest, LeasingTheSameIdsAtOnceLeasesEachTrialOnce) {
+  // The store's race head on: leasers ask for overlapping windows of trials
+  // by id (half of them on a second store: another replica), while single
+  // leases take the queue's head too.
+  std::unique_ptr<db::Store> other_store =
+      GetParam() == testing::StoreKind::kPostgres ? OpenAnother() : nullptr;
+  db::Store* stores[2] = {store_.get(), other_store ? other_store.get() : store_.get()};
+  const int64_t sweep = Submit(MixedSpec("ids", 8, 4));  // 64 trials
+  std::vector<int64_t> ids;
+  for (const v1::Trial& t : Trials(sweep)) ids.push_back(t.id());
+  constexpr int kLeasers = 6;
+  std::vector<int64_t> workers;
+  for (int i = 0; i < kLeasers; ++i) workers.push_back(Worker(absl::StrCat("w", i)));
+  std::vector<std::vector<int64_t>> got(kLeasers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kLeasers; ++i) {
+    threads.emplace_back([&, i] {
+      db::Store& store = *stores[i % 2];
+      for (int round = 0; round < 8; ++round) {
+        if (i % 3 == 2) {
+          auto one = store.LeaseTrial(workers[i], testing::kT0, kLease);
+          ASSERT_TRUE(one.ok()) << one.status();
+          if (one->has_value()) got[i].push_back((*one)->id());
+        } else {
+          // Overlapping windows of 16, so that leasers keep meeting.
+          std::vector<int64_t> window;
+          for (int k = 0; k < 16; ++k) window.push_back(ids[(i * 11 + round * 7 + k) % ids.size()]);
+          auto many = store.LeaseTrialsById(workers[i], sweep, window, testing::kT0, kLease);
+          ASSERT_TRUE(many.ok()) << many.status();
+          for (const v1::Trial& t : *many) got[i].push_back(t.id());
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::map<int64_t, int> times;
+  for (const auto& g : got) {
+    for (int64_t id : g) ++times[id];
+  }
+  for (const auto& [id, n] : times) EXPECT_EQ(n, 1) << "trial_id " << id;
+  // Every RUNNING trial is one some leaser was told of, on its first attempt.
+  size_t running = 0;
+  for (const v1::Trial& t : Trials(sweep)) {
+    if (t.state() != v1::TRIAL_RUNNING) continue;
+    ++running;
+    EXPECT_EQ(t.attempts(), 1) << t.id();
+    EXPECT_TRUE(times.contains(t.id())) << t.id();
+  }
+  EXPECT_EQ(running, times.size());
+  EXPECT_GT(running, 16u);
+}
+
 TEST_P(FusedLeaseTest, EachFusedLeaseIsALeaseOfItsOwnAndExpiresOnce) {
   const int64_t sweep = Submit(MixedSpec("expiry", 2, 2));  // 4 trials per placement
   const int64_t w = Worker("w");
