@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,7 +16,8 @@
 namespace normsweep::worker {
 
 absl::StatusOr<std::unique_ptr<TrialProcess>> TrialProcess::Start(const std::vector<std::string>& argv,
-                                                                  const std::string& stderr_path) {
+                                                                  const std::string& stderr_path,
+                                                                  bool with_stdin) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   if (access(argv[0].c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("cannot execute ", argv[0], ": ", strerror(errno)));
@@ -26,6 +28,13 @@ absl::StatusOr<std::unique_ptr<TrialProcess>> TrialProcess::Start(const std::vec
     close(out[0]);
     close(out[1]);
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  // A socket rather than a pipe: send(MSG_NOSIGNAL) cannot raise SIGPIPE
+  // when the child has gone, whatever the worker's signal mask.
+  int in[2] = {-1, -1};
+  if (with_stdin && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
+    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+    return absl::InternalError(absl::StrCat("socketpair: ", strerror(errno)));
   }
   const int log = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   // Everything the child needs is built before fork: after it, only
@@ -38,7 +47,7 @@ absl::StatusOr<std::unique_ptr<TrialProcess>> TrialProcess::Start(const std::vec
   const pid_t pid = fork();
   if (pid < 0) {
     const int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1], log}) {
+    for (int fd : {out[0], out[1], err[0], err[1], log, in[0], in[1]}) {
       if (fd >= 0) close(fd);
     }
     return absl::InternalError(absl::StrCat("fork: ", strerror(e)));
@@ -55,8 +64,12 @@ absl::StatusOr<std::unique_ptr<TrialProcess>> TrialProcess::Start(const std::vec
     signal(SIGPIPE, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
+    if (in[1] >= 0) {
+      dup2(in[1], 0);
+    } else {
+      const int devnull = open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, 0);
+    }
     dup2(out[1], 1);
     dup2(err[1], 2);
     execv(args[0], args.data());
@@ -67,7 +80,12 @@ absl::StatusOr<std::unique_ptr<TrialProcess>> TrialProcess::Start(const std::vec
   setpgid(pid, pid);  // also here, so that a Signal right after Start reaches the group
   close(out[1]);
   close(err[1]);
+  if (in[1] >= 0) {
+    close(in[1]);
+    fcntl(in[0], F_SETFL, fcntl(in[0], F_GETFL) | O_NONBLOCK);
+  }
   std::unique_ptr<TrialProcess> p(new TrialProcess());
+  p->stdin_fd_ = in[0];
   p->pid_ = pid;
   p->stdout_fd_ = out[0];
   p->stderr_fd_ = err[0];
@@ -82,7 +100,7 @@ TrialProcess::~TrialProcess() {
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  for (int fd : {stdout_fd_, stderr_fd_, stderr_log_}) {
+  for (int fd : {stdin_fd_, stdout_fd_, stderr_fd_, stderr_log_}) {
     if (fd >= 0) close(fd);
   }
 }
@@ -90,6 +108,22 @@ TrialProcess::~TrialProcess() {
 void TrialProcess::Signal(int sig) {
   if (exited_ || pid_ <= 0) return;
   kill(-pid_, sig);
+}
+
+absl::Status TrialProcess::WriteLine(const std::string& line) {
+  if (stdin_fd_ < 0) return absl::FailedPreconditionError("the trainer was started without a stdin to write to");
+  const std::string text = line + "\n";
+  ssize_t n;
+  do {
+    n = send(stdin_fd_, text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return absl::UnavailableError(absl::StrCat("write to the trainer's stdin: ", strerror(errno)));
+  // A short line into an empty-enough socket buffer goes whole or not at all
+  // in practice; a cut one is reported rather than finished later.
+  if (static_cast<size_t>(n) != text.size()) {
+    return absl::UnavailableError(absl::StrCat("write to the trainer's stdin: ", n, " of ", text.size(), " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 void TrialProcess::TryReap() {

@@ -2,7 +2,9 @@
 // signal reaches everything it started), stdout read as JSON lines, stderr
 // appended to a log file with its tail kept for error messages. The child
 // gets SIGKILL if the thread that started it dies (PR_SET_PDEATHSIG), so a
-// killed worker leaves no trainer behind.
+// killed worker leaves no trainer behind. With_stdin: the child's stdin is
+// one end of a socket pair the worker writes lines to (a fused trainer's
+// "cancel I"); else /dev/null.
 //
 // Owned and used by one thread (the slot that runs the trial); not
 // thread-safe.
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -25,7 +28,8 @@ class TrialProcess {
   // argv[0] is the program's path. stderr_path: where the child's stderr
   // goes (also kept in memory: the last kStderrTail bytes).
   static absl::StatusOr<std::unique_ptr<TrialProcess>> Start(const std::vector<std::string>& argv,
-                                                             const std::string& stderr_path);
+                                                             const std::string& stderr_path,
+                                                             bool with_stdin = false);
   ~TrialProcess();  // SIGKILL to the group and reap, if still running
   TrialProcess(const TrialProcess&) = delete;
   TrialProcess& operator=(const TrialProcess&) = delete;
@@ -49,6 +53,11 @@ class TrialProcess {
 
   // To the whole process group; a no-op once the child is reaped.
   void Signal(int sig);
+  // Writes `line` and '\n' to the child's stdin without blocking. Safe when
+  // the child is gone (an error, never SIGPIPE: stdin is a socket written
+  // with MSG_NOSIGNAL). FAILED_PRECONDITION without a stdin, UNAVAILABLE
+  // when the child does not take it (gone, or its buffer full).
+  absl::Status WriteLine(const std::string& line);
   std::string stderr_tail() const { return stderr_tail_; }
   pid_t pid() const { return pid_; }
 
@@ -59,6 +68,7 @@ class TrialProcess {
   void ReadStderr();
 
   pid_t pid_ = -1;
+  int stdin_fd_ = -1;      // our end of the child's stdin, if with_stdin
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;     // pipe from the child's stderr
   int stderr_log_ = -1;    // the log file
