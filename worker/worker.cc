@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "proto/schema/api_limits.h"
@@ -25,6 +26,14 @@ void Log(const std::string& message) { LogLine("normsweep-worker", message); }
 
 std::string LeaseName(const v1::Trial& t) { return absl::StrCat("trial ", t.id(), " (attempt ", t.attempts(), ")"); }
 
+// "trials 12, 13, 14": a fused group in the log.
+template <typename Group>
+std::string GroupName(const Group& group) {
+  std::vector<std::string> ids;
+  for (const auto& lease : group) ids.push_back(absl::StrCat(lease->trial.id()));
+  return absl::StrCat("trials ", absl::StrJoin(ids, ", "));
+}
+
 }  // namespace
 
 TrialLaunch MakeTrialLaunch(const WorkerOptions& options, const SlotSpec& slot, const v1::Trial& trial) {
@@ -39,6 +48,24 @@ TrialLaunch MakeTrialLaunch(const WorkerOptions& options, const SlotSpec& slot, 
     launch.argv.push_back(launch.dir + "/checkpoint.safetensors");
   }
   return launch;
+}
+
+std::vector<std::string> FusedArgv(const WorkerOptions& options, const std::vector<TrialLaunch>& launches) {
+  std::vector<std::string> configs, checkpoints;
+  bool any_checkpoint = false;
+  for (const TrialLaunch& l : launches) {
+    configs.push_back(l.dir + "/config.json");
+    const bool writes = l.config.checkpoint_every() > 0;
+    checkpoints.push_back(writes ? l.dir + "/checkpoint.safetensors" : "");
+    any_checkpoint |= writes;
+  }
+  std::vector<std::string> argv = {options.trainer_path, "train", "--config", absl::StrJoin(configs, ","),
+                                   "--events", "-"};
+  if (any_checkpoint) {
+    argv.push_back("--checkpoint-out");
+    argv.push_back(absl::StrJoin(checkpoints, ","));
+  }
+  return argv;
 }
 
 Worker::Worker(SchedulerClient& client, Clock& clock, WorkerMetrics& metrics, WorkerOptions options)
@@ -102,6 +129,14 @@ absl::Status Worker::Run() {
   if (options_.name.empty()) return absl::InvalidArgumentError("worker name is required");
   if (options_.slots.empty()) return absl::InvalidArgumentError("no slots: give --cpu-slots or --gpus");
   if (options_.trainer_path.empty()) return absl::InvalidArgumentError("no trainer path");
+  if (options_.fuse < 1 || options_.fuse > schema::kMaxFusedTrials) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fuse: ", options_.fuse, " is not in [1, ", schema::kMaxFusedTrials, "]"));
+  }
+  if (options_.fuse > 1 && options_.work_dir.find(',') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("work_dir: '", options_.work_dir,
+                                                   "' holds a comma, which fused trials cannot pass to the trainer"));
+  }
   std::error_code ec;
   std::filesystem::create_directories(options_.work_dir, ec);
   if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create work dir ", options_.work_dir, ": ", ec.message()));
@@ -146,14 +181,15 @@ absl::Status Worker::Run() {
 
 // ---- slots ----
 
-Worker::LeasePtr Worker::LeaseOne() {
+Worker::Group Worker::LeaseGroup() {
   {
     absl::MutexLock lock(&mu_);
-    if (draining_) return nullptr;
+    if (draining_) return {};
     ++lease_calls_;
   }
   v1::LeaseTrialRequest request;
   request.set_worker_id(worker_id_);
+  request.set_max_trials(options_.fuse);
   const absl::Time sent = clock_.Now();
   absl::StatusOr<v1::LeaseTrialResponse> r = client_.LeaseTrial(request);
   {
@@ -169,93 +205,140 @@ Worker::LeasePtr Worker::LeaseOne() {
       Log(absl::StrCat("scheduler does not know worker ", request.worker_id(), ": registering again"));
       (void)Register();
     }
-    return nullptr;
+    return {};
   }
-  if (!r.ok() || !r->leased()) return nullptr;
-  auto lease = std::make_shared<Lease>();
-  lease->trial = r->trial();
+  if (!r.ok() || !r->leased()) return {};
+  Group group;
+  auto add = [&](const v1::Trial& trial) {
+    auto lease = std::make_shared<Lease>();
+    lease->trial = trial;
+    group.push_back(std::move(lease));
+  };
+  add(r->trial());
+  for (const v1::Trial& t : r->fused_trials()) add(t);
   absl::MutexLock lock(&mu_);
-  lease->held_until = sent + lease_hold_;
-  leases_[lease->trial.id()] = lease;
-  return lease;
+  for (const LeasePtr& lease : group) {
+    lease->held_until = sent + lease_hold_;
+    leases_[lease->trial.id()] = lease;
+  }
+  return group;
 }
 
 void Worker::RunSlot(int slot) {
-  LeasePtr next;
+  Group next;
   absl::Duration poll = options_.poll_min;
   std::optional<absl::Time> idle_since;
   while (true) {
-    LeasePtr lease = std::move(next);
-    next.reset();
-    if (lease == nullptr) {
+    Group leased = std::move(next);
+    next.clear();
+    if (leased.empty()) {
       if (draining()) break;
-      lease = LeaseOne();
-      if (lease == nullptr) {
+      leased = LeaseGroup();
+      if (leased.empty()) {
         SleepUnlessDraining(poll);
         poll = std::min(poll * 2, options_.poll_max);
         continue;
       }
       poll = options_.poll_min;
     }
-    bool cancelled = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (lease->lost) {
-        EraseLease(lease->trial.id(), lease.get());
+    // Each lease of the group on its own: lost ones are dropped, cancelled
+    // ones finished, all handed back when draining; the rest run.
+    Group run;
+    for (const LeasePtr& lease : leased) {
+      bool cancelled = false;
+      {
+        absl::MutexLock lock(&mu_);
+        if (lease->lost) {
+          EraseLease(lease->trial.id(), lease.get());
+          continue;
+        }
+        cancelled = lease->cancel_requested;
+        if (!cancelled && !draining_) lease->state = LeaseState::kRunning;
+      }
+      if (cancelled) {
+        Log(absl::StrCat(LeaseName(lease->trial), " CANCELLED before it started"));
+        TrialVerdict verdict;
+        verdict.outcome = v1::TRIAL_CANCELLED;
+        QueueFinish(lease, verdict);
+        metrics_.TrialEnded(lease->trial.id(), v1::TRIAL_CANCELLED);
         continue;
       }
-      cancelled = lease->cancel_requested;
-      if (!cancelled && !draining_) lease->state = LeaseState::kRunning;
+      if (lease->state != LeaseState::kRunning) {  // draining
+        QueueFinish(lease, InterruptionVerdict(schema::kWorkerDrained,
+                                               "handed back unstarted: the worker was drained"));
+        continue;
+      }
+      run.push_back(lease);
     }
-    if (cancelled) {
-      Log(absl::StrCat(LeaseName(lease->trial), " CANCELLED before it started"));
-      TrialVerdict verdict;
-      verdict.outcome = v1::TRIAL_CANCELLED;
-      QueueFinish(lease, verdict);
-      metrics_.TrialEnded(lease->trial.id(), v1::TRIAL_CANCELLED);
-      continue;
-    }
-    if (lease->state != LeaseState::kRunning) {  // draining
-      QueueFinish(lease, InterruptionVerdict(schema::kWorkerDrained,
-                                             "handed back unstarted: the worker was drained"));
-      continue;
-    }
-    next = RunTrial(slot, lease, &idle_since);
+    if (!run.empty()) next = RunGroup(slot, run, &idle_since);
   }
 }
 
-Worker::LeasePtr Worker::RunTrial(int slot, const LeasePtr& lease, std::optional<absl::Time>* idle_since) {
-  const v1::Trial& trial = lease->trial;
-  const TrialLaunch launch = MakeTrialLaunch(options_, options_.slots[slot], trial);
+Worker::Group Worker::RunGroup(int slot, const Group& group, std::optional<absl::Time>* idle_since) {
+  const SlotSpec& spec = options_.slots[slot];
+  std::vector<TrialLaunch> launches;
+  for (const LeasePtr& lease : group) launches.push_back(MakeTrialLaunch(options_, spec, lease->trial));
+  if (launches.size() > 1) {
+    const std::vector<std::string> argv = FusedArgv(options_, launches);
+    for (TrialLaunch& l : launches) l.argv = argv;
+  }
   const std::optional<int64_t> oom_kills_before = ReadOomKills(options_.memory_events_file);
-  absl::StatusOr<std::unique_ptr<TrialProcess>> started = StartTrainer(launch);
+  absl::StatusOr<std::unique_ptr<TrialProcess>> started = StartTrainer(launches);
   if (!started.ok()) {
-    Log(absl::StrCat(LeaseName(trial), ": cannot start the trainer: ", started.status().ToString()));
     const TrialVerdict verdict = StartFailureVerdict(started.status());
-    QueueFinish(lease, verdict);
-    metrics_.TrialEnded(trial.id(), verdict.outcome);
-    return nullptr;
+    for (const LeasePtr& lease : group) {
+      Log(absl::StrCat(LeaseName(lease->trial), ": cannot start the trainer: ", started.status().ToString()));
+      QueueFinish(lease, verdict);
+      metrics_.TrialEnded(lease->trial.id(), verdict.outcome);
+    }
+    return {};
   }
   TrialProcess& proc = **started;
   // The slot's gap: from the previous trainer's exit to this one's start.
   if (idle_since->has_value()) metrics_.SlotIdle(absl::Now() - **idle_since);
-  metrics_.TrialStarted(trial, slot, options_.slots[slot].device);
-  const v1::TrainConfig& config = launch.config;
-  Log(absl::StrCat(LeaseName(trial), " started on ", config.device(), " slot ", slot, " (pid ", proc.pid(), ", ",
-                   config.placement(), " warmup=", config.warmup_steps(), " lr=", config.lr(), " seed=",
-                   config.seed(), ")"));
-  Supervised run = Supervise(proc, lease, config.steps());
+  metrics_.SlotBusy(spec.device, true);
+  for (const LeasePtr& lease : group) metrics_.TrialStarted(lease->trial, slot, spec.device);
+  if (group.size() == 1) {
+    const v1::TrainConfig& config = launches[0].config;
+    Log(absl::StrCat(LeaseName(group[0]->trial), " started on ", config.device(), " slot ", slot, " (pid ",
+                     proc.pid(), ", ", config.placement(), " warmup=", config.warmup_steps(), " lr=", config.lr(),
+                     " seed=", config.seed(), ")"));
+  } else {
+    Log(absl::StrCat(GroupName(group), " fused on ", spec.device, " slot ", slot, " (pid ", proc.pid(), ", ",
+                     launches[0].config.placement(), ")"));
+    for (const TrialLaunch& l : launches) {
+      Log(absl::StrCat("  fused trial ", &l - launches.data(), ": ", l.dir, " warmup=", l.config.warmup_steps(),
+                       " lr=", l.config.lr(), " seed=", l.config.seed()));
+    }
+  }
+  std::vector<Supervised> runs;
+  std::vector<bool> concluded;
+  Group next = Supervise(proc, group, launches, &runs, &concluded);
   *idle_since = absl::Now();
-  Conclude(lease, run, proc, OomKillsGrew(oom_kills_before, ReadOomKills(options_.memory_events_file)), launch.dir);
-  return run.next;
+  metrics_.SlotBusy(spec.device, false);
+  const bool oom_killed = OomKillsGrew(oom_kills_before, ReadOomKills(options_.memory_events_file));
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (!concluded[i]) Conclude(group[i], runs[i], proc, oom_killed, launches[i].dir);
+  }
+  return next;
 }
 
-absl::StatusOr<std::unique_ptr<TrialProcess>> Worker::StartTrainer(const TrialLaunch& launch) {
-  std::error_code ec;
-  std::filesystem::create_directories(launch.dir, ec);
-  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create ", launch.dir, ": ", ec.message()));
-  std::ofstream(launch.dir + "/config.json") << schema::TrainConfigToJson(launch.config) << "\n";
-  return TrialProcess::Start(launch.argv, launch.dir + "/stderr.log");
+absl::StatusOr<std::unique_ptr<TrialProcess>> Worker::StartTrainer(const std::vector<TrialLaunch>& launches) {
+  for (const TrialLaunch& launch : launches) {
+    std::error_code ec;
+    std::filesystem::create_directories(launch.dir, ec);
+    if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot create ", launch.dir, ": ", ec.message()));
+    std::ofstream(launch.dir + "/config.json") << schema::TrainConfigToJson(launch.config) << "\n";
+  }
+  const std::string log = launches[0].dir + "/stderr.log";
+  // One log for the group, in every trial's directory: whichever of them
+  // is kept (a FAILED one) holds it.
+  std::ofstream(log, std::ios::app).close();
+  for (size_t i = 1; i < launches.size(); ++i) {
+    std::error_code ec;
+    std::filesystem::create_hard_link(log, launches[i].dir + "/stderr.log", ec);
+  }
+  return TrialProcess::Start(launches[0].argv, log, /*with_stdin=*/launches.size() > 1);
 }
 
 LeaseFlags Worker::FlagsOf(Lease& lease, absl::Time now) {
@@ -268,13 +351,25 @@ LeaseFlags Worker::FlagsOf(Lease& lease, absl::Time now) {
                     !lease.refused.empty()};
 }
 
-Worker::Supervised Worker::Supervise(TrialProcess& proc, const LeasePtr& lease, int steps) {
-  const v1::Trial& trial = lease->trial;
-  TrialSupervisor supervisor(clock_.Now(), steps,
-                             SupervisorLimits{options_.trial_timeout, options_.stall_timeout, options_.kill_after,
-                                              options_.prefetch_lead});
-  Supervised run;
+Worker::Group Worker::Supervise(TrialProcess& proc, const Group& group, const std::vector<TrialLaunch>& launches,
+                                std::vector<Supervised>* runs, std::vector<bool>* concluded) {
+  const size_t k = group.size();
+  const int steps = launches[0].config.steps();
+  concluded->assign(k, false);
+  const bool fused = k > 1;
+  const absl::Time started = clock_.Now();
+  const SupervisorLimits limits{options_.trial_timeout, options_.stall_timeout, options_.kill_after,
+                                options_.prefetch_lead};
+  std::vector<TrialSupervisor> supervisors(k, TrialSupervisor(started, steps, limits));
+  runs->assign(k, Supervised());
+  std::vector<bool> wants_prefetch(k, false);
+  bool prefetched = false;
+  Group next;
+  // Fused: when every trial's final event was in (the process should exit).
+  absl::Time all_final_at = absl::InfiniteFuture();
+  bool lingering_killed = false;
   int bad_lines = 0;
+  auto name = [&](size_t i) { return LeaseName(group[i]->trial); };
   std::vector<std::string> lines;
   while (!proc.done()) {
     lines.clear();
@@ -283,22 +378,84 @@ Worker::Supervised Worker::Supervise(TrialProcess& proc, const LeasePtr& lease, 
     for (const std::string& line : lines) {
       if (line.empty()) continue;
       absl::StatusOr<v1::TrainEvent> event = schema::TrainEventFromJson(line);
-      if (!event.ok()) {
-        if (bad_lines++ == 0) Log(absl::StrCat(LeaseName(trial), ": ignoring a non-event line: ", KeepEnd(line, 200)));
+      const int index = event.ok() ? event->fused_index() : -1;
+      if (index < 0 || static_cast<size_t>(index) >= k) {
+        if (bad_lines++ == 0) {
+          Log(absl::StrCat(name(0), ": ignoring ", event.ok() ? "an event of no trial of this run" : "a non-event line",
+                           ": ", KeepEnd(line, 200)));
+        }
         continue;
       }
-      supervisor.OnEvent(now);
-      RecordEvent(*lease, *event, now, &run);
+      supervisors[index].OnEvent(now);
+      RecordEvent(*group[index], *event, now, &(*runs)[index]);
     }
-    const PollAction action = supervisor.OnPoll(
-        PollState{now, run.final_event.has_value(), proc.exited(), run.last_step, FlagsOf(*lease, now)});
-    if (!action.log.empty()) Log(absl::StrCat(LeaseName(trial), ": ", action.log));
-    if (action.signal != 0) proc.Signal(action.signal);
-    if (action.prefetch) run.next = LeaseOne();
+    int kill = 0;
+    std::vector<size_t> stopping;  // leases the supervisors stop at this poll
+    for (size_t i = 0; i < k; ++i) {
+      if ((*concluded)[i]) continue;
+      const bool final_seen = (*runs)[i].final_event.has_value();
+      // A fused trial with its final event is over, whatever its siblings do.
+      const bool ended = proc.exited() || (fused && final_seen);
+      const PollAction action = supervisors[i].OnPoll(
+          PollState{now, final_seen, ended, (*runs)[i].last_step, FlagsOf(*group[i], now)});
+      if (!action.log.empty()) Log(absl::StrCat(name(i), ": ", action.log));
+      if (action.signal == SIGKILL) kill = SIGKILL;
+      if (action.signal == SIGTERM) stopping.push_back(i);
+      if (action.prefetch) wants_prefetch[i] = true;
+    }
+    // A lease still training: neither stopped by the worker nor ended.
+    bool any_training = false, every_near_end = true, any_near_end = false;
+    for (size_t i = 0; i < k; ++i) {
+      const bool training = supervisors[i].stop() == TrialStop::kNone && !(*runs)[i].final_event.has_value();
+      any_training |= training;
+      if (supervisors[i].stop() == TrialStop::kNone) {
+        every_near_end &= wants_prefetch[i];
+        any_near_end |= wants_prefetch[i];
+      }
+    }
+    if (kill != 0) {
+      if (fused && !proc.exited()) Log(absl::StrCat(GroupName(group), ": SIGKILL to the fused process (pid ", proc.pid(), ")"));
+      proc.Signal(SIGKILL);
+    } else if (!stopping.empty() && !any_training) {
+      proc.Signal(SIGTERM);  // nothing left to train: the whole process
+    } else {
+      for (size_t i : stopping) {
+        const absl::Status written = proc.WriteLine(absl::StrCat("cancel ", i));
+        if (!written.ok()) Log(absl::StrCat(name(i), ": cannot tell the trainer to stop it: ", written.message()));
+      }
+    }
+    if (fused && !any_training && !proc.exited()) {
+      bool all_final = true;
+      for (const Supervised& r : *runs) all_final &= r.final_event.has_value();
+      if (all_final && all_final_at == absl::InfiniteFuture()) all_final_at = now;
+      if (all_final && !lingering_killed && now - all_final_at > options_.kill_after) {
+        Log(absl::StrCat(GroupName(group), ": still running ", absl::FormatDuration(options_.kill_after),
+                         " after every final event; SIGKILL"));
+        proc.Signal(SIGKILL);
+        lingering_killed = true;
+      }
+    }
+    // A fused trial whose final event is in is over: its outcome goes now,
+    // not when its siblings end. Not a FAILED one: its error may need the
+    // process's exit status and stderr.
+    for (size_t i = 0; fused && i < k; ++i) {
+      Supervised& run = (*runs)[i];
+      if ((*concluded)[i] || !run.final_event.has_value() || run.final_event->outcome() == "FAILED") continue;
+      run.stop = supervisors[i].stop();
+      run.stop_reason = supervisors[i].stop_reason();
+      Conclude(group[i], run, proc, /*oom_killed=*/false, launches[i].dir);
+      (*concluded)[i] = true;
+    }
+    if (!prefetched && any_near_end && every_near_end) {
+      prefetched = true;
+      next = LeaseGroup();
+    }
   }
-  run.stop = supervisor.stop();
-  run.stop_reason = supervisor.stop_reason();
-  return run;
+  for (size_t i = 0; i < k; ++i) {
+    (*runs)[i].stop = supervisors[i].stop();
+    (*runs)[i].stop_reason = supervisors[i].stop_reason();
+  }
+  return next;
 }
 
 void Worker::RecordEvent(Lease& lease, const v1::TrainEvent& event, absl::Time now, Supervised* run) {
@@ -338,7 +495,8 @@ void Worker::Conclude(const LeasePtr& lease, const Supervised& run, const TrialP
   }
   const TrialVerdict verdict = DecideOutcome(end);
   if (verdict.action == TrialVerdict::Action::kForget) {
-    Log(absl::StrCat(LeaseName(trial), ": lease lost; stopped (", proc.ExitDescription(), "), not reported"));
+    Log(absl::StrCat(LeaseName(trial), ": lease lost; stopped (",
+                     proc.exited() ? proc.ExitDescription() : "its fused trial ended", "), not reported"));
     metrics_.TrialEnded(trial.id(), v1::TRIAL_STATE_UNSPECIFIED);
     absl::MutexLock lock(&mu_);
     EraseLease(trial.id(), lease.get());

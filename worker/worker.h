@@ -21,6 +21,23 @@
 // field of every Lease (a Lease is shared by the three kinds of threads),
 // draining_ and drain_deadline_.
 //
+// Fused trials (WorkerOptions.fuse = K > 1): LeaseTrial asks for up to K
+// trials and a slot runs the group it got (the trial and its fused_trials)
+// in one trainer process, `--config A,B,...`, one trial directory each. A
+// group of one runs exactly as with fuse 1. Each lease of a group keeps its
+// own ProgressBuffer, flags, TrialSupervisor, outcome and FinishTrial; the
+// trainer's events are routed to their lease by fused_index. A lease that
+// must stop alone (cancelled, lost, expired, refused, its own time-outs)
+// gets `cancel I` on the trainer's stdin; the process gets SIGTERM only
+// once no lease is left training (so a drain's stop is one SIGTERM), and
+// SIGKILL when a stopped lease has no final event kill_after later (its
+// siblings without a final event then end as a process killed from
+// outside would) or when every lease has its final event and the process
+// lingers kill_after after the last one. When the process ends, each
+// lease without a final event is concluded once, exactly as a solo trial
+// whose process ended that way (DecideOutcome). The group's next group is
+// prefetched once every lease still training is near its end.
+//
 // Draining (Drain(), e.g. on SIGTERM): no new leases; a lease prefetched
 // but not started is handed back; running trials get grace_period to end
 // normally (then finished as usual); after that they are stopped and handed
@@ -73,6 +90,11 @@ struct TrialLaunch {
   std::vector<std::string> argv;
 };
 TrialLaunch MakeTrialLaunch(const WorkerOptions& options, const SlotSpec& slot, const v1::Trial& trial);
+// The command line of one fused run of several trials (each launch as
+// MakeTrialLaunch made it): `train --config A,B,... --events -`, and
+// `--checkpoint-out` with one item per trial (empty for a trial that
+// writes none) when any of them writes one.
+std::vector<std::string> FusedArgv(const WorkerOptions& options, const std::vector<TrialLaunch>& launches);
 
 class Worker {
  public:
@@ -121,30 +143,38 @@ class Worker {
     absl::Duration backoff = absl::ZeroDuration();
   };
   using LeasePtr = std::shared_ptr<Lease>;
+  // What one LeaseTrial got: the trial, then its fused_trials; empty when
+  // nothing was leased.
+  using Group = std::vector<LeasePtr>;
 
   // RegisterWorker until it succeeds; the heartbeat interval to use.
   // CANCELLED when drained before registering.
   absl::StatusOr<absl::Duration> Register();
   void RunSlot(int slot);
-  // Runs one trial to its end; returns the lease prefetched meanwhile, if
-  // any. *idle_since: when the slot's previous trainer ended (in), when
-  // this one did (out), for the slot-idle histogram. The decisions are
+  // Runs one group (one trial, or several fused) in one trainer process to
+  // its end; returns the group prefetched meanwhile, if any. *idle_since:
+  // when the slot's previous trainer ended (in), when this one did (out),
+  // for the slot-idle histogram. The decisions are each lease's
   // TrialSupervisor's (per poll) and DecideOutcome's (at the end).
-  LeasePtr RunTrial(int slot, const LeasePtr& lease, std::optional<absl::Time>* idle_since);
-  // What one run of the trainer left.
+  Group RunGroup(int slot, const Group& group, std::optional<absl::Time>* idle_since);
+  // What one run of the trainer left for one of its trials.
   struct Supervised {
     std::optional<v1::TrainEvent> final_event;
     int last_step = 0;
     std::optional<double> step0_val_loss;  // the evaluation before the first update
     TrialStop stop = TrialStop::kNone;
     std::string stop_reason;
-    LeasePtr next;  // prefetched meanwhile, or nullptr
   };
-  // Writes the config into the trial's directory and starts the trainer.
-  absl::StatusOr<std::unique_ptr<TrialProcess>> StartTrainer(const TrialLaunch& launch);
-  // Reads the process's events until it is done, doing what the
-  // supervisor says after each poll.
-  Supervised Supervise(TrialProcess& proc, const LeasePtr& lease, int steps);
+  // Writes each trial's config into its directory and starts the trainer
+  // (the group's stderr.log is one file, linked into every trial's dir).
+  absl::StatusOr<std::unique_ptr<TrialProcess>> StartTrainer(const std::vector<TrialLaunch>& launches);
+  // Reads the process's events until it is done, routing them to their
+  // lease by fused_index and doing what the supervisors say after each
+  // poll. Fills runs (one per lease); a fused trial whose final event
+  // (other than FAILED) is in is concluded at once (*concluded), the rest
+  // are left to the caller. Returns the group prefetched meanwhile, if any.
+  Group Supervise(TrialProcess& proc, const Group& group, const std::vector<TrialLaunch>& launches,
+                  std::vector<Supervised>* runs, std::vector<bool>* concluded);
   // One event: metrics, then the final event or the lease's progress.
   void RecordEvent(Lease& lease, const v1::TrainEvent& event, absl::Time now, Supervised* run);
   LeaseFlags FlagsOf(Lease& lease, absl::Time now);
@@ -152,8 +182,9 @@ class Worker {
   // oom_killed: the cgroup's oom_kill count grew while the trainer ran.
   void Conclude(const LeasePtr& lease, const Supervised& run, const TrialProcess& proc, bool oom_killed,
                 const std::string& dir);
-  // LeaseTrial; nullptr when there is nothing to lease or the call failed.
-  LeasePtr LeaseOne();
+  // LeaseTrial (max_trials = options_.fuse); empty when there is nothing to
+  // lease or the call failed.
+  Group LeaseGroup();
   // FinishTrial with the verdict's outcome, result, retry and interruption
   // (an interruption is logged with its cause and counted).
   void QueueFinish(const LeasePtr& lease, const TrialVerdict& verdict);

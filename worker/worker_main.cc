@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "common/tls.h"
 #include "common/wake_listener.h"
+#include "proto/schema/api_limits.h"
 #include "worker/scheduler_client.h"
 #include "worker/slots.h"
 #include "worker/worker.h"
@@ -42,6 +43,9 @@ ABSL_FLAG(std::string, name, "", "Worker name (default: the hostname)");
 ABSL_FLAG(std::string, gpus, "", "GPUs to use: all, none, or indexes like 0,2 (default: all detected, "
                                  "unless --cpu-slots is given)");
 ABSL_FLAG(int, cpu_slots, 0, "Trials to run at once on the CPU (default 1 when no GPU slot)");
+ABSL_FLAG(int, fuse, 1,
+          "Fused trials: lease up to this many compatible trials of a sweep at once and train them in one "
+          "trainer process per slot (1..64; 1: one trial per process)");
 ABSL_FLAG(int, threads_per_slot, 0, "Trainer threads per slot (default: cores / slots)");
 ABSL_FLAG(std::string, trainer, "", "normsweep-train binary (default: next to this binary, then the build tree)");
 ABSL_FLAG(std::string, work_dir, "", "Per-trial configs and stderr logs (default: $TMPDIR/normsweep-worker-NAME)");
@@ -107,7 +111,7 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "normsweep-worker --scheduler host:port [--name NAME] [--cpu-slots N | --gpus all|none|0,2]\n"
-      "  [--threads-per-slot N] [--trainer PATH] [--work-dir DIR] [--metrics-port P]\n"
+      "  [--threads-per-slot N] [--fuse K] [--trainer PATH] [--work-dir DIR] [--metrics-port P]\n"
       "  [--trial-timeout-s S] [--stall-timeout-s S] [--grace-period-s S]\n"
       "  [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]]\n"
       "TLS: --tls-ca (or NORMSWEEP_TLS_CA) verifies the scheduler; --tls-cert/--tls-key (or NORMSWEEP_TLS_CERT,\n"
@@ -184,6 +188,14 @@ int main(int argc, char** argv) {
           "the OOM killer's too (--memory-events-file)");
     }
   }
+  options.fuse = absl::GetFlag(FLAGS_fuse);
+  if (options.fuse < 1 || options.fuse > normsweep::schema::kMaxFusedTrials) {
+    return Fail(absl::StrCat("--fuse: ", options.fuse, " is not in [1, ", normsweep::schema::kMaxFusedTrials, "]"));
+  }
+  if (options.fuse > 1 && options.work_dir.find(',') != std::string::npos) {
+    return Fail(absl::StrCat("--work-dir: '", options.work_dir, "' holds a comma, which --fuse ", options.fuse,
+                             " cannot pass to the trainer (its path lists are comma-separated)"));
+  }
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
   if (metrics_port < 0 || metrics_port > 65535) return Fail("--metrics-port: must be in [0, 65535]");
 
@@ -223,7 +235,8 @@ int main(int argc, char** argv) {
   normsweep::worker::Worker worker(client, normsweep::RealClock::Get(), metrics, options);
   Log(absl::StrCat(options.name, ", scheduler ", absl::GetFlag(FLAGS_scheduler), " (", normsweep::DescribeTls(tls),
                    "), ", options.slots.size(), " slot(s) (", options.slots[0].device, " x", options.slots[0].threads,
-                   " threads), trainer ", options.trainer_path, ", work dir ", options.work_dir,
+                   " threads)", options.fuse > 1 ? absl::StrCat(", up to ", options.fuse, " fused trials per slot") : "",
+                   ", trainer ", options.trainer_path, ", work dir ", options.work_dir,
                    metrics_port > 0 ? absl::StrCat(", /metrics on port ", metrics_port) : ""));
 
   std::thread([&worker, signals] {

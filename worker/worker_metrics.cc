@@ -90,7 +90,15 @@ void WorkerMetrics::TrialStarted(const v1::Trial& trial, int slot, const std::st
   live.labels = labels;
   live.layers = c.layers() > 0 ? std::min(c.layers(), trainer::kMaxLayers) : trainer::kMaxLayers;
   live_[trial.id()] = live;
-  busy_slots_.Add({{"device", device}}).Increment();
+}
+
+void WorkerMetrics::SlotBusy(const std::string& device, bool busy) {
+  prometheus::Gauge& g = busy_slots_.Add({{"device", device}});
+  if (busy) {
+    g.Increment();
+  } else {
+    g.Decrement();
+  }
 }
 
 void WorkerMetrics::OnEvent(int64_t trial_id, const v1::TrainEvent& e) {
@@ -164,7 +172,6 @@ void WorkerMetrics::TrialEnded(int64_t trial_id, v1::TrialState outcome) {
       if (r != nullptr) update_ratio_.Remove(r);
     }
   }
-  busy_slots_.Add({{"device", l.device}}).Decrement();
   UpdateDeviceThroughput(l.device);
 }
 

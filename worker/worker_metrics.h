@@ -43,6 +43,9 @@ class WorkerMetrics {
   explicit WorkerMetrics(prometheus::Registry& registry);
 
   void AddDevice(const std::string& device);  // so that idle devices show 0
+  // A slot of `device` started (busy) or ended (!busy) a trainer process,
+  // which trains one trial or several fused.
+  void SlotBusy(const std::string& device, bool busy);
   // A trial started on slot `slot` of `device`.
   void TrialStarted(const v1::Trial& trial, int slot, const std::string& device);
   void OnEvent(int64_t trial_id, const v1::TrainEvent& event);

@@ -22,6 +22,11 @@ struct WorkerOptions {
   std::vector<SlotSpec> slots;      // at least one
   std::string trainer_path;         // normsweep-train (or a stand-in in tests)
   std::string work_dir;             // per-trial config files and stderr logs
+  // Fused trials: LeaseTrial asks for up to this many compatible trials,
+  // which a slot trains in one trainer process (1..schema::kMaxFusedTrials;
+  // 1 = one trial per process). With more than one, work_dir must hold no
+  // comma (the trainer's path lists are comma-separated).
+  int fuse = 1;
 
   // 0 = no limit. A trial running longer, or printing no event for longer,
   // is killed and reported FAILED.

@@ -35,6 +35,11 @@ void FakeSchedulerClient::HoldLeaseCalls(bool hold) {
   hold_lease_calls_ = hold;
 }
 
+void FakeSchedulerClient::IgnoreMaxTrials(bool ignore) {
+  absl::MutexLock lock(&mu_);
+  ignore_max_trials_ = ignore;
+}
+
 void FakeSchedulerClient::RefuseProgress(int64_t id) {
   absl::MutexLock lock(&mu_);
   refuse_progress_[id] = true;
@@ -162,18 +167,24 @@ absl::StatusOr<v1::LeaseTrialResponse> FakeSchedulerClient::LeaseTrial(const v1:
   }
   v1::LeaseTrialResponse response;
   if (pending_.empty()) return response;
+  response.set_leased(true);
+  *response.mutable_trial() = LeaseNext(request.worker_id());
+  const int more = ignore_max_trials_ ? 0 : request.max_trials() - 1;
+  for (int i = 0; i < more && !pending_.empty(); ++i) *response.add_fused_trials() = LeaseNext(request.worker_id());
+  return response;
+}
+
+v1::Trial FakeSchedulerClient::LeaseNext(int64_t worker) {
   const int64_t id = pending_.front();
   pending_.pop_front();
   TrialRecord& r = trials_[id];
   r.trial.set_attempts(r.trial.attempts() + 1);
   r.trial.set_state(v1::TRIAL_RUNNING);
-  r.trial.set_worker_id(request.worker_id());
+  r.trial.set_worker_id(worker);
   r.held = true;
   r.leased_at = absl::Now();
   ++leases_granted_;
-  response.set_leased(true);
-  *response.mutable_trial() = r.trial;
-  return response;
+  return r.trial;
 }
 
 absl::StatusOr<v1::HeartbeatResponse> FakeSchedulerClient::Heartbeat(const v1::HeartbeatRequest& request) {

@@ -50,6 +50,10 @@ class FakeSchedulerClient : public SchedulerClient {
   // released, as a slow scheduler's would.
   void HoldLeaseCalls(bool hold);
   int BlockedLeaseCallsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return blocked_lease_calls_; }
+  // LeaseTrial with max_trials > 1 hands out the next PENDING trials in
+  // order, up to max_trials, as one fused group (all are of sweep 7); with
+  // ignore, one trial only, as a scheduler that predates fused trials.
+  void IgnoreMaxTrials(bool ignore);
   // ReportProgress for the trial is refused as INVALID_ARGUMENT, as the
   // scheduler refuses values the API rejects.
   void RefuseProgress(int64_t id);
@@ -92,6 +96,8 @@ class FakeSchedulerClient : public SchedulerClient {
   absl::Status CheckLease(int64_t worker, int64_t trial, int32_t attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reachable, then CheckLease: the record of the trial whose lease a
   // progress or finish call holds.
+  // The next PENDING trial, leased to `worker`.
+  v1::Trial LeaseNext(int64_t worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<TrialRecord*> HeldTrial(int64_t worker, int64_t trial, int32_t attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -103,6 +109,7 @@ class FakeSchedulerClient : public SchedulerClient {
   bool unavailable_ ABSL_GUARDED_BY(mu_) = false;
   bool database_down_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_lease_calls_ ABSL_GUARDED_BY(mu_) = false;
+  bool ignore_max_trials_ ABSL_GUARDED_BY(mu_) = false;
   int blocked_lease_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int lease_seconds_ ABSL_GUARDED_BY(mu_) = 60;
   std::map<int64_t, bool> refuse_progress_ ABSL_GUARDED_BY(mu_);
