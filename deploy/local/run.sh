@@ -11,6 +11,8 @@
 #
 # Ports (override with the environment): PostgreSQL 55432, scheduler gRPC
 # 50051, scheduler /metrics 9464, worker /metrics 9465 and up.
+# NORMSWEEP_FUSE=K: the worker trains up to K compatible trials of a sweep in
+# one trainer process per slot (normsweep-worker --fuse; default 1).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 local_dir="$root/.local"
@@ -113,8 +115,8 @@ if ! running "$local_dir/worker-0.pid"; then
     devices=(--cpu-slots "${NORMSWEEP_CPU_SLOTS:-$(nproc)}" --threads-per-slot 1)
   fi
   nohup "$build/worker/normsweep-worker" --scheduler "$NORMSWEEP_SCHEDULER" --name "$(hostname)-0" \
-    "${devices[@]}" --trainer "$build/trainer/normsweep-train" --work-dir "$local_dir/work" \
-    --metrics-port "$worker_metrics_port" >"$logs/worker-0.log" 2>&1 &
+    "${devices[@]}" --fuse "${NORMSWEEP_FUSE:-1}" --trainer "$build/trainer/normsweep-train" \
+    --work-dir "$local_dir/work" --metrics-port "$worker_metrics_port" >"$logs/worker-0.log" 2>&1 &
   echo $! >"$local_dir/worker-0.pid"
 fi
 
