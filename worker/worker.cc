@@ -414,7 +414,9 @@ Worker::Group Worker::Supervise(TrialProcess& proc, const Group& group, const st
       }
     }
     if (kill != 0) {
-      if (fused && !proc.exited()) Log(absl::StrCat(GroupName(group), ": SIGKILL to the fused process (pid ", proc.pid(), ")"));
+      if (fused && !proc.exited()) {
+        Log(absl::StrCat(GroupName(group), ": SIGKILL to the fused process (pid ", proc.pid(), ")"));
+      }
       proc.Signal(SIGKILL);
     } else if (!stopping.empty() && !any_training) {
       proc.Signal(SIGTERM);  // nothing left to train: the whole process

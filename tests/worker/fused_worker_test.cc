@@ -4,6 +4,9 @@
 // when the process ends. Against the FakeSchedulerClient (which hands out
 // groups of up to max_trials) and the fake trainer's fused mode.
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <map>
 #include <set>
@@ -12,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/worker_fixture.h"
+#include "worker/trial_process.h"
 
 namespace normsweep::worker {
 namespace {
@@ -186,6 +190,25 @@ TEST_F(FusedWorkerTest, AGroupOfOneRunsAsASoloTrial) {
     EXPECT_EQ(fake_.Get(id).finishes.at(0).outcome(), v1::TRIAL_SUCCEEDED);
     EXPECT_DOUBLE_EQ(fake_.Get(id).finishes.at(0).result().tokens_per_s(), 1234.5);  // the solo fake's figure
   }
+}
+
+// The trainer's stdin: lines reach it; once it is gone a write is an
+// error, not a SIGPIPE (this test process does not ignore SIGPIPE).
+TEST(TrialProcessStdinTest, LinesReachTheChildAndAGoneChildIsAnErrorNotSigpipe) {
+  const std::string log = absl::StrCat(::testing::TempDir(), "/stdin_test_", getpid(), ".log");
+  auto proc = TrialProcess::Start({"/bin/sh", "-c", "read line; echo \"got $line\""}, log, /*with_stdin=*/true);
+  ASSERT_TRUE(proc.ok()) << proc.status();
+  ASSERT_TRUE((*proc)->WriteLine("cancel 2").ok());
+  std::vector<std::string> lines;
+  while (!(*proc)->done()) (*proc)->Poll(absl::Milliseconds(100), &lines);
+  EXPECT_THAT(lines, ::testing::ElementsAre("got cancel 2"));
+  EXPECT_EQ((*proc)->exit_code(), 0);
+  const absl::Status gone = (*proc)->WriteLine("cancel 0");
+  EXPECT_TRUE(absl::IsUnavailable(gone)) << gone;
+  auto solo = TrialProcess::Start({"/bin/true"}, log);
+  ASSERT_TRUE(solo.ok()) << solo.status();
+  EXPECT_TRUE(absl::IsFailedPrecondition((*solo)->WriteLine("cancel 0")));
+  std::remove(log.c_str());
 }
 
 TEST_F(FusedWorkerTest, BadFuseIsRefused) {

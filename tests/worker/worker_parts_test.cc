@@ -477,6 +477,30 @@ TEST(MakeTrialLaunchTest, DirectoryConfigAndCommandLine) {
   EXPECT_EQ(l.argv[7], "/var/w/trial-42-2/checkpoint.safetensors");
 }
 
+TEST(FusedArgvTest, OneConfigListAndACheckpointItemPerTrial) {
+  WorkerOptions options;
+  options.work_dir = "/var/w";
+  options.trainer_path = "/usr/bin/normsweep-train";
+  std::vector<TrialLaunch> launches;
+  for (int id : {12, 13, 14}) {
+    v1::Trial trial;
+    trial.set_id(id);
+    trial.set_attempts(1);
+    launches.push_back(MakeTrialLaunch(options, SlotSpec{"cpu", 2}, trial));
+  }
+  EXPECT_THAT(FusedArgv(options, launches),
+              ::testing::ElementsAre("/usr/bin/normsweep-train", "train", "--config",
+                                     "/var/w/trial-12-1/config.json,/var/w/trial-13-1/config.json,"
+                                     "/var/w/trial-14-1/config.json",
+                                     "--events", "-"));
+  // One writes checkpoints: an item for each, empty for the others.
+  launches[1].config.set_checkpoint_every(5);
+  const std::vector<std::string> argv = FusedArgv(options, launches);
+  ASSERT_EQ(argv.size(), 8u);
+  EXPECT_EQ(argv[6], "--checkpoint-out");
+  EXPECT_EQ(argv[7], ",/var/w/trial-13-1/checkpoint.safetensors,");
+}
+
 TEST(ResolveSlotsTest, CpuSlotsSplitTheCores) {
   auto s = ResolveSlots("", 3, 0, /*detected_gpus=*/0, /*cores=*/8);
   ASSERT_TRUE(s.ok()) << s.status();
