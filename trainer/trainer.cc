@@ -66,8 +66,12 @@ class Run {
  public:
   // backend_threads: the backend's thread count (settings.threads for a
   // solo run; a fused run shares its threads among its trials).
-  Run(const TrainSettings& s, const RunOptions& o, EventSink& sink, int backend_threads)
-      : s_(s), o_(o), sink_(sink), backend_threads_(backend_threads) {}
+  // fused: the run is one trial of a fused run, whose tokens/s count the
+  // wall time since its previous step (its share of the machine) rather
+  // than its own step's time alone, so that its trials' figures add up to
+  // the process's.
+  Run(const TrainSettings& s, const RunOptions& o, EventSink& sink, int backend_threads, bool fused = false)
+      : s_(s), o_(o), sink_(sink), backend_threads_(backend_threads), fused_(fused) {}
 
   // A solo run, start to end.
   FinalEvent Go() {
@@ -120,6 +124,7 @@ class Run {
     // l0, the loss at initialisation (step 0); a resumed run has none.
     if (!resumed_ && o_.diagnostics) TRAINER_RETURN_IF_ERROR(EvaluateNow());
     if (final_.outcome == Outcome::kDiverged) stop_ = Stop::kEnded;
+    last_step_end_ = Clock::now();
     return OkStatus();
   }
 
@@ -136,7 +141,7 @@ class Run {
       stop_ = Stop::kCancelled;
       return OkStatus();
     }
-    const Clock::time_point t0 = Clock::now();
+    const Clock::time_point t0 = fused_ ? last_step_end_ : Clock::now();
     const Batch batch = data_->TrainBatch(s_.seed, step, s_.batch_size, s_.model.seq_len);
     TRAINER_ASSIGN_OR_RETURN(LossStats loss, backend_->ForwardBackward(batch, MixSeed(s_.seed, 0xd0, step)));
     TRAINER_ASSIGN_OR_RETURN(std::vector<double> sq, backend_->GradientSquaredNorms());
@@ -191,6 +196,7 @@ class Run {
     if (s_.checkpoint_every > 0 && step % s_.checkpoint_every == 0 && !o_.checkpoint_out.empty()) {
       TRAINER_RETURN_IF_ERROR(Save());
     }
+    last_step_end_ = Clock::now();
     return OkStatus();
   }
 
@@ -349,6 +355,8 @@ class Run {
   const RunOptions& o_;
   EventSink& sink_;
   const int backend_threads_;
+  const bool fused_;
+  Clock::time_point last_step_end_;
   Stop stop_ = Stop::kNone;
   bool resumed_ = false;
   int next_step_ = 1;
@@ -482,7 +490,7 @@ std::vector<FinalEvent> RunFusedTraining(const std::vector<FusedTrial>& trials) 
   const int pool = gpu ? static_cast<int>(K) : static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), K));
   std::vector<std::unique_ptr<Run>> runs;
   for (size_t k = 0; k < K; ++k) {
-    runs.push_back(std::make_unique<Run>(trials[k].settings, trials[k].options, *trials[k].sink, per_trial));
+    runs.push_back(std::make_unique<Run>(trials[k].settings, trials[k].options, *trials[k].sink, per_trial, true));
   }
   std::vector<FinalEvent> finals(K);
   std::vector<char> done(K, 0);  // not vector<bool>: threads write neighbours
