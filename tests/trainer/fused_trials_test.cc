@@ -13,23 +13,12 @@
 
 #include "trainer/checkpoint.h"
 #include "trainer/trainer.h"
+#include "tests/trainer/recording_sink.h"
 
 namespace normsweep::trainer {
 namespace {
 
 using ::testing::HasSubstr;
-
-class RecordingSink : public EventSink {
- public:
-  void OnStep(const StepEvent& e) override { steps.push_back(e); }
-  void OnEval(const EvalEvent& e) override { evals.push_back(e); }
-  void OnGradNorms(const GradNormsEvent& e) override { grad_norms.push_back(e); }
-  void OnFinal(const FinalEvent& e) override { finals.push_back(e); }
-  std::vector<StepEvent> steps;
-  std::vector<EvalEvent> evals;
-  std::vector<GradNormsEvent> grad_norms;
-  std::vector<FinalEvent> finals;
-};
 
 // A small Post-LN model on the built-in translate task; threads 2.
 TrainSettings Base() {

@@ -15,6 +15,7 @@
 #include "trainer/config.h"
 #include "trainer/param_layout.h"
 #include "trainer/trainer.h"
+#include "tests/trainer/recording_sink.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -164,17 +165,6 @@ TEST(NormSchemeLayoutTest, DeepNormInitScalesVProjAndFfnByBeta) {
 }
 
 // ---- checkpoints, resume, events ----
-
-class RecordingSink : public EventSink {
- public:
-  void OnStep(const StepEvent& e) override { steps.push_back(e); }
-  void OnEval(const EvalEvent& e) override { evals.push_back(e); }
-  void OnGradNorms(const GradNormsEvent&) override {}
-  void OnFinal(const FinalEvent& e) override { finals.push_back(e); }
-  std::vector<StepEvent> steps;
-  std::vector<EvalEvent> evals;
-  std::vector<FinalEvent> finals;
-};
 
 struct Variant {
   const char* name;

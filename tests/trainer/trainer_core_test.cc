@@ -15,6 +15,7 @@
 #include "trainer/safetensors.h"
 #include "trainer/schedule.h"
 #include "trainer/trainer.h"
+#include "tests/trainer/recording_sink.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -188,18 +189,6 @@ TEST(CheckpointTest, CorruptFilesAreErrorsNotCrashes) {
 }
 
 // ---- training runs ----
-
-class RecordingSink : public EventSink {
- public:
-  void OnStep(const StepEvent& e) override { steps.push_back(e); }
-  void OnEval(const EvalEvent& e) override { evals.push_back(e); }
-  void OnGradNorms(const GradNormsEvent& e) override { grad_norms.push_back(e); }
-  void OnFinal(const FinalEvent& e) override { finals.push_back(e); }
-  std::vector<StepEvent> steps;
-  std::vector<EvalEvent> evals;
-  std::vector<GradNormsEvent> grad_norms;
-  std::vector<FinalEvent> finals;
-};
 
 TrainSettings SmallRun(Placement p, int steps) {
   TrainSettings s{.model = SmallModel(p),
