@@ -102,6 +102,14 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options)
       max_exports_(options.max_exports),
       hot_connections_(options.progress_writers + options.lease_takers + options.finish_writers),
       hot_pool_(HotConnectOptions(options.connect), hot_connections_),
+      fused_runner_(
+          1, 1,
+          [this](std::vector<FusedItem*>& group) {
+            for (FusedItem* f : group) {
+              f->done(LeaseFitting(f->worker_id, f->sweep_id, f->max, f->fits, f->now, f->lease));
+            }
+          },
+          [](const FusedItem&) { return int64_t{0}; }),
       progress_runner_(
           options.progress_writers, options.progress_group_size,
           [this](std::vector<ProgressItem*>& group) { WriteProgressGroup(group); },
@@ -113,15 +121,7 @@ PostgresStore::PostgresStore(const PostgresStoreOptions& options)
       finish_runner_(
           options.finish_writers, options.finish_group_size,
           [this](std::vector<FinishItem*>& group) { FinishGroup(group); },
-          [](const FinishItem& item) { return item.request->trial_id(); }),
-      fused_runner_(
-          1, 1,
-          [this](std::vector<FusedItem*>& group) {
-            for (FusedItem* f : group) {
-              f->done(LeaseFitting(f->worker_id, f->sweep_id, f->max, f->fits, f->now, f->lease));
-            }
-          },
-          [](const FusedItem&) { return int64_t{0}; }) {}
+          [](const FinishItem& item) { return item.request->trial_id(); }) {}
 
 void PostgresStore::OpenPool() { (void)AcquireAll(pool_, pool_size_); }
 

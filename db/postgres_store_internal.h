@@ -191,11 +191,12 @@ class PostgresStore final : public Store {
   const int hot_connections_;  // hot_pool_'s size
   PgPool hot_pool_;
   // Last: their threads stop (after running what is queued) before the
-  // pool goes away.
+  // pool goes away. fused_runner_ first, so that it stops last: the lease
+  // runner's callbacks submit to it until that runner has stopped.
+  GroupRunner<FusedItem> fused_runner_;
   GroupRunner<ProgressItem> progress_runner_;
   GroupRunner<LeaseItem> lease_runner_;
   GroupRunner<FinishItem> finish_runner_;
-  GroupRunner<FusedItem> fused_runner_;
 };
 
 }  // namespace normsweep::db

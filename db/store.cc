@@ -42,7 +42,13 @@ absl::StatusOr<std::vector<v1::Trial>> Store::LeaseFitting(int64_t worker_id, in
   int32_t after_index = -1;
   while (static_cast<int>(leased.size()) < max) {
     absl::StatusOr<std::vector<v1::Trial>> page = ListTrials(sweep_id, v1::TRIAL_PENDING, after_index, kPage);
-    if (!page.ok()) return page.status();
+    // Trials leased on an earlier page are this worker's now: an error
+    // after them ends the search, not their leases (the worker must hear of
+    // them, or they would sit unheartbeated until they expired).
+    if (!page.ok()) {
+      if (leased.empty()) return page.status();
+      break;
+    }
     if (page->empty()) break;
     after_index = page->back().index();
     std::vector<int64_t> ids;
@@ -52,7 +58,10 @@ absl::StatusOr<std::vector<v1::Trial>> Store::LeaseFitting(int64_t worker_id, in
     }
     if (!ids.empty()) {
       absl::StatusOr<std::vector<v1::Trial>> got = LeaseTrialsById(worker_id, sweep_id, ids, now, lease);
-      if (!got.ok()) return got.status();
+      if (!got.ok()) {
+        if (leased.empty()) return got.status();
+        break;  // as above: keep what is leased
+      }
       const bool short_of_ids = got->size() < ids.size();
       for (v1::Trial& t : *got) leased.push_back(std::move(t));
       // Fewer than asked: the sweep reached max_concurrent_trials, or others

@@ -211,8 +211,10 @@ bool ReadText(const std::string& path, std::string* out) {
 }
 
 // Cancel flags, one per trial of the run (a solo run has one): SIGTERM and
-// SIGINT set them all; a line "cancel I" on stdin sets trial I's.
-std::unique_ptr<std::atomic<bool>[]> g_trial_cancel;
+// SIGINT set them all; in a fused run a line "cancel I" on stdin sets trial
+// I's. Never freed: the detached stdin reader and a late signal may still
+// write them while the process exits.
+std::atomic<bool>* g_trial_cancel = nullptr;
 size_t g_trials = 0;
 void OnSignal(int) {
   for (size_t k = 0; k < g_trials; ++k) g_trial_cancel[k].store(true);
@@ -325,7 +327,7 @@ int Train(const Args& args) {
     for (const TrainConfig& c : configs) std::printf("%s\n", schema::TrainConfigToJson(*schema::ResolvedTrainConfig(c)).c_str());
     return 0;
   }
-  g_trial_cancel = std::make_unique<std::atomic<bool>[]>(K);
+  g_trial_cancel = new std::atomic<bool>[K]();
   g_trials = K;
   std::vector<tr::FusedTrial> trials(K);
   for (size_t k = 0; k < K; ++k) {
@@ -340,7 +342,9 @@ int Train(const Args& args) {
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  std::thread(ReadControlLines).detach();
+  // Only a fused run reads stdin: a solo run in the background of a shell
+  // would stop on SIGTTIN, and in a pipeline it would eat its parent's input.
+  if (K > 1) std::thread(ReadControlLines).detach();
   if (settings[0].device.rfind("cpu", 0) == 0) {
     // Which kernels and matrix product run (the final event's "kernels"):
     // what explains a slow trial first.

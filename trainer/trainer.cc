@@ -473,21 +473,25 @@ std::vector<FinalEvent> RunFusedTraining(const std::vector<FusedTrial>& trials) 
   std::vector<Status> st(K, shared);
   for (size_t k = 0; k < K && shared.ok(); ++k) st[k] = ValidateTrainSettings(settings[k]);
   const int threads = K > 0 ? std::max(1, settings[0].threads) : 1;
-  // CPU: whole trials per thread. Each trial's backend gets threads / K
-  // threads (one when K >= threads, so that a fused trial computes exactly
-  // what a solo run with one thread does), and up to min(threads, K) trials
-  // run at once, each on one thread from its forward pass to its optimizer
-  // step. A per-op batched product over the K trials would put K-way
-  // barriers between ~100 short kernels a step for no gain on a CPU core,
-  // which one trial already keeps busy.
+  // CPU, K >= threads: whole trials per thread. Each trial's backend has
+  // one thread, so a fused trial computes exactly what a solo run with one
+  // thread does, and `threads` trials run at once, each on one thread from
+  // its forward pass to its optimizer step. A per-op batched product over
+  // the K trials would put K-way barriers between ~100 short kernels a step
+  // for no gain on a CPU core, which one trial already keeps busy.
+  // CPU, K < threads: the trials take their steps in turn, each with all the
+  // threads (its batch cut into parts, as a solo run with `threads` threads):
+  // a trial's parts inside a region of trials would not be parallel (the
+  // kernels allow one active level) and leave cores idle.
   // CUDA: every trial has its own backend, buffers and stream (its CUDA
   // graph captured thread-locally), and its own host thread, so the K
   // trials' kernels overlap on the device: a small model leaves most of a
   // large GPU idle. (HFTA's other form, one strided-batched product per op
   // over the K trials, is not built: trainer/cuda has no trial dimension.)
   const bool gpu = K > 0 && settings[0].device.rfind("cuda", 0) == 0;
-  const int per_trial = std::max(1, threads / static_cast<int>(std::max<size_t>(1, K)));
-  const int pool = gpu ? static_cast<int>(K) : static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), K));
+  const bool whole_trials = static_cast<size_t>(threads) <= K;
+  const int per_trial = gpu || whole_trials ? 1 : threads;
+  const int pool = gpu ? static_cast<int>(K) : whole_trials ? threads : 1;
   std::vector<std::unique_ptr<Run>> runs;
   for (size_t k = 0; k < K; ++k) {
     runs.push_back(std::make_unique<Run>(trials[k].settings, trials[k].options, *trials[k].sink, per_trial, true));

@@ -117,8 +117,9 @@ FinalEvent RunTraining(const TrainSettings& settings, const RunOptions& options,
 // data order, schedule, optimizer state, divergence, cancel flag, events
 // (its own sink), checkpoint and final event: a trial that diverges or is
 // cancelled stops and the others go on. The trials step in lock step, whole
-// trials per thread (trainer.cc says why): with K >= threads each trial's
-// numbers are bit for bit those of a solo run with one thread.
+// trials per thread when K >= threads (trainer.cc says why): each trial's
+// numbers are then bit for bit those of a solo run with one thread; with
+// K < threads, those of a solo run with `threads` threads.
 inline constexpr int kMaxFusedTrials = 64;  // schema::kMaxFusedTrials
 struct FusedTrial {
   TrainSettings settings;

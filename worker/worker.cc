@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -368,6 +369,12 @@ Worker::Group Worker::Supervise(TrialProcess& proc, const Group& group, const st
   // Fused: when every trial's final event was in (the process should exit).
   absl::Time all_final_at = absl::InfiniteFuture();
   bool lingering_killed = false;
+  // Fused: a stopped trial ends at its next step in the trainer's lock step,
+  // after its siblings' steps and evaluations, so its SIGKILL (which would
+  // take its siblings with it) waits kill_after plus twice the longest gap
+  // seen between two events of one trial, while any sibling still trains.
+  std::vector<absl::Time> last_event_at(k, started), stopped_at(k, absl::InfiniteFuture());
+  absl::Duration longest_gap = absl::ZeroDuration();
   int bad_lines = 0;
   auto name = [&](size_t i) { return LeaseName(group[i]->trial); };
   std::vector<std::string> lines;
@@ -387,9 +394,12 @@ Worker::Group Worker::Supervise(TrialProcess& proc, const Group& group, const st
         continue;
       }
       supervisors[index].OnEvent(now);
+      longest_gap = std::max(longest_gap, now - last_event_at[index]);
+      last_event_at[index] = now;
       RecordEvent(*group[index], *event, now, &(*runs)[index]);
     }
     int kill = 0;
+    std::vector<size_t> kill_asks;  // leases whose supervisors ask for SIGKILL
     std::vector<size_t> stopping;  // leases the supervisors stop at this poll
     for (size_t i = 0; i < k; ++i) {
       if ((*concluded)[i]) continue;
@@ -399,8 +409,11 @@ Worker::Group Worker::Supervise(TrialProcess& proc, const Group& group, const st
       const PollAction action = supervisors[i].OnPoll(
           PollState{now, final_seen, ended, (*runs)[i].last_step, FlagsOf(*group[i], now)});
       if (!action.log.empty()) Log(absl::StrCat(name(i), ": ", action.log));
-      if (action.signal == SIGKILL) kill = SIGKILL;
-      if (action.signal == SIGTERM) stopping.push_back(i);
+      if (action.signal == SIGKILL) kill_asks.push_back(i);
+      if (action.signal == SIGTERM) {
+        stopping.push_back(i);
+        stopped_at[i] = now;
+      }
       if (action.prefetch) wants_prefetch[i] = true;
     }
     // A lease still training: neither stopped by the worker nor ended.
@@ -412,6 +425,12 @@ Worker::Group Worker::Supervise(TrialProcess& proc, const Group& group, const st
         every_near_end &= wants_prefetch[i];
         any_near_end |= wants_prefetch[i];
       }
+    }
+    for (size_t i : kill_asks) {
+      // While siblings train on, give the trainer its lock step's time.
+      const bool wait = fused && any_training && stopped_at[i] != absl::InfiniteFuture() &&
+                        now - stopped_at[i] <= options_.kill_after + 2 * longest_gap;
+      if (!wait) kill = SIGKILL;
     }
     if (kill != 0) {
       if (fused && !proc.exited()) {

@@ -123,11 +123,15 @@ TEST(FusedTrialsTest, EachTrialIsItsSoloRunWithOneThreadBitForBit) {
   EXPECT_NE(fused[0].finals[0].final_val_loss, fused[2].finals[0].final_val_loss);
 }
 
-TEST(FusedTrialsTest, FewerTrialsThanThreadsSplitTheThreads) {
-  // One trial on two threads: its backend gets both (two batch parts), as a
-  // solo run with two threads.
-  const TrainSettings s = Base();
-  ExpectSameRun(Fused({s})[0], Solo(s, 2), "one trial, two threads");
+TEST(FusedTrialsTest, FewerTrialsThanThreadsTakeTurnsWithEveryThread) {
+  // Two trials on four threads: each takes its steps with all four (its
+  // batch in four parts), as a solo run with four threads.
+  std::vector<TrainSettings> v = {Varied()[0], Varied()[1]};
+  for (TrainSettings& s : v) s.threads = 4;
+  const std::vector<RecordingSink> fused = Fused(v);
+  for (size_t k = 0; k < v.size(); ++k) ExpectSameRun(fused[k], Solo(v[k], 4), "trial " + std::to_string(k));
+  // One trial on two threads likewise.
+  ExpectSameRun(Fused({Base()})[0], Solo(Base(), 2), "one trial, two threads");
 }
 
 TEST(FusedTrialsTest, ADivergedTrialStopsAndTheOthersGoOn) {
