@@ -1,6 +1,8 @@
 #include "trainer/config.h"
 
 #include <cmath>
+#include <cstdio>
+#include <type_traits>
 #include <string>
 
 #include "common/quote.h"
@@ -190,6 +192,47 @@ Status ValidateTrainSettings(const TrainSettings& s) {
                                        " needs a CUDA device (device cuda:N); the cpu backend computes in fp32");
   }
   return OkStatus();
+}
+
+}  // namespace normsweep::trainer
+
+namespace normsweep::trainer {
+
+std::vector<std::pair<const char*, std::string>> FusionSettings(const TrainSettings& s) {
+  const ModelConfig& m = s.model;
+  auto str = [](auto v) {
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(v));
+      return std::string(buf);
+    } else {
+      return std::to_string(v);
+    }
+  };
+  return {
+      {"placement", PlacementName(m.placement)},
+      {"mix_post_fraction", m.placement == Placement::kMix ? str(m.mix_post_fraction) : ""},
+      {"layers", str(m.layers)},
+      {"d_model", str(m.d_model)},
+      {"heads", str(m.heads)},
+      {"d_ff", str(m.d_ff)},
+      {"seq_len", str(m.seq_len)},
+      {"dropout", str(m.dropout)},
+      {"positions", PositionsName(m.positions)},
+      {"qk_norm", m.qk_norm ? "on" : "off"},
+      {"norm", NormName(m.norm)},
+      {"optimizer", OptimizerName(s.optimizer.kind)},
+      {"data_file", s.data.data_file},
+      {"task", s.data.data_file.empty() ? s.data.task : ""},
+      {"batch_size", str(s.batch_size)},
+      {"steps", str(s.steps)},
+      {"eval_every", str(s.eval_every)},
+      {"eval_batches", str(s.eval_batches)},
+      {"checkpoint_every", str(s.checkpoint_every)},
+      {"precision", PrecisionName(s.precision)},
+      {"threads", str(s.threads)},
+      {"device", s.device},
+  };
 }
 
 }  // namespace normsweep::trainer

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "trainer/status.h"
 
@@ -127,6 +129,14 @@ const char* PositionsName(Positions p);       // "sinusoidal" / "learned"
 const char* OptimizerName(OptimizerKind k);   // "adam" / "adamw" / "sgd" / "radam"
 const char* ScheduleName(ScheduleKind k);     // "constant" / ...
 const char* PrecisionName(Precision p);       // "fp32" / "tf32" / "bf16"
+
+// Fused trials (HFTA): what the trials of one fused run must share, by name,
+// as text: every setting except the schedule (peak lr, warm-up, kind), the
+// seed, the optimizer's coefficients (beta1, beta2, eps, weight decay,
+// momentum), grad clip, z_loss and the divergence settings. The one
+// definition of "fusable": the trainer's CheckFusable compares these, and
+// the scheduler's schema::FusionKey is these less threads and device.
+std::vector<std::pair<const char*, std::string>> FusionSettings(const TrainSettings& s);
 StatusOr<Placement> ParsePlacement(const std::string& s);  // also "sandwich" (= "peri")
 StatusOr<NormKind> ParseNorm(const std::string& s);
 StatusOr<Positions> ParsePositions(const std::string& s);

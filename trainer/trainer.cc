@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <type_traits>
 #include <memory>
 
 #include "trainer/backend.h"
@@ -401,45 +399,6 @@ FinalEvent RunTraining(const TrainSettings& settings, const RunOptions& options,
 
 namespace {
 
-// What fused trials must share, by name, as text (TrainSettings' fields
-// except those trainer.h lists as free to differ).
-std::vector<std::pair<const char*, std::string>> SharedSettings(const TrainSettings& s) {
-  const ModelConfig& m = s.model;
-  auto str = [](auto v) {
-    if constexpr (std::is_floating_point_v<decltype(v)>) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(v));
-      return std::string(buf);
-    } else {
-      return std::to_string(v);
-    }
-  };
-  return {
-      {"placement", PlacementName(m.placement)},
-      {"mix_post_fraction", m.placement == Placement::kMix ? str(m.mix_post_fraction) : ""},
-      {"layers", str(m.layers)},
-      {"d_model", str(m.d_model)},
-      {"heads", str(m.heads)},
-      {"d_ff", str(m.d_ff)},
-      {"seq_len", str(m.seq_len)},
-      {"dropout", str(m.dropout)},
-      {"positions", m.positions == Positions::kLearned ? "learned" : "sinusoidal"},
-      {"qk_norm", m.qk_norm ? "on" : "off"},
-      {"norm", NormName(m.norm)},
-      {"optimizer", OptimizerName(s.optimizer.kind)},
-      {"data_file", s.data.data_file},
-      {"task", s.data.data_file.empty() ? s.data.task : ""},
-      {"batch_size", str(s.batch_size)},
-      {"steps", str(s.steps)},
-      {"eval_every", str(s.eval_every)},
-      {"eval_batches", str(s.eval_batches)},
-      {"threads", str(s.threads)},
-      {"device", s.device},
-      {"precision", PrecisionName(s.precision)},
-      {"checkpoint_every", str(s.checkpoint_every)},
-  };
-}
-
 std::string Brief(const std::string& v) { return v.size() <= 40 ? v : v.substr(0, 37) + "..."; }
 
 }  // namespace
@@ -450,9 +409,9 @@ Status CheckFusable(const std::vector<TrainSettings>& trials) {
     return InvalidArgument("fused run: " + std::to_string(trials.size()) + " trials; at most " +
                            std::to_string(kMaxFusedTrials));
   }
-  const auto first = SharedSettings(trials[0]);
+  const auto first = FusionSettings(trials[0]);
   for (size_t k = 1; k < trials.size(); ++k) {
-    const auto other = SharedSettings(trials[k]);
+    const auto other = FusionSettings(trials[k]);
     for (size_t i = 0; i < first.size(); ++i) {
       if (first[i].second != other[i].second) {
         return InvalidArgument("config " + std::to_string(k) + ": " + first[i].first + " '" +

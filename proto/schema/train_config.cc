@@ -3,6 +3,7 @@
 #include "proto/schema/json.h"
 
 #include <string>
+#include <string_view>
 
 namespace normsweep::schema {
 
@@ -185,21 +186,16 @@ absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& confi
 }
 
 absl::StatusOr<std::string> FusionKey(const v1::TrainConfig& config) {
-  absl::StatusOr<v1::TrainConfig> r = ResolvedTrainConfig(config);
-  if (!r.ok()) return r.status();
-  for (int field : {v1::TrainConfig::kLrFieldNumber, v1::TrainConfig::kWarmupStepsFieldNumber,
-                    v1::TrainConfig::kScheduleFieldNumber, v1::TrainConfig::kSeedFieldNumber,
-                    v1::TrainConfig::kBeta1FieldNumber, v1::TrainConfig::kBeta2FieldNumber,
-                    v1::TrainConfig::kEpsFieldNumber, v1::TrainConfig::kWeightDecayFieldNumber,
-                    v1::TrainConfig::kMomentumFieldNumber, v1::TrainConfig::kGradClipFieldNumber,
-                    v1::TrainConfig::kZLossFieldNumber, v1::TrainConfig::kDivergenceLossFieldNumber,
-                    v1::TrainConfig::kDivergencePatienceFieldNumber, v1::TrainConfig::kThreadsFieldNumber,
-                    v1::TrainConfig::kDeviceFieldNumber}) {
-    r->GetReflection()->ClearField(&*r, r->GetDescriptor()->FindFieldByNumber(field));
+  absl::StatusOr<TrainSettings> s = SettingsFromProto(config);
+  if (!s.ok()) return s.status();
+  // The trainer's own list of what fused trials share (trainer::CheckFusable
+  // compares the same), less what the worker sets.
+  std::string key;
+  for (const auto& [name, value] : trainer::FusionSettings(*s)) {
+    if (std::string_view(name) == "threads" || std::string_view(name) == "device") continue;
+    key.append(name).append("=").append(value).append("\n");
   }
-  // The JSON text of the rest: fields in number order, so equal configs give
-  // equal keys.
-  return TrainConfigToJson(*r);
+  return key;
 }
 
 bool FusionCompatible(const v1::TrainConfig& a, const v1::TrainConfig& b) {

@@ -29,13 +29,13 @@ absl::Status ValidateTrainConfig(const v1::TrainConfig& config);
 absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& config);
 
 // Fused trials (HFTA, Wang et al. 2021): trials whose configs have the same
-// key train in one process as one model with a leading trial dimension. The
-// key is the resolved config without what fused trials may differ in (peak
-// lr, warm-up, schedule, seed, beta1, beta2, eps, weight decay, momentum,
-// grad clip, z_loss, the divergence settings) and without what the worker
-// sets (threads, device): the model's shape, norm settings, optimizer kind,
-// dropout, data, steps, evaluation and checkpoint settings. INVALID_ARGUMENT
-// as ResolvedTrainConfig's.
+// key train in one fused trainer process. The key is the trainer's
+// trainer::FusionSettings of the resolved settings (what fused trials must
+// share: the model's shape, norm settings, optimizer kind, dropout, data,
+// steps, evaluation, checkpoint and precision settings) without what the
+// worker sets (threads, device); lr, warm-up, schedule, seed, the
+// optimizer's coefficients, grad clip, z_loss and the divergence settings
+// are free. INVALID_ARGUMENT as SettingsFromProto's.
 absl::StatusOr<std::string> FusionKey(const v1::TrainConfig& config);
 // Whether two configs train fused: FusionKey equal (false if either is invalid).
 bool FusionCompatible(const v1::TrainConfig& a, const v1::TrainConfig& b);
