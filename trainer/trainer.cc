@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 
+#include "common/quote.h"
 #include "trainer/backend.h"
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
@@ -397,12 +398,6 @@ FinalEvent RunTraining(const TrainSettings& settings, const RunOptions& options,
   return Run(settings, options, sink, settings.threads).Go();
 }
 
-namespace {
-
-std::string Brief(const std::string& v) { return v.size() <= 40 ? v : v.substr(0, 37) + "..."; }
-
-}  // namespace
-
 Status CheckFusable(const std::vector<TrainSettings>& trials) {
   if (trials.empty()) return InvalidArgument("fused run: no trials");
   if (trials.size() > static_cast<size_t>(kMaxFusedTrials)) {
@@ -414,9 +409,10 @@ Status CheckFusable(const std::vector<TrainSettings>& trials) {
     const auto other = FusionSettings(trials[k]);
     for (size_t i = 0; i < first.size(); ++i) {
       if (first[i].second != other[i].second) {
-        return InvalidArgument("config " + std::to_string(k) + ": " + first[i].first + " '" +
-                               Brief(other[i].second) + "' differs from config 0's '" + Brief(first[i].second) +
-                               "' (fused trials differ only in lr, warm-up, schedule, seed, optimizer "
+        return InvalidArgument("config " + std::to_string(k) + ": " + first[i].first + " " +
+                               QuoteForError(other[i].second) + " differs from config 0's " +
+                               QuoteForError(first[i].second) +
+                               " (fused trials differ only in lr, warm-up, schedule, seed, optimizer "
                                "coefficients, grad clip, z_loss and the divergence settings)");
       }
     }

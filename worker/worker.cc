@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/quote.h"
 #include "proto/schema/api_limits.h"
 #include "proto/schema/interruptions.h"
 #include "proto/schema/state_names.h"
@@ -43,15 +44,11 @@ TrialLaunch MakeTrialLaunch(const WorkerOptions& options, const SlotSpec& slot, 
   launch.config = trial.config();
   launch.config.set_threads(slot.threads);
   launch.config.set_device(slot.device);
-  launch.argv = {options.trainer_path, "train", "--config", launch.dir + "/config.json", "--events", "-"};
-  if (launch.config.checkpoint_every() > 0) {
-    launch.argv.push_back("--checkpoint-out");
-    launch.argv.push_back(launch.dir + "/checkpoint.safetensors");
-  }
+  launch.argv = TrainerArgv(options, {launch});
   return launch;
 }
 
-std::vector<std::string> FusedArgv(const WorkerOptions& options, const std::vector<TrialLaunch>& launches) {
+std::vector<std::string> TrainerArgv(const WorkerOptions& options, const std::vector<TrialLaunch>& launches) {
   std::vector<std::string> configs, checkpoints;
   bool any_checkpoint = false;
   for (const TrialLaunch& l : launches) {
@@ -135,8 +132,8 @@ absl::Status Worker::Run() {
         absl::StrCat("fuse: ", options_.fuse, " is not in [1, ", schema::kMaxFusedTrials, "]"));
   }
   if (options_.fuse > 1 && options_.work_dir.find(',') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("work_dir: '", options_.work_dir,
-                                                   "' holds a comma, which fused trials cannot pass to the trainer"));
+    return absl::InvalidArgumentError(absl::StrCat("work_dir: ", QuoteForError(options_.work_dir),
+                                                   " holds a comma, which fused trials cannot pass to the trainer"));
   }
   std::error_code ec;
   std::filesystem::create_directories(options_.work_dir, ec);
@@ -280,7 +277,7 @@ Worker::Group Worker::RunGroup(int slot, const Group& group, std::optional<absl:
   std::vector<TrialLaunch> launches;
   for (const LeasePtr& lease : group) launches.push_back(MakeTrialLaunch(options_, spec, lease->trial));
   if (launches.size() > 1) {
-    const std::vector<std::string> argv = FusedArgv(options_, launches);
+    const std::vector<std::string> argv = TrainerArgv(options_, launches);
     for (TrialLaunch& l : launches) l.argv = argv;
   }
   const std::optional<int64_t> oom_kills_before = ReadOomKills(options_.memory_events_file);
@@ -398,7 +395,7 @@ Worker::Group Worker::Supervise(TrialProcess& proc, const Group& group, const st
       last_event_at[index] = now;
       RecordEvent(*group[index], *event, now, &(*runs)[index]);
     }
-    int kill = 0;
+    bool kill = false;
     std::vector<size_t> kill_asks;  // leases whose supervisors ask for SIGKILL
     std::vector<size_t> stopping;  // leases the supervisors stop at this poll
     for (size_t i = 0; i < k; ++i) {
@@ -430,9 +427,9 @@ Worker::Group Worker::Supervise(TrialProcess& proc, const Group& group, const st
       // While siblings train on, give the trainer its lock step's time.
       const bool wait = fused && any_training && stopped_at[i] != absl::InfiniteFuture() &&
                         now - stopped_at[i] <= options_.kill_after + 2 * longest_gap;
-      if (!wait) kill = SIGKILL;
+      if (!wait) kill = true;
     }
-    if (kill != 0) {
+    if (kill) {
       if (fused && !proc.exited()) {
         Log(absl::StrCat(GroupName(group), ": SIGKILL to the fused process (pid ", proc.pid(), ")"));
       }

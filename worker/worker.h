@@ -90,11 +90,11 @@ struct TrialLaunch {
   std::vector<std::string> argv;
 };
 TrialLaunch MakeTrialLaunch(const WorkerOptions& options, const SlotSpec& slot, const v1::Trial& trial);
-// The command line of one fused run of several trials (each launch as
-// MakeTrialLaunch made it): `train --config A,B,... --events -`, and
-// `--checkpoint-out` with one item per trial (empty for a trial that
-// writes none) when any of them writes one.
-std::vector<std::string> FusedArgv(const WorkerOptions& options, const std::vector<TrialLaunch>& launches);
+// The trainer's command line for one trial or a fused run of several (each
+// launch with its dir and config as MakeTrialLaunch made them):
+// `train --config A,B,... --events -`, and `--checkpoint-out` with one item
+// per trial (empty for a trial that writes none) when any of them writes one.
+std::vector<std::string> TrainerArgv(const WorkerOptions& options, const std::vector<TrialLaunch>& launches);
 
 class Worker {
  public:

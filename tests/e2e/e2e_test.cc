@@ -54,16 +54,6 @@ class EndToEndTest : public testing::StackTest {
                                     {absl::StrCat("--metrics-port=", metrics_port)});
   }
 
-  int64_t SubmitFile(const std::string& yaml) {
-    const std::string path = absl::StrCat(dir_, "/sweep-", ++files_, ".yaml");
-    std::ofstream(path) << yaml;
-    CommandResult r = Cli({"submit", path});
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    int64_t id = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(r.output), &id)) << r.output;
-    return id;
-  }
-
   // Reads go through the CLI's own SweepService client.
   v1::Sweep GetSweep(int64_t id) {
     auto s = client_->GetSweep(id);
@@ -141,8 +131,6 @@ class EndToEndTest : public testing::StackTest {
     ASSERT_FALSE(t.metrics().empty());
     EXPECT_DOUBLE_EQ(t.trial().result().init_val_loss(), t.metrics(0).val_loss()) << "trial " << trial_id;
   }
-
-  int files_ = 0;
 };
 
 TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {

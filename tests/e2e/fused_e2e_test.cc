@@ -44,16 +44,6 @@ class FusedEndToEndTest : public testing::StackTest {
     return ProcessTest::StartWorker(name, scheduler_->address(), 1, {"--fuse=4"});
   }
 
-  int64_t Submit(const std::string& yaml) {
-    const std::string path = absl::StrCat(dir_, "/sweep.yaml");
-    std::ofstream(path) << yaml;
-    CommandResult r = Cli({"submit", path});
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    int64_t id = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(r.output), &id)) << r.output;
-    return id;
-  }
-
   std::vector<v1::Trial> Trials(int64_t sweep_id) {
     auto t = client_->ListTrials(sweep_id);
     EXPECT_TRUE(t.ok()) << t.status();
@@ -101,7 +91,7 @@ class FusedEndToEndTest : public testing::StackTest {
 TEST_F(FusedEndToEndTest, FourCompatibleTrialsTrainFusedAndEachSucceeds) {
   ASSERT_NE(StartFusedWorker("fw"), nullptr);
   ASSERT_TRUE(WaitForLiveWorkers({"fw"}, 60));
-  const int64_t id = Submit(FusableSweep("fused", 40));
+  const int64_t id = SubmitFile(FusableSweep("fused", 40));
   ASSERT_TRUE(WaitCompleted(id, 300));
   ExpectFourSucceeded(id, 40, 1);
   const std::string log = testing::ReadFile(dir_ + "/fw.log");
@@ -112,7 +102,7 @@ TEST_F(FusedEndToEndTest, AFusedTrainerKilledFromOutsideRequeuesEachTrialOnce) {
   ASSERT_NE(StartFusedWorker("fw"), nullptr);
   ASSERT_TRUE(WaitForLiveWorkers({"fw"}, 60));
   const int steps = 3000;  // a few seconds: the kill comes well before the end
-  const int64_t id = Submit(FusableSweep("fused-kill", steps));
+  const int64_t id = SubmitFile(FusableSweep("fused-kill", steps));
   // After the first progress of the fused run: SIGKILL to its trainer.
   pid_t killed = 0;
   const absl::Time deadline = absl::Now() + absl::Seconds(120);

@@ -5,12 +5,17 @@
 #define NORMSWEEP_TESTS_E2E_STACK_TEST_H_
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/sweep_client.h"
@@ -35,6 +40,18 @@ class StackTest : public ProcessTest {
     return ProcessTest::Cli(args, env, timeout_s);
   }
 
+  // Writes the sweep YAML to a file of its own and submits it with the CLI;
+  // the new sweep's id (0 after a failed expectation).
+  int64_t SubmitFile(const std::string& yaml) {
+    const std::string path = absl::StrCat(dir_, "/sweep-", ++files_, ".yaml");
+    std::ofstream(path) << yaml;
+    CommandResult r = Cli({"submit", path});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    int64_t id = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(r.output), &id)) << r.output;
+    return id;
+  }
+
   // Waits until every named worker is registered and live.
   bool WaitForLiveWorkers(const std::set<std::string>& names, double timeout_s) {
     const absl::Time deadline = absl::Now() + absl::Seconds(timeout_s);
@@ -52,6 +69,7 @@ class StackTest : public ProcessTest {
 
   SchedulerProcess* scheduler_ = nullptr;
   std::unique_ptr<client::SweepClient> client_;
+  int files_ = 0;  // sweep files SubmitFile wrote
 };
 
 }  // namespace normsweep::testing

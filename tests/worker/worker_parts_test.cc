@@ -488,14 +488,14 @@ TEST(FusedArgvTest, OneConfigListAndACheckpointItemPerTrial) {
     trial.set_attempts(1);
     launches.push_back(MakeTrialLaunch(options, SlotSpec{"cpu", 2}, trial));
   }
-  EXPECT_THAT(FusedArgv(options, launches),
+  EXPECT_THAT(TrainerArgv(options, launches),
               ::testing::ElementsAre("/usr/bin/normsweep-train", "train", "--config",
                                      "/var/w/trial-12-1/config.json,/var/w/trial-13-1/config.json,"
                                      "/var/w/trial-14-1/config.json",
                                      "--events", "-"));
   // One writes checkpoints: an item for each, empty for the others.
   launches[1].config.set_checkpoint_every(5);
-  const std::vector<std::string> argv = FusedArgv(options, launches);
+  const std::vector<std::string> argv = TrainerArgv(options, launches);
   ASSERT_EQ(argv.size(), 8u);
   EXPECT_EQ(argv[6], "--checkpoint-out");
   EXPECT_EQ(argv[7], ",/var/w/trial-13-1/checkpoint.safetensors,");
