@@ -178,12 +178,11 @@ int Submit(cl::SweepClient& client, const normsweep::CliArgs& args) {
     spec = cl::LoadSweepSpec(args.positional[1]);
     if (spec.ok() && args.Has("name")) spec->set_name(args.Get("name"));
     if (spec.ok() && args.Has("set")) {
-      // --set overrides fields of the file's base config.
-      v1::TrainConfig overrides;
-      if (absl::Status s = cl::ApplySetFlags(args.All("set"), &overrides); !s.ok()) {
+      // --set overrides fields of the file's base config, each set on it by
+      // reflection: a merge would skip 0, false and "" (proto3 defaults).
+      if (absl::Status s = cl::ApplySetFlags(args.All("set"), spec->mutable_base()); !s.ok()) {
         return Usage(std::string(s.message()));
       }
-      spec->mutable_base()->MergeFrom(overrides);
     }
   } else {
     spec = cl::SpecFromFlags(args);

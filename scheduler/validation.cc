@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -260,7 +261,38 @@ absl::StatusOr<Page> ValidateListTrials(const v1::ListTrialsRequest& request) {
 }
 
 absl::Status ValidateSubmitSweep(const v1::SubmitSweepRequest& request) {
-  return CheckStoredText("request_id", request.request_id(), schema::kMaxRequestIdLength);
+  RETURN_IF_ERROR(CheckStoredText("request_id", request.request_id(), schema::kMaxRequestIdLength));
+  return CheckBaseSetsNoAxis(request.spec());
+}
+
+absl::Status CheckBaseSetsNoAxis(const v1::SweepSpec& spec) {
+  const v1::TrainConfig& base = spec.base();
+  const auto* r = base.GetReflection();
+  // The axis that sets each main-axis field of every trial.
+  const std::string lr_axis = spec.has_boundary_search()  ? "spec.boundary_search (lr_min, lr_max)"
+                              : spec.has_random_search() ? "spec.random_search (lr_min, lr_max)"
+                                                         : "spec.peak_lrs";
+  const std::string warmup_axis =
+      spec.has_random_search() ? "spec.random_search (warmup_min, warmup_max)" : "spec.warmup_steps";
+  const std::pair<const char*, std::string> main_axes[] = {
+      {"placement", "spec.placements"}, {"lr", lr_axis}, {"warmup_steps", warmup_axis}, {"seed", "spec.seeds"}};
+  const auto* d = base.GetDescriptor();
+  for (const auto& [field, axis] : main_axes) {
+    // Without presence, HasField is "not the default": lr 0, seed 0 and an
+    // empty placement are what an axis overwrites anyway.
+    if (r->HasField(base, d->FindFieldByName(field))) {
+      return Invalid(absl::StrCat("spec.base.", field),
+                     absl::StrCat("set by an axis, so a value here would be ignored; use ", axis, " instead"));
+    }
+  }
+  for (int a = 0; a < spec.extra_axes_size(); ++a) {
+    const FieldDescriptor* f = d->FindFieldByName(spec.extra_axes(a).field());
+    if (f == nullptr || f->is_repeated() || !r->HasField(base, f)) continue;  // a bad axis is ValidateSweepSpec's
+    return Invalid(absl::StrCat("spec.base.", f->name()),
+                   absl::StrCat("set by spec.extra_axes[", a, "], so a value here would be ignored; put the values "
+                                "in the axis instead"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> ValidateGetSweepAnalysis(const v1::GetSweepAnalysisRequest& request) {

@@ -50,8 +50,15 @@ struct Page {
 absl::StatusOr<Page> ValidateListSweeps(const v1::ListSweepsRequest& request);
 absl::StatusOr<Page> ValidateListTrials(const v1::ListTrialsRequest& request);
 
-// request_id only: the spec is ValidateSweepSpec's.
+// request_id, and no field of spec.base that an axis sets
+// (CheckBaseSetsNoAxis); the rest of the spec is ValidateSweepSpec's.
 absl::Status ValidateSubmitSweep(const v1::SubmitSweepRequest& request);
+
+// A field that an axis sets for every trial (placement, lr, warmup_steps,
+// seed, and each extra axis's field) is refused in spec.base, naming
+// spec.base.FIELD and the axis to use: the axis would overwrite it without a
+// word. Submissions only: a sweep already stored is read as it is.
+absl::Status CheckBaseSetsNoAxis(const v1::SweepSpec& spec);
 
 // The near-best tolerance to use (the request's, or the default for 0).
 absl::StatusOr<double> ValidateGetSweepAnalysis(const v1::GetSweepAnalysisRequest& request);

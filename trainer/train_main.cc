@@ -29,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/cli_args.h"
+#include "common/quote.h"
 #include "normsweep/v1/train.pb.h"
 #include "trainer/cpu/blas.h"
 #include "trainer/cpu/kernel_variant.h"
@@ -299,6 +300,34 @@ int Train(const Args& args) {
       }
     }
   }
+  // Every refusal comes before --events is opened ("w" empties the file):
+  // a refused run leaves an existing events file as it was.
+  std::vector<tr::TrainSettings> settings;
+  size_t bad_config = K;  // the config whose settings are refused, if any
+  std::string settings_error;
+  for (size_t k = 0; k < K && bad_config == K; ++k) {
+    auto s = schema::SettingsFromProto(configs[k]);
+    if (!s.ok()) {
+      bad_config = k;
+      settings_error =
+          (K > 1 ? "config " + std::to_string(k) + ": " : std::string()) + std::string(s.status().message());
+    } else {
+      settings.push_back(*s);
+    }
+  }
+  if (bad_config == K && K > 1) {
+    if (tr::Status fusable = tr::CheckFusable(settings); !fusable.ok()) return UsageError(fusable.message());
+    // Two trials writing one checkpoint would overwrite each other.
+    for (size_t a = 0; a < K; ++a) {
+      for (size_t b = a + 1; b < K; ++b) {
+        if (!checkpoint_out[a].empty() && checkpoint_out[a] == checkpoint_out[b]) {
+          return UsageError("--checkpoint-out: trials " + std::to_string(a) + " and " + std::to_string(b) +
+                            " have the same path " + normsweep::QuoteForError(checkpoint_out[a]) +
+                            " (each trial needs its own, or an empty one for none)");
+        }
+      }
+    }
+  }
   std::FILE* events = stdout;
   if (auto it = args.flags.find("events"); it != args.flags.end() && it->second != "-") {
     events = std::fopen(it->second.c_str(), "w");
@@ -308,20 +337,13 @@ int Train(const Args& args) {
   for (size_t k = 0; k < K; ++k) {
     sinks.push_back(std::make_unique<tr::JsonLinesEventSink>(events, K > 1 ? static_cast<int>(k) : -1));
   }
-  std::vector<tr::TrainSettings> settings;
-  for (size_t k = 0; k < K; ++k) {
-    auto s = schema::SettingsFromProto(configs[k]);
-    if (!s.ok()) {
-      tr::FinalEvent f;
-      f.outcome = tr::Outcome::kFailed;
-      f.error = (K > 1 ? "config " + std::to_string(k) + ": " : std::string()) + std::string(s.status().message());
-      sinks[k]->OnFinal(f);
-      return UsageError(f.error);
-    }
-    settings.push_back(*s);
-  }
-  if (K > 1) {
-    if (tr::Status fusable = tr::CheckFusable(settings); !fusable.ok()) return UsageError(fusable.message());
+  if (bad_config != K) {
+    // The worker reads a refused config as this trial's FAILED final event.
+    tr::FinalEvent f;
+    f.outcome = tr::Outcome::kFailed;
+    f.error = settings_error;
+    sinks[bad_config]->OnFinal(f);
+    return UsageError(f.error);
   }
   if (args.flags.count("print-config")) {
     for (const TrainConfig& c : configs) std::printf("%s\n", schema::TrainConfigToJson(*schema::ResolvedTrainConfig(c)).c_str());

@@ -413,6 +413,32 @@ TEST(TrainCliTest, FusedConfigsThatDifferInShapeOrPathCountsAreRefused) {
   EXPECT_THAT(empty.err, HasSubstr("--config: an empty path"));
 }
 
+// A refused fused run leaves an existing events file as it was (it used to
+// be opened, and so emptied, before the configs were checked), and two
+// trials given one checkpoint path are refused naming both (issue 34).
+TEST(TrainCliTest, RefusedFusedRunsLeaveTheEventsFileAndShareNoCheckpoint) {
+  const fs::path a = SmallConfig("fused_keep_a.json", "\"lr\":0.001");
+  const fs::path b = SmallConfig("fused_keep_b.json", "\"lr\":0.001,\"placement\":\"pre\"");
+  const fs::path events = TempDir() / "fused_keep.events";
+  std::ofstream(events) << "{\"type\":\"final\"}\n";
+  Result shape = RunTrainer({"train", "--config", a.string() + "," + b.string(), "--events", events.string()});
+  EXPECT_EQ(shape.exit_code, 2);
+  EXPECT_THAT(shape.err, HasSubstr("placement 'pre' differs"));
+  EXPECT_EQ(fs::file_size(events), std::string("{\"type\":\"final\"}\n").size());
+
+  const fs::path same = TempDir() / "fused_same.safetensors";
+  Result shared = RunTrainer({"train", "--config", a.string() + "," + a.string() + "," + a.string(), "--checkpoint-out",
+                              "," + same.string() + "," + same.string(), "--events", events.string()});
+  EXPECT_EQ(shared.exit_code, 2);
+  EXPECT_THAT(shared.err, HasSubstr("--checkpoint-out: trials 1 and 2 have the same path"));
+  EXPECT_EQ(fs::file_size(events), std::string("{\"type\":\"final\"}\n").size());
+  EXPECT_FALSE(fs::exists(same));
+  // Empty paths (no checkpoint) may repeat.
+  Result none = RunTrainer({"train", "--config", a.string() + "," + a.string(), "--checkpoint-out", ",",
+                            "--steps", "1", "--eval-every", "0"});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+}
+
 TEST(TrainCliTest, StdinCancelStopsOneFusedTrialAndTheOtherGoesOn) {
   const fs::path a = SmallConfig("fused_cancel_a.json", "\"lr\":0.001,\"steps\":1000000,\"eval_every\":0");
   const fs::path out = TempDir() / "fused_cancel.out", err = TempDir() / "fused_cancel.err";
