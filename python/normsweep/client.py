@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import grpc
 import pandas as pd
@@ -99,17 +99,19 @@ class Client:
     # ---- sweeps ----
 
     def submit(self, spec: SpecLike, request_id: Optional[str] = None,
-               validate_only: bool = False) -> Dict[str, Any]:
+               validate_only: bool = False, overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
         """Submits a sweep: a dict in SweepSpec's JSON form, a SweepSpec, or a YAML/JSON file path.
 
         request_id makes the call idempotent (the same id returns the sweep the
         first call created, with created False); default a fresh one.
         validate_only checks the spec and counts its trials without storing it.
+        overrides sets TrainConfig fields on the spec's base, as the CLI's
+        --set does: {"qk_norm": False, "z_loss": 0} wins over the file's values.
         Returns the sweep as sweep() does, plus "created".
         """
         request = sweep_service_pb2.SubmitSweepRequest(
             request_id=request_id if request_id is not None else new_request_id(),
-            spec=load_spec(spec), validate_only=validate_only)
+            spec=load_spec(spec, overrides), validate_only=validate_only)
         response = self._call("SubmitSweep", request)
         out = sweep_dict(response.sweep)
         out["created"] = response.created

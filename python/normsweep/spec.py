@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, Mapping, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import grpc
 from google.protobuf import json_format
@@ -102,8 +102,38 @@ def spec_from_dict(spec: Mapping[str, Any]) -> sweep_pb2.SweepSpec:
     return message
 
 
-def load_spec(spec: SpecLike) -> sweep_pb2.SweepSpec:
-    """A SweepSpec from a dict, a SweepSpec, or the path of a YAML/JSON sweep file."""
+def apply_overrides(spec: sweep_pb2.SweepSpec, overrides: Mapping[str, Any]) -> sweep_pb2.SweepSpec:
+    """A copy of spec with each TrainConfig field of overrides set on its base, as the CLI's --set does.
+
+    Keys are TrainConfig field names (proto or JSON spelling); each value is
+    set whatever it is, so 0, False and "" replace the base's value like any
+    other (a protobuf merge would skip them). InvalidArgument names an unknown
+    field or a value of the wrong type.
+    """
+    out = sweep_pb2.SweepSpec()
+    out.CopyFrom(spec)
+    fields = out.base.DESCRIPTOR.fields_by_name
+    by_json = {f.json_name: f for f in out.base.DESCRIPTOR.fields}
+    for key, value in overrides.items():
+        field = fields.get(key) or by_json.get(key)
+        if field is None:
+            raise _invalid(f"overrides: TrainConfig has no field {str(key)[:100]!r}")
+        parsed = type(out.base)()
+        try:
+            json_format.ParseDict({field.name: value}, parsed)
+        except json_format.ParseError as e:
+            raise _invalid(f"overrides: {field.name}: {str(e)[:200]}") from None
+        setattr(out.base, field.name, getattr(parsed, field.name))
+    return out
+
+
+def load_spec(spec: SpecLike, overrides: Optional[Mapping[str, Any]] = None) -> sweep_pb2.SweepSpec:
+    """A SweepSpec from a dict, a SweepSpec, or the path of a YAML/JSON sweep file.
+
+    overrides: TrainConfig fields to set on the spec's base (apply_overrides).
+    """
+    if overrides:
+        return apply_overrides(load_spec(spec), overrides)
     if isinstance(spec, sweep_pb2.SweepSpec):
         return spec
     if isinstance(spec, Mapping):

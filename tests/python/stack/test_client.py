@@ -132,6 +132,33 @@ def test_a_bad_spec_field_is_invalid_argument_naming_it(client):
     assert "middle" in e.value.details
 
 
+def test_axis_fields_in_base_are_refused_by_the_scheduler(client, stack):
+    # Issue 34: base {lr: 5, ...} used to validate as one trial that ran pre at
+    # lr 1e-3, warm-up 0, seed 0. The scheduler's one check answers every client.
+    before = stack.sql("SELECT count(*) FROM sweeps")
+    for field, value, axis in [("lr", 5, "spec.peak_lrs"), ("warmup_steps", 7, "spec.warmup_steps"),
+                               ("seed", 3, "spec.seeds"), ("placement", "post", "spec.placements")]:
+        with pytest.raises(normsweep.InvalidArgument) as e:
+            client.submit(tiny_spec(name="axis-in-base", base={field: value}))
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert f"spec.base.{field}: set by an axis" in e.value.details and axis in e.value.details
+    with pytest.raises(normsweep.InvalidArgument) as e:
+        client.submit(tiny_spec(name="extra-in-base", base={"qk_norm": True},
+                                extra_axes=[{"field": "qk_norm", "values": [False, True]}]))
+    assert "spec.base.qk_norm: set by spec.extra_axes[0]" in e.value.details
+    assert stack.sql("SELECT count(*) FROM sweeps") == before
+
+
+def test_overrides_reach_the_stored_sweep_with_zero_false_and_empty_values(client, stack):
+    spec = tiny_spec(name="overrides", base={"qk_norm": True, "z_loss": 1e-4, "dropout": 0.1, "norm": "rmsnorm"})
+    sweep = client.submit(spec, overrides={"qk_norm": False, "z_loss": 0, "dropout": 0, "norm": ""})
+    base = sweep["spec"]["base"]
+    assert not base.get("qk_norm") and not base.get("z_loss") and not base.get("dropout") and not base.get("norm")
+    [(stored,)] = stack.sql("SELECT spec->'base' FROM sweeps WHERE id = %s", (sweep["id"],))
+    assert stored["layers"] == 2 and not {"qk_norm", "qkNorm", "z_loss", "zLoss", "dropout", "norm"} & set(stored)
+    client.cancel(sweep["id"])
+
+
 @pytest.mark.parametrize("call", ["sweep", "cancel", "analysis", "watch"])
 def test_an_unknown_sweep_is_not_found(client, call):
     with pytest.raises(normsweep.NotFound) as e:

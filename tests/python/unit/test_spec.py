@@ -55,3 +55,25 @@ def test_bad_files(tmp_path):
     p.write_text("name: [unclosed\n")
     with pytest.raises(normsweep.InvalidArgument, match=r"list.yaml: line \d+, column \d+"):
         load_spec(str(p))
+
+
+def test_overrides_win_with_zero_false_and_empty_values(tmp_path):
+    # A bool, an int, a double and a string field, each set in the file to
+    # something else (issue 34: a protobuf merge dropped 0, False and "").
+    path = tmp_path / "s.yaml"
+    path.write_text("name: o\nplacements: [pre]\nwarmup_steps: [0]\npeak_lrs: [1e-3]\nseeds: [0]\n"
+                    "base: {layers: 2, qk_norm: true, z_loss: 1e-4, dropout: 0.1, eval_every: 2, norm: rmsnorm,"
+                    " beta2: 0.95}\n")
+    spec = load_spec(str(path), overrides={"qk_norm": False, "z_loss": 0, "dropout": 0.0, "evalEvery": 0,
+                                           "norm": "", "beta2": 0})
+    assert not spec.base.qk_norm and spec.base.z_loss == 0 and spec.base.dropout == 0
+    assert spec.base.eval_every == 0 and spec.base.norm == "" and spec.base.layers == 2
+    assert spec.base.HasField("beta2") and spec.base.beta2 == 0  # a field with presence keeps its 0
+    assert load_spec(str(path)).base.qk_norm  # the file itself is unchanged
+
+
+def test_bad_overrides_name_the_field():
+    with pytest.raises(normsweep.InvalidArgument, match="no field 'layerz'"):
+        load_spec({"name": "x"}, overrides={"layerz": 2})
+    with pytest.raises(normsweep.InvalidArgument, match="layers"):
+        load_spec({"name": "x"}, overrides={"layers": "many"})
