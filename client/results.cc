@@ -30,6 +30,7 @@ std::string CellText(const ResultCell& c) {
   if (c.seeds_with_loss > 1) s += absl::StrFormat("±%.3f", c.std_final_val_loss);
   if (c.diverged > 0) s += absl::StrFormat(" (%d div)", c.diverged);
   if (c.plateaued > 0) s += absl::StrFormat(" (%d plat)", c.plateaued);
+  if (c.not_converged > 0) s += absl::StrFormat(" (%d n.c.)", c.not_converged);
   if (c.failed > 0) s += absl::StrFormat(" (%d fail)", c.failed);
   if (c.unfinished > 0) s += " ...";
   return s;
@@ -178,6 +179,7 @@ std::vector<ResultCell> CellsFromAnalysis(const v1::GetSweepAnalysisResponse& an
     c.std_final_val_loss = g.std_val_loss();  // unset (one seed): 0
     c.best_final_val_loss = g.min_val_loss();
     c.plateaued = g.plateaued();
+    c.not_converged = g.not_converged();
     c.divergence_rate = Opt(g.has_divergence_rate(), g.divergence_rate());
     c.failure_rate = Opt(g.has_failure_rate(), g.failure_rate());
   }
@@ -188,7 +190,9 @@ std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysi
   const std::vector<ResultCell> cells = CellsFromAnalysis(analysis);
   std::string out = absl::StrFormat("sweep %d \"%s\": final validation loss, mean±std over seeds "
                                     "(\"diverged\": every seed diverged; (k div): k seeds diverged; (k plat): k "
-                                    "seeds failed to train without diverging, the unigram plateau)\n",
+                                    "seeds failed to train without diverging, the unigram plateau; (k n.c.): k "
+                                    "seeds ended near the unigram loss still learning, not converged, no "
+                                    "failure)\n",
                                     sweep.id(), sweep.name());
   const std::map<Group, GroupRows> rows_by_group = RowsByGroup(analysis);
   std::set<Group> group_set;
@@ -265,7 +269,7 @@ std::string RenderResultsCsv(const v1::GetSweepAnalysisResponse& analysis) {
       "line_lrs,line_init_val_loss,line_best_val_loss,line_best_lr,line_lr_sensitivity,line_points_at_l0,"
       "line_lrs_pending,summary_warmups,summary_mean_lr_sensitivity,summary_min_lr_sensitivity,"
       "summary_max_lr_sensitivity,summary_warmup_of_min,summary_best_val_loss,"
-      "share_warmup,share_lr,share_interaction,share_seed,importance_note\n";
+      "share_warmup,share_lr,share_interaction,share_seed,importance_note,not_converged\n";
   const std::map<Group, GroupRows> rows_by_group = RowsByGroup(analysis);
   for (const ResultCell& c : CellsFromAnalysis(analysis)) {
     const bool has = c.seeds_with_loss > 0;
@@ -309,7 +313,7 @@ std::string RenderResultsCsv(const v1::GetSweepAnalysisResponse& analysis) {
     } else {
       out += ",,,,,";
     }
-    out += "\n";
+    absl::StrAppend(&out, ",", c.not_converged, "\n");
   }
   return out;
 }
@@ -324,7 +328,7 @@ std::string RenderResultsJson(const v1::Sweep& sweep, const v1::GetSweepAnalysis
     absl::StrAppend(&out, "{\"placement\":", JsonQuote(c.placement), ",\"variant\":", JsonQuote(c.variant),
                     ",\"warmup_steps\":", c.warmup_steps, ",\"peak_lr\":", JsonNumber(c.peak_lr),
                     ",\"trials\":", c.trials, ",\"succeeded\":", c.succeeded, ",\"diverged\":", c.diverged,
-                    ",\"plateaued\":", c.plateaued, ",\"failed\":", c.failed, ",\"cancelled\":", c.cancelled,
+                    ",\"plateaued\":", c.plateaued, ",\"not_converged\":", c.not_converged, ",\"failed\":", c.failed, ",\"cancelled\":", c.cancelled,
                     ",\"unfinished\":", c.unfinished, ",\"divergence_rate\":", JsonOpt(c.divergence_rate),
                     ",\"failure_rate\":", JsonOpt(c.failure_rate),
                     ",\"mean_final_val_loss\":", has ? JsonNumber(c.mean_final_val_loss) : "null",

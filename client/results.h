@@ -35,6 +35,9 @@ struct ResultCell {
   // loss, above a boundary search's max_val_loss); the rates are over the
   // finished seeds (succeeded + diverged), unset without one.
   int plateaued = 0;
+  // SUCCEEDED seeds that ended near the unigram loss while still learning
+  // (not_converged): no failure, and not in plateaued.
+  int not_converged = 0;
   std::optional<double> divergence_rate;  // diverged / finished
   std::optional<double> failure_rate;     // (diverged + plateaued) / finished
 };

@@ -160,14 +160,26 @@ std::string FailureLines(const v1::Trial& trial, std::optional<double> max_val_l
   const v1::TrialResult& r = trial.result();
   std::string out;
   if (r.has_unigram_loss()) absl::StrAppendFormat(&out, "unigram loss (the plateau) %.4f\n", r.unigram_loss());
+  if (r.has_val_loss_progress()) {
+    absl::StrAppendFormat(&out, "val loss progress over the last quarter %.4f\n", r.val_loss_progress());
+  }
   const std::optional<schema::TrainingFailure> f = TrialFailure(trial, max_val_loss);
   if (!f.has_value()) return out;
   std::string why;
   if (*f == schema::TrainingFailure::kPlateau) {
-    why = absl::StrFormat(" (final validation loss %.4f > unigram loss %.4f - %g)", r.final_val_loss(),
+    why = absl::StrFormat(" (final validation loss %.4f > unigram loss %.4f - %g", r.final_val_loss(),
                           r.unigram_loss(), schema::kPlateauMargin);
+    why += r.has_val_loss_progress()
+               ? absl::StrFormat(", and it fell only %.4f < %g over the last quarter)", r.val_loss_progress(),
+                                 schema::kProgressMargin)
+               : ")";
   } else if (*f == schema::TrainingFailure::kAboveMaxValLoss) {
     why = absl::StrFormat(" (final validation loss %.4f > %.4f)", r.final_val_loss(), *max_val_loss);
+  } else if (*f == schema::TrainingFailure::kNotConverged) {
+    why = absl::StrFormat(": no failure, final validation loss %.4f > unigram loss %.4f - %g but still falling "
+                          "%.4f >= %g over the last quarter; a longer run would tell",
+                          r.final_val_loss(), r.unigram_loss(), schema::kPlateauMargin, r.val_loss_progress(),
+                          schema::kProgressMargin);
   }
   const std::string cause = *f == schema::TrainingFailure::kNone ? "none, it trained" : FailureCause(trial, *f);
   absl::StrAppend(&out, "failure: ", cause, why, "\n");

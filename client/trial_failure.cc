@@ -29,6 +29,7 @@ std::string FailureCause(const v1::Trial& trial, schema::TrainingFailure failure
     case schema::TrainingFailure::kNoFiniteLoss: return "no finite loss";
     case schema::TrainingFailure::kPlateau: return "plateau";
     case schema::TrainingFailure::kAboveMaxValLoss: return "above max_val_loss";
+    case schema::TrainingFailure::kNotConverged: return "not converged (still learning)";
   }
   return "";
 }

@@ -23,12 +23,13 @@ std::optional<schema::TrainingFailure> TrialFailure(const v1::Trial& trial, std:
 
 // The `failure` column of `normsweep show`: "" not judged, "-" trained,
 // else the rule's name ("diverged", "plateau", "no_finite_loss",
-// "above_max_val_loss").
+// "above_max_val_loss", or "not_converged", which is no failure).
 std::string FailureColumn(const v1::Trial& trial, std::optional<double> max_val_loss);
 
 // The cause in words, for the report's legend and `normsweep trial`:
 // "plateau", "diverged after step 60" ("diverged" without a step), "no
-// finite loss", "above max_val_loss". "" for kNone.
+// finite loss", "above max_val_loss", "not converged (still learning)". ""
+// for kNone.
 std::string FailureCause(const v1::Trial& trial, schema::TrainingFailure failure);
 
 }  // namespace normsweep::client

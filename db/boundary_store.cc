@@ -65,6 +65,7 @@ absl::StatusOr<bool> FinishBoundaryTrialIn(PgConnection& conn, const v1::FinishT
   p.Add(res.error()).AddMicros(now);
   AddOptionalDouble(p, res.has_init_val_loss(), res.init_val_loss());
   AddOptionalDouble(p, res.has_unigram_loss(), res.unigram_loss());
+  AddOptionalDouble(p, res.has_val_loss_progress(), res.val_loss_progress());
   ASSIGN_OR_RETURN(PgResult finished, conn.Exec(sql::kBoundaryFinishTrial, p));
   if (finished.rows() == 0) return false;  // not the lease's holder (or a re-sent finish)
 
@@ -82,7 +83,8 @@ absl::StatusOr<bool> FinishBoundaryTrialIn(PgConnection& conn, const v1::FinishT
   for (int i = 0; i < trials.rows(); ++i) {
     probes.push_back({trials.GetDouble(i, 0),
                       ClassifyProbe(TrialStateFromName(trials.GetString(i, 1)), trials.GetOptionalDouble(i, 2),
-                                    trials.GetOptionalDouble(i, 3), trials.GetOptionalDouble(i, 4), settings)});
+                                    trials.GetOptionalDouble(i, 3), trials.GetOptionalDouble(i, 4),
+                                    trials.GetOptionalDouble(i, 5), settings)});
   }
   LineDecision decision = DecideLine(settings, probes);
   if (decision.next_lr.has_value() && running) {

@@ -540,6 +540,7 @@ void MemoryStore::AdvanceBoundaryLine(const v1::Trial& finished, absl::Time now)
     probes.push_back({t.config().lr(),
                       ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
                                     l0, r.has_unigram_loss() ? std::optional(r.unigram_loss()) : std::nullopt,
+                                    r.has_val_loss_progress() ? std::optional(r.val_loss_progress()) : std::nullopt,
                                     settings)});
   }
   const LineDecision decision = DecideLine(settings, probes);

@@ -111,6 +111,7 @@ absl::StatusOr<TrialColumns> TrialColumns::Of(const PgResult& r) {
       {"boundary_line", &TrialColumns::boundary_line},
       {"interruptions", &TrialColumns::interruptions},
       {"unigram_loss", &TrialColumns::unigram_loss},
+      {"val_loss_progress", &TrialColumns::val_loss_progress},
   };
   TrialColumns c;
   for (const auto& [name, column] : kNames) {
@@ -146,6 +147,7 @@ absl::StatusOr<v1::Trial> ParseTrial(const PgResult& r, const TrialColumns& c, i
   res->set_error(r.GetString(row, c.error));
   if (auto v = r.GetOptionalDouble(row, c.init_val_loss)) res->set_init_val_loss(*v);
   if (auto v = r.GetOptionalDouble(row, c.unigram_loss)) res->set_unigram_loss(*v);
+  if (auto v = r.GetOptionalDouble(row, c.val_loss_progress)) res->set_val_loss_progress(*v);
   NS_SET_TIME(r, row, c.created_us, t, created_at);
   NS_SET_TIME(r, row, c.started_us, t, started_at);
   NS_SET_TIME(r, row, c.finished_us, t, finished_at);

@@ -77,7 +77,7 @@ struct TrialColumns {
   int id, sweep_id, trial_index, config, variant, state, attempts, worker_id, lease_expires_us, last_step,
       last_train_loss, last_val_loss, final_val_loss, best_val_loss, final_train_loss, final_val_accuracy,
       diverged_step, tokens_per_s, error, init_val_loss, created_us, started_us, finished_us, update_seq,
-      interruptions, unigram_loss;
+      interruptions, unigram_loss, val_loss_progress;
 
   int boundary_line;  // NULL but in boundary_search sweeps
 

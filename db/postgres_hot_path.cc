@@ -488,7 +488,7 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
   });
   PgArrayOf<int32_t> idx, attempt, ds;
   PgArrayOf<int64_t> trial, worker, now;
-  PgArrayOf<double> fvl, bvl, ftl, fva, tps, ivl, ul;
+  PgArrayOf<double> fvl, bvl, ftl, fva, tps, ivl, ul, vlp;
   PgArrayOf<std::string> outcome, err;
   for (size_t i = 0; i < group.size(); ++i) {
     const v1::FinishTrialRequest& req = *group[i]->request;
@@ -508,11 +508,12 @@ void PostgresStore::FinishStatement(std::vector<FinishItem*>& group) {
     now.Add(absl::ToUnixMicros(group[i]->now));
     ivl.AddOptional(res.has_init_val_loss(), res.init_val_loss());
     ul.AddOptional(res.has_unigram_loss(), res.unigram_loss());
+    vlp.AddOptional(res.has_val_loss_progress(), res.val_loss_progress());
   }
-  // In the order of the statement's $1..$15, each of the type it casts to.
+  // In the order of the statement's $1..$16, each of the type it casts to.
   PgParams p;
   p.Add(idx).Add(trial).Add(worker).Add(attempt).Add(outcome).Add(fvl).Add(bvl).Add(ftl).Add(fva).Add(ds);
-  p.Add(tps).Add(err).Add(now).Add(ivl).Add(ul);
+  p.Add(tps).Add(err).Add(now).Add(ivl).Add(ul).Add(vlp);
   std::vector<bool> written(group.size(), false);
   const absl::Status status = RetryAborted([&] {
     return WithConnection<bool>(hot_pool_, [&](PgConnection& conn) -> absl::StatusOr<bool> {

@@ -14,7 +14,8 @@ namespace {
 // warmup_lr_grid_stats: response field 1, by placement, variant, warm-up, lr.
 constexpr char kCells[] =
     "SELECT variant, placement, warmup_steps, peak_lr, trials, succeeded, diverged, failed, cancelled, unfinished,"
-    " n_seeds, mean_val_loss, std_val_loss, min_val_loss, max_val_loss, divergence_rate, plateaued, failure_rate"
+    " n_seeds, mean_val_loss, std_val_loss, min_val_loss, max_val_loss, divergence_rate, plateaued, failure_rate,"
+    " not_converged"
     " FROM warmup_lr_grid_stats WHERE sweep_id = $1"
     " ORDER BY placement COLLATE \"C\", variant COLLATE \"C\", warmup_steps, peak_lr";
 
@@ -22,7 +23,7 @@ constexpr char kCells[] =
 constexpr char kPlacements[] =
     "SELECT variant, placement, trials, succeeded, diverged, failed, cancelled, unfinished, best_val_loss,"
     " median_val_loss, grid_cells, cells_near_best, share_near_best, divergence_rate, best_cell_val_loss,"
-    " tolerance_used, plateaued, failure_rate FROM placement_sensitivity_at($2) WHERE sweep_id = $1"
+    " tolerance_used, plateaued, failure_rate, not_converged FROM placement_sensitivity_at($2) WHERE sweep_id = $1"
     " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\"";
 
 // lr_sensitivity: field 3, by variant, placement, warm-up.

@@ -398,6 +398,8 @@ absl::Status ValidateFinish(const v1::FinishTrialRequest& request) {
       CheckFinite("result.init_val_loss", request.result().has_init_val_loss(), request.result().init_val_loss()));
   RETURN_IF_ERROR(
       CheckFinite("result.unigram_loss", request.result().has_unigram_loss(), request.result().unigram_loss()));
+  RETURN_IF_ERROR(CheckFinite("result.val_loss_progress", request.result().has_val_loss_progress(),
+                              request.result().val_loss_progress()));
   return absl::OkStatus();
 }
 

@@ -65,6 +65,7 @@ v1::TrainEvent ToProto(const FinalEvent& e) {
   if (e.diverged_step) p.set_diverged_step(*e.diverged_step);
   if (e.init_val_loss) p.set_init_val_loss(*e.init_val_loss);
   if (e.unigram_loss) p.set_unigram_loss(*e.unigram_loss);
+  if (e.val_loss_progress) p.set_val_loss_progress(*e.val_loss_progress);
   p.set_mean_tokens_per_s(e.mean_tokens_per_s);
   p.set_backend(e.backend);
   p.set_precision(e.precision);

@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/quote.h"
 #include "trainer/backend.h"
@@ -12,6 +17,7 @@
 #include "trainer/param_layout.h"
 #include "trainer/rng.h"
 #include "trainer/schedule.h"
+#include "trainer/val_loss_progress.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -59,6 +65,42 @@ size_t TensorAt(const ParamLayout& layout, size_t offset) {
     if (t[i].offset == offset) return i;
   }
   return t.size();  // not reached: every BlockOffsets entry starts a tensor
+}
+
+// The checkpoint metadata that carries a run's evaluations
+// ("0:5.4123,100:3.2",  each loss with 17 significant digits).
+constexpr char kValLossesKey[] = "val_losses";
+
+std::string FormatEvals(const std::vector<std::pair<int, double>>& evals) {
+  std::string out;
+  char buf[64];
+  for (const auto& [step, loss] : evals) {
+    std::snprintf(buf, sizeof(buf), "%s%d:%.17g", out.empty() ? "" : ",", step, loss);
+    out += buf;
+  }
+  return out;
+}
+
+// The evaluations up to step `up_to`; none when the text is not
+// FormatEvals's (a checkpoint from elsewhere: the progress is then not judged).
+std::vector<std::pair<int, double>> ParseEvals(const std::string& text, int up_to) {
+  std::vector<std::pair<int, double>> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const size_t colon = item.find(':');
+    char* rest = nullptr;
+    if (colon == std::string::npos) return {};
+    const long step = std::strtol(item.c_str(), &rest, 10);
+    if (rest != item.c_str() + colon || step < 0 || step > up_to) return {};
+    const double loss = std::strtod(item.c_str() + colon + 1, &rest);
+    if (rest != item.c_str() + item.size() || (!out.empty() && step <= out.back().first)) return {};
+    out.emplace_back(static_cast<int>(step), loss);
+    pos = end + 1;
+  }
+  return out;
 }
 
 class Run {
@@ -113,6 +155,7 @@ class Run {
       next_step_ = c.step + 1;
       step_done_ = c.step;
       resumed_ = true;
+      if (auto it = c.metadata.find(kValLossesKey); it != c.metadata.end()) evals_ = ParseEvals(it->second, c.step);
     } else {
       TRAINER_RETURN_IF_ERROR(backend_->SetParameters(InitParameters(backend_->layout(), s_.model, s_.seed)));
     }
@@ -218,6 +261,9 @@ class Run {
       final_.error = st.message();
     }
     final_.step = step_done_;
+    if (final_.outcome == Outcome::kSucceeded && last_eval_step_ == s_.steps) {
+      final_.val_loss_progress = ValLossProgress(evals_, s_.steps);
+    }
     final_.elapsed_s = Seconds(start_, Clock::now());
     final_.mean_tokens_per_s = train_seconds_ > 0 ? tokens_ / train_seconds_ : 0.0;
     sink_.OnFinal(final_);
@@ -299,6 +345,7 @@ class Run {
     if (o_.diagnostics) e.layers = LayerDiagnostics(ev);
     e.elapsed_s = Seconds(start_, Clock::now());
     sink_.OnEval(e);
+    evals_.emplace_back(step_done_, ev.loss);
     if (step_done_ == 0) {
       final_.init_val_loss = ev.loss;
       return OkStatus();
@@ -344,6 +391,7 @@ class Run {
     c.step = step_done_;
     c.metadata = o_.checkpoint_metadata;
     c.metadata["optimizer"] = OptimizerName(s_.optimizer.kind);
+    c.metadata[kValLossesKey] = FormatEvals(evals_);  // a resumed run's val_loss_progress needs them
     TRAINER_RETURN_IF_ERROR(backend_->GetParameters(&c.params));
     TRAINER_RETURN_IF_ERROR(backend_->GetOptimizerState(&c.m, &c.v));
     c.has_optimizer_state = true;
@@ -366,6 +414,9 @@ class Run {
   Clock::time_point start_;
   int step_done_ = 0;
   int last_eval_step_ = -1;
+  // Every evaluation's (step, val_loss), step 0 included, carried across a
+  // resume in the checkpoint's metadata: val_loss_progress reads them.
+  std::vector<std::pair<int, double>> evals_;
   // The diagnostics of the last step followed by an evaluation.
   std::vector<double> eval_grad_sq_;
   int eval_grad_step_ = -1;

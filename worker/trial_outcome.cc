@@ -159,6 +159,9 @@ v1::TrialResult ResultFromFinal(const v1::TrainEvent& e) {
   if (e.has_mean_tokens_per_s()) r.set_tokens_per_s(e.mean_tokens_per_s());
   if (e.has_init_val_loss() && std::isfinite(e.init_val_loss())) r.set_init_val_loss(e.init_val_loss());
   if (e.has_unigram_loss() && std::isfinite(e.unigram_loss())) r.set_unigram_loss(e.unigram_loss());
+  if (e.has_val_loss_progress() && std::isfinite(e.val_loss_progress())) {
+    r.set_val_loss_progress(e.val_loss_progress());
+  }
   r.set_error(e.error());
   return r;
 }

@@ -1,13 +1,14 @@
--- FinishTrial for a group of trials (distinct), in one statement: $1-$15 a
+-- FinishTrial for a group of trials (distinct), in one statement: $1-$16 a
 -- row per request, each array of the type it is cast to. Returns i and the
 -- trial of each request written.
 WITH f AS (SELECT * FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::int[], $5::text[],
     $6::float8[], $7::float8[], $8::float8[], $9::float8[], $10::int[], $11::float8[], $12::text[], $13::bigint[],
-    $14::float8[], $15::float8[])
-    AS f(i, trial_id, worker_id, attempt, outcome, fvl, bvl, ftl, fva, ds, tps, err, now_us, ivl, ul)),
+    $14::float8[], $15::float8[], $16::float8[])
+    AS f(i, trial_id, worker_id, attempt, outcome, fvl, bvl, ftl, fva, ds, tps, err, now_us, ivl, ul, vlp)),
   u AS (UPDATE trials t SET state = f.outcome, final_val_loss = f.fvl, best_val_loss = f.bvl,
     final_train_loss = f.ftl, final_val_accuracy = f.fva, diverged_step = f.ds, tokens_per_s = f.tps,
-    error = f.err, init_val_loss = f.ivl, unigram_loss = f.ul, lease_expires_at = NULL,
+    error = f.err, init_val_loss = f.ivl, unigram_loss = f.ul, val_loss_progress = f.vlp,
+    lease_expires_at = NULL,
     finished_at = 'epoch'::timestamptz + f.now_us * interval '1 microsecond',
     update_seq = nextval('trial_update_seq')
     -- Trials looked up by id (= ANY: a generic plan that does so, instead

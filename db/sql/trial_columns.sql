@@ -11,4 +11,4 @@ t.final_train_loss, t.final_val_accuracy, t.diverged_step, t.tokens_per_s, t.err
 (extract(epoch FROM t.created_at) * 1000000)::bigint AS created_us,
 (extract(epoch FROM t.started_at) * 1000000)::bigint AS started_us,
 (extract(epoch FROM t.finished_at) * 1000000)::bigint AS finished_us,
-t.update_seq, t.boundary_line, t.interruptions, t.unigram_loss
+t.update_seq, t.boundary_line, t.interruptions, t.unigram_loss, t.val_loss_progress

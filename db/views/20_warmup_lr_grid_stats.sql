@@ -15,11 +15,13 @@
 --   plateaued        SUCCEEDED trials that failed to train all the same:
 --                    no finite loss, stalled at the unigram plateau, or above
 --                    the sweep's boundary-search max_val_loss
---                    (normsweep_trial_failure, migration 0016: the one rule
---                    for "failed to train"; docs/sql.md)
+--                    (normsweep_training_failure, migration 0020: the one
+--                    rule for "failed to train"; docs/sql.md)
 --   failure_rate     (diverged + plateaued) / (succeeded + diverged): the
 --                    share of the trials that ran to their end which failed
 --                    to train (NULL when none did)
+--   not_converged    SUCCEEDED trials that ended near the unigram loss while
+--                    still learning: not failures, and not in plateaued
 -- `normsweep results` and the report read every figure of a cell from here
 -- (GetSweepAnalysis); placement_sensitivity_at reads it by column name.
 -- New columns go last: readers outside this repository may read by position.
@@ -42,11 +44,12 @@ SELECT sweep_id,
        max(final_val_loss) FILTER (WHERE usable) AS max_val_loss,
        count(*) FILTER (WHERE state = 'CANCELLED') AS cancelled,
        count(*) FILTER (WHERE state IN ('PENDING', 'RUNNING')) AS unfinished,
-       count(*) FILTER (WHERE state = 'SUCCEEDED' AND failure <> '') AS plateaued,
-       count(*) FILTER (WHERE failure <> '')::double precision
-         / NULLIF(count(*) FILTER (WHERE state IN ('SUCCEEDED', 'DIVERGED')), 0) AS failure_rate
+       count(*) FILTER (WHERE state = 'SUCCEEDED' AND normsweep_failed_to_train(failure)) AS plateaued,
+       count(*) FILTER (WHERE normsweep_failed_to_train(failure))::double precision
+         / NULLIF(count(*) FILTER (WHERE state IN ('SUCCEEDED', 'DIVERGED')), 0) AS failure_rate,
+       count(*) FILTER (WHERE failure = 'not_converged') AS not_converged
 FROM (SELECT t.*, normsweep_usable_loss(t.state, t.final_val_loss) AS usable,
-             normsweep_trial_failure(t.state, t.final_val_loss, t.unigram_loss, s.max_val_loss)
-               AS failure
+             normsweep_training_failure(t.state, t.final_val_loss, t.unigram_loss, t.val_loss_progress,
+                                        s.max_val_loss) AS failure
       FROM trials t JOIN sweeps s ON s.id = t.sweep_id) AS t
 GROUP BY sweep_id, variant, placement, warmup_steps, peak_lr;

@@ -19,7 +19,9 @@
 -- plateaued and failure_rate are warmup_lr_grid_stats' over the placement's
 -- trials: the SUCCEEDED trials that failed to train all the same, and
 -- (diverged + plateaued) / (succeeded + diverged), by the one rule for
--- "failed to train" (normsweep_trial_failure, migration 0016; docs/sql.md).
+-- "failed to train" (normsweep_training_failure, migration 0020;
+-- docs/sql.md); not_converged the SUCCEEDED trials that ended near the
+-- unigram loss while still learning (not failures).
 --
 -- The function's current definition lives here with the view, its default
 -- tolerance (within 5% of the best cell): it is dropped and created again
@@ -35,7 +37,7 @@ RETURNS TABLE (sweep_id bigint, variant text, placement text,
                grid_cells bigint, cells_near_best bigint, share_near_best double precision,
                cancelled bigint, unfinished bigint, divergence_rate double precision,
                best_cell_val_loss double precision, tolerance_used double precision,
-               plateaued bigint, failure_rate double precision)
+               plateaued bigint, failure_rate double precision, not_converged bigint)
 LANGUAGE sql STABLE AS $$
   WITH outcomes AS (
     SELECT t.sweep_id, t.variant, t.placement,
@@ -48,11 +50,12 @@ LANGUAGE sql STABLE AS $$
            min(t.final_val_loss) FILTER (WHERE t.usable) AS best_val_loss,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY t.final_val_loss)
              FILTER (WHERE t.usable) AS median_val_loss,
-           count(*) FILTER (WHERE t.state = 'SUCCEEDED' AND t.failure <> '') AS plateaued,
-           count(*) FILTER (WHERE t.failure <> '') AS failures
+           count(*) FILTER (WHERE t.state = 'SUCCEEDED' AND normsweep_failed_to_train(t.failure)) AS plateaued,
+           count(*) FILTER (WHERE normsweep_failed_to_train(t.failure)) AS failures,
+           count(*) FILTER (WHERE t.failure = 'not_converged') AS not_converged
     FROM (SELECT tr.*, normsweep_usable_loss(tr.state, tr.final_val_loss) AS usable,
-                 normsweep_trial_failure(tr.state, tr.final_val_loss, tr.unigram_loss,
-                                         s.max_val_loss) AS failure
+                 normsweep_training_failure(tr.state, tr.final_val_loss, tr.unigram_loss,
+                                            tr.val_loss_progress, s.max_val_loss) AS failure
           FROM trials tr JOIN sweeps s ON s.id = tr.sweep_id) AS t
     GROUP BY t.sweep_id, t.variant, t.placement
   ),
@@ -77,7 +80,8 @@ LANGUAGE sql STABLE AS $$
          o.cancelled, o.unfinished,
          o.diverged::double precision / NULLIF(o.succeeded + o.diverged, 0),
          n.best_cell, normsweep_check_tolerance($1),
-         o.plateaued, o.failures::double precision / NULLIF(o.succeeded + o.diverged, 0)
+         o.plateaued, o.failures::double precision / NULLIF(o.succeeded + o.diverged, 0),
+         o.not_converged
   FROM outcomes o
   JOIN near n USING (sweep_id, variant, placement)
 $$;

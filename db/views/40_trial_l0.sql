@@ -20,7 +20,8 @@
 CREATE VIEW trial_l0 AS
 SELECT t.id AS trial_id, t.sweep_id, t.trial_index, t.variant, t.placement, t.warmup_steps, t.peak_lr, t.seed,
        t.state, t.final_val_loss, t.boundary_line, t.unigram_loss,
-       coalesce(normsweep_finite(t.init_val_loss), normsweep_finite(step0.val_loss)) AS l0
+       coalesce(normsweep_finite(t.init_val_loss), normsweep_finite(step0.val_loss)) AS l0,
+       t.val_loss_progress
 FROM trials t
 LEFT JOIN LATERAL (
   SELECT coalesce((SELECT b.val_loss[1] FROM trial_metric_batches b

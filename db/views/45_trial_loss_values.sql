@@ -14,10 +14,12 @@
 --   value        the final loss, or l0 when at_l0 (NULL: at_l0 without l0,
 --                or not counted)
 --   failure      why the trial failed to train by the one rule
---                (normsweep_trial_failure, migration 0016; docs/sql.md):
+--                (normsweep_training_failure, migration 0020; docs/sql.md):
 --                'diverged', 'no_finite_loss', 'plateau' (final loss above
---                unigram_loss - 0.1), 'above_max_val_loss' (the sweep's
---                boundary search's); '' when it trained, NULL when not judged
+--                unigram_loss - 0.1 and no longer falling),
+--                'above_max_val_loss' (the sweep's boundary search's); or
+--                'not_converged' (near the unigram loss but still learning:
+--                not a failure); '' when it trained, NULL when not judged
 --                (PENDING, RUNNING, FAILED, CANCELLED)
 -- The sweep is joined for its max_val_loss only (a LEFT JOIN on its key,
 -- which PostgreSQL leaves out of a query that does not read failure).
@@ -29,7 +31,7 @@ SELECT t.sweep_id, t.trial_id, t.variant, t.placement, t.warmup_steps, t.peak_lr
        t.state IN ('SUCCEEDED', 'DIVERGED') AND NOT u.usable AS at_l0,
        CASE WHEN u.usable THEN t.final_val_loss
             WHEN t.state IN ('SUCCEEDED', 'DIVERGED') THEN t.l0 END AS value,
-       normsweep_trial_failure(t.state, t.final_val_loss, t.unigram_loss, s.max_val_loss)
+       normsweep_training_failure(t.state, t.final_val_loss, t.unigram_loss, t.val_loss_progress, s.max_val_loss)
          AS failure
 FROM trial_l0 t
 LEFT JOIN sweeps s ON s.id = t.sweep_id

@@ -45,7 +45,7 @@ std::vector<double> InitialLrs(const BoundarySettings& s) {
 
 ProbeOutcome ClassifyProbe(v1::TrialState state, std::optional<double> final_val_loss,
                            std::optional<double> init_val_loss, std::optional<double> unigram_loss,
-                           const BoundarySettings& s) {
+                           std::optional<double> val_loss_progress, const BoundarySettings& s) {
   switch (state) {
     case v1::TRIAL_PENDING:
     case v1::TRIAL_RUNNING:
@@ -56,8 +56,9 @@ ProbeOutcome ClassifyProbe(v1::TrialState state, std::optional<double> final_val
     default: break;  // SUCCEEDED
   }
   // The one rule of failing to train (no finite loss, the unigram plateau,
-  // above max_val_loss), then the improvement on l0.
-  if (ClassifyTraining(state, final_val_loss, unigram_loss, s.max_val_loss) != TrainingFailure::kNone) {
+  // above max_val_loss), then the improvement on l0. A run that has not
+  // converged near the unigram loss is learning: trainable.
+  if (FailedToTrain(*ClassifyTraining(state, final_val_loss, unigram_loss, val_loss_progress, s.max_val_loss))) {
     return ProbeOutcome::kUntrainable;
   }
   const double loss = *final_val_loss;

@@ -50,17 +50,18 @@ enum class ProbeOutcome {
 
 // A trial's outcome for the search. init_val_loss is the trial's l0 by the
 // stores' one rule (result.init_val_loss, else its step-0 val_loss point:
-// db::TrialL0, the view trial_l0); unigram_loss is result.unigram_loss.
-// Trainable: it did not fail to train by the one rule (proto/schema/
-// failure.h: SUCCEEDED, a finite final val loss, below the unigram plateau
-// when the unigram loss is known, <= max_val_loss when set) and its final
+// db::TrialL0, the view trial_l0); unigram_loss and val_loss_progress are
+// result's. Trainable: it did not fail to train by the one rule
+// (proto/schema/failure.h: SUCCEEDED, a finite final val loss, below the
+// unigram plateau when the unigram loss is known or still learning there
+// (not_converged), <= max_val_loss when set) and its final
 // val loss is <= l0 - min_improvement. A SUCCEEDED trial without l0 (a
 // worker that sent none) is judged by the plateau and max_val_loss alone
 // when either is known; otherwise it cannot be judged and counts as kFailed
 // (the line stops rather than guess).
 ProbeOutcome ClassifyProbe(v1::TrialState state, std::optional<double> final_val_loss,
                            std::optional<double> init_val_loss, std::optional<double> unigram_loss,
-                           const BoundarySettings& settings);
+                           std::optional<double> val_loss_progress, const BoundarySettings& settings);
 
 struct Probe {
   double lr = 0;

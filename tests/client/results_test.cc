@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/results.h"
@@ -146,8 +147,9 @@ TEST(ResultsTest, LrSensitivityAndVarianceSharesUnderEachGrid) {
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 6u) << csv;  // header and 5 cells
   const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
-  ASSERT_EQ(header.size(), 34u);
-  for (const std::string& line : lines) EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 34u) << line;
+  ASSERT_EQ(header.size(), 35u);
+  EXPECT_EQ(header.back(), "not_converged");  // new columns go last
+  for (const std::string& line : lines) EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 35u) << line;
   // failure_rate (column 12) is the view's: 0 with the rule, empty before it.
   std::vector<std::string> first = absl::StrSplit(lines[1], ',');
   EXPECT_THAT(first[12], ::testing::AnyOf("", "0.000000"));
@@ -155,7 +157,7 @@ TEST(ResultsTest, LrSensitivityAndVarianceSharesUnderEachGrid) {
   EXPECT_EQ(absl::StrJoin(first, ","), "post,\"\",0,0.001,2,2,0,0,0,0,0,0.000000,3.250000,0.353553,3.000000,"
                       "2,6.000000,3.250000,0.001,0.500000,1,0,"
                       "2,0.375000,0.250000,0.500000,100,2.500000,"
-                      "0.210526,0.013158,0.118421,0.657895,\"\"");
+                      "0.210526,0.013158,0.118421,0.657895,\"\",0");
   EXPECT_THAT(lines[5], HasSubstr(",1,6.000000,2.100000,0.001,0.000000,0,0,0,,,,,,"));
   EXPECT_THAT(lines[5], HasSubstr(",\"one cell: only the seeds vary\""));
 
@@ -222,9 +224,12 @@ v1::GetSweepAnalysisResponse FailureAnalysis() {
 }
 
 TEST(ResultsTest, PlateauedAndFailureRateColumns) {
-  const v1::GetSweepAnalysisResponse a = FailureAnalysis();
+  v1::GetSweepAnalysisResponse a = FailureAnalysis();
+  // (100, 1e-2): its one succeeded seed ended near the unigram loss still learning.
+  a.mutable_cells(3)->set_not_converged(1);
   const std::vector<ResultCell> cells = CellsFromAnalysis(a);
   ASSERT_EQ(cells.size(), 4u);
+  EXPECT_EQ(cells[3].not_converged, 1);
   EXPECT_EQ(cells[0].plateaued, 1);
   EXPECT_EQ(cells[0].failure_rate, 0.5);
   EXPECT_EQ(cells[0].divergence_rate, 0.0);
@@ -236,6 +241,8 @@ TEST(ResultsTest, PlateauedAndFailureRateColumns) {
   const std::string table = RenderResultsTable(sweep, a);
   EXPECT_THAT(table, HasSubstr("(k plat): k seeds failed to train without diverging"));
   EXPECT_TRUE(HasRow(table, {"0", "2.900±0.000", "(1", "plat)", "diverged"})) << table;
+  EXPECT_THAT(table, HasSubstr("(k n.c.): k seeds ended near the unigram loss still learning"));
+  EXPECT_TRUE(HasRow(table, {"100", "2.500±0.000", "2.400", "(1", "n.c.)", "..."})) << table;
   // Under the loss grid, the failure rates.
   const size_t rates = table.find("failed to train, (diverged + plateaued) / finished seeds:\n");
   ASSERT_NE(rates, std::string::npos) << table;
@@ -250,12 +257,15 @@ TEST(ResultsTest, PlateauedAndFailureRateColumns) {
                                   "failure_rate,mean_final_val_loss,"));
   EXPECT_THAT(lines[1], HasSubstr("post,\"\",0,0.001,2,2,0,1,0,0,0,0.000000,0.500000,2.900000,"));
   EXPECT_THAT(lines[2], HasSubstr("post,\"\",0,0.01,2,0,2,0,0,0,0,1.000000,1.000000,,"));
+  EXPECT_TRUE(absl::EndsWith(lines[3], ",0")) << lines[3];
+  EXPECT_TRUE(absl::EndsWith(lines[4], ",1")) << lines[4];  // not_converged, the last column
 
   const std::string json = RenderResultsJson(sweep, a);
-  EXPECT_THAT(json, HasSubstr("\"diverged\":0,\"plateaued\":1,\"failed\":0,\"cancelled\":0,\"unfinished\":0,"
-                              "\"divergence_rate\":0,\"failure_rate\":0.5,"));
-  EXPECT_THAT(json, HasSubstr("\"diverged\":2,\"plateaued\":0,\"failed\":0,\"cancelled\":0,\"unfinished\":0,"
-                              "\"divergence_rate\":1,\"failure_rate\":1,"));
+  EXPECT_THAT(json, HasSubstr("\"diverged\":0,\"plateaued\":1,\"not_converged\":0,\"failed\":0,\"cancelled\":0,"
+                              "\"unfinished\":0,\"divergence_rate\":0,\"failure_rate\":0.5,"));
+  EXPECT_THAT(json, HasSubstr("\"diverged\":2,\"plateaued\":0,\"not_converged\":0,\"failed\":0,\"cancelled\":0,"
+                              "\"unfinished\":0,\"divergence_rate\":1,\"failure_rate\":1,"));
+  EXPECT_THAT(json, HasSubstr("\"plateaued\":0,\"not_converged\":1,"));
 
   // A scheduler before the rule sends no rates: no second grid, nulls.
   v1::GetSweepAnalysisResponse old = a;

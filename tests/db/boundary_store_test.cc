@@ -168,7 +168,7 @@ TEST_P(BoundaryStoreTest, LinesAreSearchedToTheirBoundary) {
       probes.push_back({t.config().lr(),
                         ClassifyProbe(t.state(), t.result().has_final_val_loss()
                                                      ? std::optional(t.result().final_val_loss()) : std::nullopt,
-                                      kL0, std::nullopt, settings)});
+                                      kL0, std::nullopt, std::nullopt, settings)});
     }
     const LineDecision d = DecideLine(settings, probes);
     EXPECT_EQ(d.state, LineState::kFound) << "line " << line;

@@ -81,6 +81,8 @@ TEST_F(BoundaryEndToEndTest, LinesReachTheirBoundaryAndResultsPrintIt) {
         {t.config().lr(), schema::ClassifyProbe(t.state(), r.has_final_val_loss() ? std::optional(r.final_val_loss()) : std::nullopt,
                                                 r.has_init_val_loss() ? std::optional(r.init_val_loss()) : std::nullopt,
                                                 r.has_unigram_loss() ? std::optional(r.unigram_loss()) : std::nullopt,
+                                                r.has_val_loss_progress() ? std::optional(r.val_loss_progress())
+                                                                          : std::nullopt,
                                                 settings)});
   }
   for (const v1::BoundaryLine& line : analysis->boundary()) {

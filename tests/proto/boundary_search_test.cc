@@ -1,6 +1,7 @@
 // The bracketing rule on synthetic outcomes: a line is simulated by a
 // function lr -> outcome, run through DecideLine until it stops.
 #include "proto/schema/boundary_search.h"
+#include "proto/schema/failure.h"
 
 #include <cmath>
 #include <functional>
@@ -70,31 +71,42 @@ TEST(BoundarySettingsTest, InitialLrsAreLogSpacedWithExactEnds) {
 
 TEST(ClassifyProbeTest, Criterion) {
   BoundarySettings s = ThreeDecades();
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_PENDING, {}, {}, std::nullopt, s), ProbeOutcome::kOpen);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_RUNNING, {}, {}, std::nullopt, s), ProbeOutcome::kOpen);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_DIVERGED, 2.0, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_FAILED, {}, {}, std::nullopt, s), ProbeOutcome::kFailed);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_CANCELLED, {}, {}, std::nullopt, s), ProbeOutcome::kCancelled);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 5.3, 5.8, std::nullopt, s), ProbeOutcome::kTrainable);    // exactly 0.5 below
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 5.31, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable); // too little
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_PENDING, {}, {}, std::nullopt, {}, s), ProbeOutcome::kOpen);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_RUNNING, {}, {}, std::nullopt, {}, s), ProbeOutcome::kOpen);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_DIVERGED, 2.0, 5.8, std::nullopt, {}, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_FAILED, {}, {}, std::nullopt, {}, s), ProbeOutcome::kFailed);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_CANCELLED, {}, {}, std::nullopt, {}, s), ProbeOutcome::kCancelled);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 5.3, 5.8, std::nullopt, {}, s), ProbeOutcome::kTrainable);    // exactly 0.5 below
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 5.31, 5.8, std::nullopt, {}, s), ProbeOutcome::kUntrainable); // too little
   // The unigram plateau (schema::kPlateauMargin 0.1): 3.35 is 2.45 below l0
   // but within 0.1 of the unigram loss 3.41, so it learnt nothing more.
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.35, 5.8, 3.41, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.45, 5.8, 3.41, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.30, 5.8, 3.41, s), ProbeOutcome::kTrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.35, 5.8, 3.41, {}, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.45, 5.8, 3.41, {}, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.30, 5.8, 3.41, {}, s), ProbeOutcome::kTrainable);
+  // Near the unigram loss but still falling by kProgressMargin or more over
+  // the last quarter: not converged, which is trainable (it is learning);
+  // less progress, or none measured, is the plateau.
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.35, 5.8, 3.41, kProgressMargin, s), ProbeOutcome::kTrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.35, 5.8, 3.41, 0.23, s), ProbeOutcome::kTrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.35, 5.8, 3.41, kProgressMargin / 2, s), ProbeOutcome::kUntrainable);
   // Without l0 the plateau alone judges it.
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.5, {}, 3.41, s), ProbeOutcome::kTrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.4, {}, 3.41, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, NAN, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, {}, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.5, {}, 3.41, {}, s), ProbeOutcome::kTrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.4, {}, 3.41, {}, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, NAN, 5.8, std::nullopt, {}, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, {}, 5.8, std::nullopt, {}, s), ProbeOutcome::kUntrainable);
   // No l0 and no absolute threshold: cannot be judged.
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.0, {}, std::nullopt, s), ProbeOutcome::kFailed);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.0, {}, std::nullopt, {}, s), ProbeOutcome::kFailed);
   s.max_val_loss = 4.0;
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.0, {}, std::nullopt, s), ProbeOutcome::kTrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 4.5, {}, std::nullopt, s), ProbeOutcome::kUntrainable);
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 4.5, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);  // both must hold
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 2.0, {}, std::nullopt, {}, s), ProbeOutcome::kTrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 4.5, {}, std::nullopt, {}, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 4.5, 5.8, std::nullopt, {}, s), ProbeOutcome::kUntrainable);  // both must hold
+  // max_val_loss keeps precedence over a run that has not converged.
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.35, 5.8, 3.41, 0.23, s), ProbeOutcome::kTrainable);
+  s.max_val_loss = 3.0;
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.35, 5.8, 3.41, 0.23, s), ProbeOutcome::kUntrainable);
+  s.max_val_loss = 4.0;
   s.min_improvement = 2.0;
-  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.9, 5.8, std::nullopt, s), ProbeOutcome::kUntrainable);
+  EXPECT_EQ(ClassifyProbe(v1::TRIAL_SUCCEEDED, 3.9, 5.8, std::nullopt, {}, s), ProbeOutcome::kUntrainable);
 }
 
 TEST(DecideLineTest, MonotoneLineFindsTheBoundaryInEightTrials) {
