@@ -27,6 +27,7 @@ struct BoundaryFrame {
   std::vector<int> warmups;
   double y0 = 0, y1 = 1;
   double left = 70, top = 34, width = 0, height = 0;
+  static constexpr double kBelow = 56;  // the warm-ups and the axis title under the plot
   double X(size_t i) const { return left + (i + 0.5) * width / warmups.size(); }
   double Y(double lr) const { return top + height - (std::log10(lr) - y0) / (y1 - y0) * height; }
 };
@@ -50,7 +51,7 @@ BoundaryFrame FrameOf(const v1::GetSweepAnalysisResponse& analysis, double w, do
   f.y0 = std::floor(std::log10(lo));
   f.y1 = std::max(std::ceil(std::log10(hi)), f.y0 + 1);
   f.width = w - f.left - 20;
-  f.height = h - f.top - 56;
+  f.height = h - f.top - BoundaryFrame::kBelow;
   return f;
 }
 
@@ -82,8 +83,13 @@ std::string BoundaryAxes(const BoundaryFrame& f) {
 std::string BoundarySvg(const v1::GetSweepAnalysisResponse& analysis) {
   const std::vector<BoundarySummary> rows = SummariseBoundary(analysis);
   if (rows.empty()) return "";
-  const double w = 560, h = 320;
-  const BoundaryFrame f = FrameOf(analysis, w, h);
+  // The plot tall enough for the legend in its top left, a row per series.
+  std::set<std::pair<std::string, std::string>> keys;
+  for (const BoundarySummary& r : rows) keys.insert({r.variant, r.placement});
+  const double w = 560;
+  BoundaryFrame f = FrameOf(analysis, w, 320);
+  f.height = std::max(f.height, 4 + 16.0 * keys.size() + 8);
+  const double h = f.top + f.height + BoundaryFrame::kBelow;
   std::string s = SvgOpen(w, h, "max trainable lr against warm-up steps", "class=\"boundary\"") + BoundaryAxes(f);
   // One series per (variant, placement), in the summaries' order.
   std::map<std::pair<std::string, std::string>, std::vector<const BoundarySummary*>> series;

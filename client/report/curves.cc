@@ -32,8 +32,9 @@ std::vector<std::pair<double, double>> ValCurve(const v1::GetTrialResponse& t) {
 std::string CurvesSvg(const VariantView& v, const std::string& placement, const CurveStyle& style,
                       const Frame& scale) {
   Frame f;
-  std::string s = OpenPlacementPanel(placement, "validation loss curves", scale, f);
-  s += Axes(f, Ticks(f.x0, f.x1, 5), Ticks(f.y0, f.y1, 5), "step", "validation loss");
+  const std::vector<double> yticks = Ticks(scale.y0, scale.y1, 5);
+  std::string s = OpenPlacementPanel(placement, "validation loss curves", scale, yticks, f);
+  s += Axes(f, Ticks(f.x0, f.x1, 5), yticks, "step", "validation loss");
   const size_t placement_index = std::find(v.placements.begin(), v.placements.end(), placement) - v.placements.begin();
   const std::string clip = absl::StrCat("clip-", v.index, "-", placement_index);
   absl::StrAppend(&s, "<defs><clipPath id=\"", clip, "\"><rect x=\"", Px(f.left), "\" y=\"", Px(f.top), "\" width=\"",

@@ -130,11 +130,13 @@ std::string DiagChartSvg(const std::string& title, const std::string& ytitle, co
   } else {
     yticks = Ticks(f.y0, f.y1, 5);
   }
+  std::function<std::string(double)> ylabel = TickLabel;
+  if (log) ylabel = [](double d) { return absl::StrFormat("%g", std::pow(10, d)); };
+  f.left = PlotLeft(yticks, ylabel, f.left);  // update ratios of 1e-3 have long tick labels (0.0015)
+  f.width = w - f.left - 14;
   std::string s = SvgOpen(w, h, title);
   s += Text(f.left + f.width / 2, 18, title, "class=\"chart-title\" text-anchor=\"middle\"");
-  s += Axes(f, Ticks(0, xmax, 5), yticks, "step", log ? ytitle + " (log scale)" : ytitle, TickLabel,
-            log ? std::function<std::string(double)>([](double d) { return absl::StrFormat("%g", std::pow(10, d)); })
-                : std::function<std::string(double)>(TickLabel));
+  s += Axes(f, Ticks(0, xmax, 5), yticks, "step", log ? ytitle + " (log scale)" : ytitle, TickLabel, ylabel);
   absl::StrAppend(&s, "<defs><clipPath id=\"", clip, "\"><rect x=\"", Px(f.left), "\" y=\"", Px(f.top), "\" width=\"",
                   Px(f.width), "\" height=\"", Px(f.height), "\"/></clipPath></defs><g clip-path=\"url(#", clip, ")\">\n");
   int drawn = 0;

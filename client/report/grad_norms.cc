@@ -27,14 +27,16 @@ std::string GradNormsSection(const VariantView& v) {
   }
   if (norms.empty()) return "<p class=\"note\">No step-0 gradient norms were reported.</p>\n";
   const double w = 520, h = 300;
-  Frame f{60, 30, w - 60 - 16, h - 30 - 50, -0.5, layers - 0.5, 0, hi * 1.08};
+  const std::vector<double> yticks = Ticks(0, hi * 1.08, 5);
+  const double left = PlotLeft(yticks, TickLabel, 60);  // small norms have long tick labels (0.0002)
+  Frame f{left, 30, w - left - 16, h - 30 - 50, -0.5, layers - 0.5, 0, hi * 1.08};
   std::string s = "<div class=\"row\">\n" + SvgOpen(w, h, "step-0 FFN gradient norms per layer");
   s += Text(f.left + f.width / 2, 18, "||dL/dW||_F at step 0, mean over seeds",
             "class=\"chart-title\" text-anchor=\"middle\"");
   std::vector<double> xticks;
   const int every = std::max(1, layers / 12);
   for (int l = 0; l < layers; l += every) xticks.push_back(l);
-  s += Axes(f, xticks, Ticks(0, f.y1, 5), "layer (0 = nearest the input)", "gradient norm");
+  s += Axes(f, xticks, yticks, "layer (0 = nearest the input)", "gradient norm");
   std::string legend = SvgOpen(250, 30 + 22 * 2 * norms.size(), "gradient norm legend");
   double ly = 0;
   for (const std::string& placement : v.placements) {

@@ -1,7 +1,11 @@
 #include "client/report/figures.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -11,67 +15,90 @@
 namespace normsweep::client::report {
 namespace {
 
-constexpr double kCellW = 84, kCellH = 46;
+constexpr double kMinCellW = 84, kCellH = 46;
+// page.cc's .cell-text, the second line's too (.small comes before it).
+constexpr double kCellTextPx = 12;
+
+// What a cell shows: its fill and class, a main line and a second one.
+struct CellLook {
+  std::string fill = "#ffffff", cls = "cell", main = "\u2013", sub;
+  bool dark_text = true;
+};
+
+CellLook LookOf(const VariantView& v, const ResultCell* cell) {
+  CellLook k;
+  if (cell != nullptr && cell->seeds_with_loss > 0) {
+    k.fill = v.scale.Fill(cell->mean_final_val_loss);
+    k.dark_text = v.scale.DarkText(cell->mean_final_val_loss);
+    k.main = Num(cell->mean_final_val_loss);
+    if (cell->seeds_with_loss > 1) k.sub = absl::StrCat("\u00b1", Num(cell->std_final_val_loss));
+    if (cell->diverged > 0) absl::StrAppend(&k.sub, k.sub.empty() ? "" : " ", cell->diverged, "/", cell->trials, " div");
+    if (const int plat = PlateauedWithLoss(*cell); plat > 0) {
+      absl::StrAppend(&k.sub, k.sub.empty() ? "" : " ", plat, "/", cell->trials, " plat");
+    }
+    if (v.best_cell && cell->mean_final_val_loss <= *v.best_cell * (1 + kNearBestTolerance)) k.cls += " near";
+  } else if (cell != nullptr && cell->diverged > 0) {
+    k.fill = "url(#diverged)";
+    k.cls += " diverged";
+    k.main = "diverged";
+    k.sub = absl::StrCat(cell->diverged, "/", cell->trials, " seeds");
+  } else if (cell != nullptr && cell->failed > 0) {
+    k.fill = "#bdbdbd";
+    k.main = "failed";
+  } else if (cell != nullptr && cell->unfinished > 0) {
+    k.fill = "#f0f0f0";
+    k.main = "pending";
+  }
+  return k;
+}
 
 std::string HeatmapSvg(const VariantView& v, const std::string& placement) {
   std::map<std::pair<int, double>, const ResultCell*> grid;
   for (const ResultCell& c : v.cells) {
     if (c.placement == placement) grid[{c.warmup_steps, c.peak_lr}] = &c;
   }
+  // Cells wide enough for the widest text (many seeds: "±0.123 3/12 div 2/12 plat").
+  std::vector<std::vector<CellLook>> looks(v.warmups.size());
+  double cell_w = kMinCellW;
+  for (size_t r = 0; r < v.warmups.size(); ++r) {
+    for (size_t c = 0; c < v.lrs.size(); ++c) {
+      auto it = grid.find({v.warmups[r], v.lrs[c]});
+      const CellLook& k = looks[r].emplace_back(LookOf(v, it == grid.end() ? nullptr : it->second));
+      for (const std::string* text : {&k.main, &k.sub}) {
+        const Box b = TextBox(0, 0, *text, kCellTextPx);
+        cell_w = std::max(cell_w, std::ceil(b.right - b.left + 8));
+      }
+    }
+  }
   const double left = 78, top = 34;
-  const double w = left + kCellW * v.lrs.size() + 12, h = top + kCellH * v.warmups.size() + 48;
+  const double w = left + cell_w * v.lrs.size() + 12, h = top + kCellH * v.warmups.size() + 48;
   const std::string title = PlacementTitle(placement);
   std::string s = SvgOpen(w, h, title + ": final validation loss heatmap");
-  s += Text(left + kCellW * v.lrs.size() / 2, 20, title, "class=\"chart-title\" text-anchor=\"middle\"");
+  s += Text(left + cell_w * v.lrs.size() / 2, 20, title, "class=\"chart-title\" text-anchor=\"middle\"");
   for (size_t r = 0; r < v.warmups.size(); ++r) {
     const double y = top + kCellH * r;
     s += Text(left - 8, y + kCellH / 2 + 4, std::to_string(v.warmups[r]), "class=\"tick\" text-anchor=\"end\"");
     for (size_t c = 0; c < v.lrs.size(); ++c) {
-      const double x = left + kCellW * c;
-      auto it = grid.find({v.warmups[r], v.lrs[c]});
-      const ResultCell* cell = it == grid.end() ? nullptr : it->second;
-      std::string fill = "#ffffff", cls = "cell", main = "\u2013", sub;
-      bool dark_text = true;
-      if (cell != nullptr && cell->seeds_with_loss > 0) {
-        fill = v.scale.Fill(cell->mean_final_val_loss);
-        dark_text = v.scale.DarkText(cell->mean_final_val_loss);
-        main = Num(cell->mean_final_val_loss);
-        if (cell->seeds_with_loss > 1) sub = absl::StrCat("\u00b1", Num(cell->std_final_val_loss));
-        if (cell->diverged > 0) absl::StrAppend(&sub, sub.empty() ? "" : " ", cell->diverged, "/", cell->trials, " div");
-        if (const int plat = PlateauedWithLoss(*cell); plat > 0) {
-          absl::StrAppend(&sub, sub.empty() ? "" : " ", plat, "/", cell->trials, " plat");
-        }
-        if (v.best_cell && cell->mean_final_val_loss <= *v.best_cell * (1 + kNearBestTolerance)) cls += " near";
-      } else if (cell != nullptr && cell->diverged > 0) {
-        fill = "url(#diverged)";
-        cls += " diverged";
-        main = "diverged";
-        sub = absl::StrCat(cell->diverged, "/", cell->trials, " seeds");
-      } else if (cell != nullptr && cell->failed > 0) {
-        fill = "#bdbdbd";
-        main = "failed";
-      } else if (cell != nullptr && cell->unfinished > 0) {
-        fill = "#f0f0f0";
-        main = "pending";
-      }
-      absl::StrAppend(&s, "<rect x=\"", Px(x), "\" y=\"", Px(y), "\" width=\"", Px(kCellW), "\" height=\"", Px(kCellH),
-                      "\" fill=\"", fill, "\" class=\"", cls, "\"><title>", Escape(title), ", warm-up ",
-                      v.warmups[r], ", lr ", FormatLr(v.lrs[c]), ": ", Escape(main), " ", Escape(sub),
+      const double x = left + cell_w * c;
+      const CellLook& k = looks[r][c];
+      absl::StrAppend(&s, "<rect x=\"", Px(x), "\" y=\"", Px(y), "\" width=\"", Px(cell_w), "\" height=\"", Px(kCellH),
+                      "\" fill=\"", k.fill, "\" class=\"", k.cls, "\"><title>", Escape(title), ", warm-up ",
+                      v.warmups[r], ", lr ", FormatLr(v.lrs[c]), ": ", Escape(k.main), " ", Escape(k.sub),
                       "</title></rect>\n");
-      const std::string text_cls = dark_text ? "cell-text" : "cell-text light";
-      s += Text(x + kCellW / 2, y + (sub.empty() ? kCellH / 2 + 5 : kCellH / 2 - 2), main,
+      const std::string text_cls = k.dark_text ? "cell-text" : "cell-text light";
+      s += Text(x + cell_w / 2, y + (k.sub.empty() ? kCellH / 2 + 5 : kCellH / 2 - 2), k.main,
                 absl::StrCat("class=\"", text_cls, "\" text-anchor=\"middle\""));
-      if (!sub.empty()) {
-        s += Text(x + kCellW / 2, y + kCellH / 2 + 13, sub,
+      if (!k.sub.empty()) {
+        s += Text(x + cell_w / 2, y + kCellH / 2 + 13, k.sub,
                   absl::StrCat("class=\"", text_cls, " small\" text-anchor=\"middle\""));
       }
     }
   }
   for (size_t c = 0; c < v.lrs.size(); ++c) {
-    s += Text(left + kCellW * (c + 0.5), top + kCellH * v.warmups.size() + 17, FormatLr(v.lrs[c]),
+    s += Text(left + cell_w * (c + 0.5), top + kCellH * v.warmups.size() + 17, FormatLr(v.lrs[c]),
               "class=\"tick\" text-anchor=\"middle\"");
   }
-  s += Text(left + kCellW * v.lrs.size() / 2, h - 8, "peak learning rate", "class=\"axis-title\" text-anchor=\"middle\"");
+  s += Text(left + cell_w * v.lrs.size() / 2, h - 8, "peak learning rate", "class=\"axis-title\" text-anchor=\"middle\"");
   const double mid = top + kCellH * v.warmups.size() / 2;
   s += Text(16, mid, "warm-up steps",
             absl::StrCat("class=\"axis-title\" text-anchor=\"middle\" transform=\"rotate(-90 16 ", Px(mid), ")\""));

@@ -73,10 +73,10 @@ std::vector<double> LogLrTicks(const std::vector<double>& lrs) {
 std::string LossVsLrSvg(const VariantView& v, const std::string& placement,
                         const std::vector<std::vector<LossPoint>>& lines, const Frame& scale) {
   Frame f;
-  std::string s = OpenPlacementPanel(placement, "final validation loss against peak lr", scale, f);
+  const std::vector<double> yticks = Ticks(scale.y0, scale.y1, 5);
+  std::string s = OpenPlacementPanel(placement, "final validation loss against peak lr", scale, yticks, f);
   const std::string title = PlacementTitle(placement);
-  s += Axes(f, LogLrTicks(v.lrs), Ticks(f.y0, f.y1, 5), "peak learning rate (log scale)", "final validation loss",
-            LogLrLabel);
+  s += Axes(f, LogLrTicks(v.lrs), yticks, "peak learning rate (log scale)", "final validation loss", LogLrLabel);
   const std::optional<double> l0 = PlacementL0(v, placement);
   if (l0 && *l0 >= f.y0 && *l0 <= f.y1) {
     const double y = f.Y(*l0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,8 +16,9 @@ namespace {
 
 // LR sensitivity against warm-up steps, a line per placement, the legend to
 // the right of the plot (a row per placement, however many), l* beside each
-// point when there are at most two placements (with more the labels would
-// overlap: each point's tooltip and the table below say it).
+// point when there are at most two placements (PlaceLabels keeps them apart;
+// with more, a column of labels at each warm-up would bury the lines: each
+// point's tooltip and the table below say it).
 std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmups) {
   const double legend_w = 150, w = 520 + legend_w;
   const double h = std::max(300.0, 30 + 18.0 * v.placements.size() + 20);
@@ -25,29 +27,37 @@ std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmu
   for (const v1::LrSensitivity* r : v.lr_sensitivity) {
     if (Finite(r->has_lr_sensitivity(), r->lr_sensitivity())) hi = std::max(hi, r->lr_sensitivity());
   }
-  Frame f{60, 30, w - legend_w - 60 - 16, 300 - 30 - 50, -0.5, warmups.size() - 0.5, 0, hi > 0 ? hi * 1.25 : 0.1};
+  const double y1 = hi > 0 ? hi * 1.25 : 0.1;
+  const std::vector<double> yticks = Ticks(0, y1, 5);
+  const double left = PlotLeft(yticks, TickLabel, 60);
+  Frame f{left, 30, w - legend_w - left - 16, 300 - 30 - 50, -0.5, warmups.size() - 0.5, 0, y1};
   std::string s = SvgOpen(w, h, "LR sensitivity against warm-up steps");
   s += Text(f.left + f.width / 2, 18, "LR sensitivity by warm-up", "class=\"chart-title\" text-anchor=\"middle\"");
   std::vector<double> xticks;
   for (size_t i = 0; i < warmups.size(); ++i) xticks.push_back(i);
-  s += Axes(f, xticks, Ticks(0, f.y1, 5), "warm-up steps (the sweep's values)", "LR sensitivity",
+  s += Axes(f, xticks, yticks, "warm-up steps (the sweep's values)", "LR sensitivity",
             [&](double x) {
               const size_t i = static_cast<size_t>(std::lround(x));
               return i < warmups.size() ? std::to_string(warmups[i]) : "";
             });
   double ly = f.top + 4;
+  std::vector<PointLabel> labels;
+  std::vector<Polyline> lines;  // the labels keep off them
   for (size_t pi = 0; pi < v.placements.size(); ++pi) {
     const std::string& placement = v.placements[pi];
     const std::string colour = PlacementColour(placement);
     const std::string title = PlacementTitle(placement);
     std::string segment, marks;
+    Polyline line;
     bool any = false;
     auto flush = [&] {
       if (!segment.empty()) {
         absl::StrAppend(&s, "<polyline class=\"curve lrs-line\" fill=\"none\" stroke=\"", colour, "\" points=\"",
                         segment, "\"><title>", Escape(title), ": LR sensitivity</title></polyline>\n");
+        lines.push_back(std::move(line));
       }
       segment.clear();
+      line.clear();
     };
     for (size_t i = 0; i < warmups.size(); ++i) {
       const v1::LrSensitivity* r = LrsRow(v, placement, warmups[i]);
@@ -58,6 +68,7 @@ std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmu
       any = true;
       const double x = f.X(i), y = f.Y(r->lr_sensitivity());
       absl::StrAppend(&segment, Px(x), ",", Px(y), " ");
+      line.push_back({x, y});
       std::string tip = absl::StrCat(title, ", warm-up ", warmups[i], ": LR sensitivity ", Num(r->lr_sensitivity()),
                                      "; l* ", OptText(r->has_best_val_loss(), r->best_val_loss()));
       if (r->has_best_lr()) absl::StrAppend(&tip, " at lr ", FormatLr(r->best_lr()));
@@ -66,9 +77,7 @@ std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmu
       absl::StrAppend(&marks, "<circle class=\"lrs-point\" r=\"4\" cx=\"", Px(x), "\" cy=\"", Px(y), "\" fill=\"",
                       colour, "\"><title>", Escape(tip), "</title></circle>\n");
       if (label_points && Finite(r->has_best_val_loss(), r->best_val_loss())) {
-        // Labels of the first placement above their points, of the others below.
-        marks += Text(x + 7, pi == 0 ? y - 8 : y + 15, absl::StrCat("l* ", Num(r->best_val_loss())),
-                      absl::StrCat("class=\"tick small\" fill=\"", colour, "\""));
+        labels.push_back({x, y, absl::StrCat("l* ", Num(r->best_val_loss())), colour});
       }
     }
     flush();
@@ -79,6 +88,10 @@ std::string LrSensitivitySvg(const VariantView& v, const std::vector<int>& warmu
                     "\" stroke=\"", colour, "\" class=\"curve\"/>",
                     Text(lx + 32, ly, any ? title : title + " (none yet)", "class=\"tick\""));
   }
+  // Over every line and point, inside the plot (clear of the axes' labels),
+  // from the left, a warm-up's labels in the placements' order.
+  std::stable_sort(labels.begin(), labels.end(), [](const PointLabel& a, const PointLabel& b) { return a.x < b.x; });
+  s += PlaceLabels(labels, lines, Box{f.left + 1, f.top + 1, f.left + f.width - 1, f.top + f.height - 1}, 4);
   return s + "</svg>\n";
 }
 

@@ -1,13 +1,18 @@
 #include "client/report/svg.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <utility>
+#include <cstring>
 #include <iterator>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace normsweep::client {
 
@@ -149,10 +154,10 @@ std::string SvgOpen(double w, double h, const std::string& label, const std::str
 }
 
 std::string OpenPlacementPanel(const std::string& placement, const std::string& what, const Frame& scale,
-                               Frame& frame) {
+                               const std::vector<double>& yticks, Frame& frame) {
   const double w = 470, h = 300;
   frame = scale;
-  frame.left = 58;
+  frame.left = PlotLeft(yticks);
   frame.top = 30;
   frame.width = w - frame.left - 14;
   frame.height = h - frame.top - 50;
@@ -178,6 +183,170 @@ std::string CrossPath(double x, double y, double r, const std::string& cls, cons
                       "</title></path>\n");
 }
 
+Box TextBox(double x, double y, const std::string& text, double font_px, const std::string& anchor) {
+  // DejaVu Sans's advances, in ems, by kind of character, rounded up: the
+  // narrowest (0.28-0.34), the narrow (0.35-0.53), the wide (to 1), capitals
+  // and symbols (to 0.84), the rest (digits, most lower case: 0.52-0.64);
+  // beyond ASCII as the wide.
+  double ems = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = text[i];
+    if (c >= 0x80) {
+      if ((c & 0xc0) == 0xc0) ems += 1.0;  // a code point's first byte
+    } else if (c != 0 && std::strchr(" .,:;'il|j\\", c) != nullptr) {
+      ems += 0.36;
+    } else if (c != 0 && std::strchr("()[]frtI/-*!`\"_?", c) != nullptr) {
+      ems += 0.54;
+    } else if (c != 0 && std::strchr("mwMW%@", c) != nullptr) {
+      ems += 1.0;
+    } else if (std::isupper(c) || (c != 0 && std::strchr("+=<>~#&^", c) != nullptr)) {
+      ems += 0.84;
+    } else {
+      ems += 0.64;
+    }
+  }
+  const double w = ems * font_px;
+  const double left = anchor == "middle" ? x - w / 2 : anchor == "end" ? x - w : x;
+  // DejaVu's ascent 0.93 and descent 0.24 em, rounded up as Chromium's boxes are.
+  return Box{left, y - 0.95 * font_px, left + w, y + 0.3 * font_px};
+}
+
+std::vector<std::string> WrapText(const std::string& text, double font_px, double width) {
+  std::vector<std::string> lines;
+  std::string line;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    const std::string longer = line.empty() ? std::string(word) : absl::StrCat(line, " ", word);
+    const Box b = TextBox(0, 0, longer, font_px);
+    if (!line.empty() && b.right - b.left > width) {
+      lines.push_back(line);
+      line = std::string(word);
+    } else {
+      line = longer;
+    }
+  }
+  if (!line.empty() || lines.empty()) lines.push_back(line);
+  return lines;
+}
+
+namespace {
+
+// Whether the segment (x1, y1)-(x2, y2) passes through b (Liang-Barsky).
+bool Crosses(const Box& b, double x1, double y1, double x2, double y2) {
+  const double dx = x2 - x1, dy = y2 - y1;
+  const double p[4] = {-dx, dx, -dy, dy};
+  const double q[4] = {x1 - b.left, b.right - x1, y1 - b.top, b.bottom - y1};
+  double t0 = 0, t1 = 1;
+  for (int i = 0; i < 4; ++i) {
+    if (p[i] == 0) {
+      if (q[i] < 0) return false;
+      continue;
+    }
+    const double t = q[i] / p[i];
+    if (p[i] < 0) {
+      t0 = std::max(t0, t);
+    } else {
+      t1 = std::min(t1, t);
+    }
+    if (t0 > t1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string PlaceLabels(const std::vector<PointLabel>& labels, const std::vector<Polyline>& lines, const Box& area,
+                        double point_radius, double max_shift) {
+  constexpr double kFont = kSmallFontPx;
+  constexpr double kGap = 1;     // between a label and another label, a point or a line
+  constexpr double kStep = 0.5;  // the nudges tried, up and down in turn
+  const double beside = point_radius + 3;
+  const double centre = (0.95 - 0.3) / 2 * kFont;  // the baseline that centres a box on its point
+  auto apart = [&](const Box& b, const std::vector<Box>& others) {
+    const Box g{b.left - kGap, b.top - kGap, b.right + kGap, b.bottom + kGap};
+    return std::none_of(others.begin(), others.end(), [&](const Box& o) { return o.Overlaps(g); });
+  };
+  auto off_lines = [&](const Box& b) {
+    const Box g{b.left - kGap, b.top - kGap, b.right + kGap, b.bottom + kGap};
+    for (const Polyline& line : lines) {
+      for (size_t i = 1; i < line.size(); ++i) {
+        if (Crosses(g, line[i - 1].first, line[i - 1].second, line[i].first, line[i].second)) return false;
+      }
+    }
+    return true;
+  };
+  std::vector<Box> dots;
+  for (const PointLabel& l : labels) {
+    dots.push_back({l.x - point_radius, l.y - point_radius, l.x + point_radius, l.y + point_radius});
+  }
+  std::vector<Box> placed;
+  std::string s;
+  for (const PointLabel& l : labels) {
+    // Right of the point, else left; each side that stays inside area.
+    std::vector<std::pair<double, Box>> sides;
+    for (const double side : {1.0, -1.0}) {
+      const Box b = TextBox(l.x + side * beside, l.y + centre, l.text, kFont, side > 0 ? "start" : "end");
+      if (b.left >= area.left && b.right <= area.right) sides.push_back({side, b});
+    }
+    // The nearest spot clear of the labels placed, the points and the lines;
+    // else of the labels and the points; else of the labels; none within
+    // max_shift: left out.
+    std::optional<std::pair<double, double>> spot;  // side, shift
+    for (int strict = 2; strict >= 0 && !spot; --strict) {
+      for (const auto& [side, box] : sides) {
+        for (int k = 0; !spot && k <= 2 * max_shift / kStep; ++k) {
+          const double dy = (k % 2 == 1 ? -1 : 1) * ((k + 1) / 2) * kStep;  // 0, -s, +s, -2s, ...
+          const Box b{box.left, box.top + dy, box.right, box.bottom + dy};
+          if (b.top >= area.top && b.bottom <= area.bottom && apart(b, placed) && (strict < 1 || apart(b, dots)) &&
+              (strict < 2 || off_lines(b))) {
+            spot = {side, dy};
+          }
+        }
+      }
+    }
+    if (!spot) continue;
+    const auto [side, shift] = *spot;
+    const Box box = TextBox(l.x + side * beside, l.y + centre + shift, l.text, kFont, side > 0 ? "start" : "end");
+    placed.push_back(box);
+    if (std::fabs(shift) > 2) {
+      s += Line(l.x + side * (point_radius + 0.5), l.y, l.x + side * (beside - 0.5), (box.top + box.bottom) / 2,
+                absl::StrCat("class=\"label-leader\" stroke=\"", l.colour, "\" stroke-width=\"0.8\""));
+    }
+    s += Text(l.x + side * beside, l.y + centre + shift, l.text,
+              absl::StrCat("class=\"tick small point-label\" style=\"fill: ", l.colour,
+                           "; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; paint-order: stroke\"",
+                           side < 0 ? " text-anchor=\"end\"" : ""));
+  }
+  return s;
+}
+
+namespace {
+
+constexpr double kAxisTitlePx = 12;  // page.cc's .axis-title
+constexpr double kYTitleX = 14;      // the rotated y axis title's baseline, when there is room
+constexpr double kTickGap = 6;       // between the frame and a y tick label's end
+
+double WidestLabel(const std::vector<double>& ticks, const std::function<std::string(double)>& label) {
+  double w = 0;
+  for (double t : ticks) {
+    const Box b = TextBox(0, 0, label(t), kTickFontPx);
+    w = std::max(w, b.right - b.left);
+  }
+  return w;
+}
+
+// The rotated title's baseline x: its descent (on the right) 3 px clear of
+// the widest y tick label.
+double YTitleX(double left, double widest) {
+  return std::min(kYTitleX, left - kTickGap - widest - 3 - 0.3 * kAxisTitlePx);
+}
+
+}  // namespace
+
+double PlotLeft(const std::vector<double>& yticks, const std::function<std::string(double)>& ylabel,
+                double at_least) {
+  return std::max(at_least, std::ceil(kYTitleX + 0.3 * kAxisTitlePx + 3 + WidestLabel(yticks, ylabel) + kTickGap));
+}
+
 std::string Axes(const Frame& f, const std::vector<double>& xticks, const std::vector<double>& yticks,
                  const std::string& xtitle, const std::string& ytitle,
                  const std::function<std::string(double)>& xlabel,
@@ -187,8 +356,9 @@ std::string Axes(const Frame& f, const std::vector<double>& xticks, const std::v
   for (double y : yticks) {
     absl::StrAppend(&s, "<line x1=\"", Px(f.left), "\" x2=\"", Px(f.left + f.width), "\" y1=\"", Px(f.Y(y)),
                     "\" y2=\"", Px(f.Y(y)), "\" class=\"grid\"/>\n",
-                    Text(f.left - 6, f.Y(y) + 4, ylabel(y), "class=\"tick\" text-anchor=\"end\""));
+                    Text(f.left - kTickGap, f.Y(y) + 4, ylabel(y), "class=\"tick\" text-anchor=\"end\""));
   }
+  const double ytitle_x = YTitleX(f.left, WidestLabel(yticks, ylabel));
   for (double x : xticks) {
     absl::StrAppend(&s, "<line x1=\"", Px(f.X(x)), "\" x2=\"", Px(f.X(x)), "\" y1=\"", Px(f.top + f.height),
                     "\" y2=\"", Px(f.top + f.height + 4), "\" class=\"axis\"/>\n",
@@ -197,9 +367,9 @@ std::string Axes(const Frame& f, const std::vector<double>& xticks, const std::v
   absl::StrAppend(&s,
                   Text(f.left + f.width / 2, f.top + f.height + 36, xtitle,
                        "class=\"axis-title\" text-anchor=\"middle\""),
-                  Text(14, f.top + f.height / 2, ytitle,
-                       absl::StrCat("class=\"axis-title\" text-anchor=\"middle\" transform=\"rotate(-90 14 ",
-                                    Px(f.top + f.height / 2), ")\"")));
+                  Text(ytitle_x, f.top + f.height / 2, ytitle,
+                       absl::StrCat("class=\"axis-title\" text-anchor=\"middle\" transform=\"rotate(-90 ",
+                                    Px(ytitle_x), " ", Px(f.top + f.height / 2), ")\"")));
   return s;
 }
 

@@ -1,9 +1,10 @@
 // The drawing kit of `normsweep report` and its one placement style: HTML
-// escaping, number formats, SVG text and axes, ticks, the viridis colour map,
-// the categorical palettes, and the colour and title of each LayerNorm
-// placement. Every figure of the report, the boundary chart and the text
-// tables (results, boundary) title and colour placements through
-// PlacementTitle and PlacementColour, so a placement looks the same
+// escaping, number formats, SVG text and axes, ticks, text boxes and the
+// placement of free labels (so no two texts of a figure overlap), the
+// viridis colour map, the categorical palettes, and the colour and title of
+// each LayerNorm placement. Every figure of the report, the boundary chart
+// and the text tables (results, boundary) title and colour placements
+// through PlacementTitle and PlacementColour, so a placement looks the same
 // everywhere.
 #ifndef NORMSWEEP_CLIENT_REPORT_SVG_H_
 #define NORMSWEEP_CLIENT_REPORT_SVG_H_
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace normsweep::client {
@@ -86,21 +88,71 @@ struct Frame {
 // class="boundary") goes after the others.
 std::string SvgOpen(double w, double h, const std::string& label, const std::string& extra_attrs = "");
 // A placement's 470 x 300 panel (the loss-against-lr and the curves
-// figures): scale's data ranges in the panel's plot area; opens the SVG,
-// labelled "<title>: <what>", with the placement's title on top.
+// figures): scale's data ranges in the panel's plot area, left of it room
+// for the y axis labelled with yticks (PlotLeft); opens the SVG, labelled
+// "<title>: <what>", with the placement's title on top.
 std::string OpenPlacementPanel(const std::string& placement, const std::string& what, const Frame& scale,
-                               Frame& frame);
+                               const std::vector<double>& yticks, Frame& frame);
 // <text> at (x, y), text escaped.
 std::string Text(double x, double y, const std::string& text, const std::string& attrs = "");
 std::string Line(double x1, double y1, double x2, double y2, const std::string& attrs);
 // An x of half-width r at (x, y) with a tooltip.
 std::string CrossPath(double x, double y, double r, const std::string& cls, const std::string& title);
 
-// Axes with ticks, labels and titles around a frame.
+// A rectangle in pixels.
+struct Box {
+  double left = 0, top = 0, right = 0, bottom = 0;
+  bool Overlaps(const Box& o) const {
+    return left < o.right && o.left < right && top < o.bottom && o.top < bottom;
+  }
+};
+
+// The text sizes of page.cc's style: .tick and .small.
+inline constexpr double kTickFontPx = 11, kSmallFontPx = 10;
+
+// The box a text takes with its baseline at y, anchored at x by anchor
+// ("start", "middle", "end"), in the page's font (DejaVu Sans; the
+// fallbacks are narrower): from its characters' widths, a little generous.
+Box TextBox(double x, double y, const std::string& text, double font_px, const std::string& anchor = "start");
+
+// text in lines of at most width pixels at font_px (by TextBox), broken at
+// spaces; a word wider than that has a line of its own.
+std::vector<std::string> WrapText(const std::string& text, double font_px, double width);
+
+// A label for a point of a chart: text beside the point, in its colour.
+struct PointLabel {
+  double x = 0, y = 0;  // the point
+  std::string text;
+  std::string colour;
+};
+
+// A chart's line through points, in pixels.
+using Polyline = std::vector<std::pair<double, double>>;
+
+// Free labels of a chart's points (the l* beside the LR-sensitivity points),
+// the one way every figure places them: each beside its point, centred on
+// it, right of it (left when the right has no room in area), else nudged up
+// or down to the nearest spot inside area clear of the labels placed before
+// it, of every point and of the lines (of the labels and points only, then
+// of the labels only, when no such spot is near), with a leader line back to
+// its point. Labels earlier in the list choose first. A label with no clear
+// spot within max_shift of its point is left out (the point's tooltip says
+// it): no two labels ever overlap. Small text (.tick.small) with a white
+// halo; the points are circles of point_radius.
+std::string PlaceLabels(const std::vector<PointLabel>& labels, const std::vector<Polyline>& lines, const Box& area,
+                        double point_radius, double max_shift = 40);
+
+// Axes with ticks, labels and titles around a frame; the y axis title left
+// of the widest y tick label (see PlotLeft).
 std::string Axes(const Frame& f, const std::vector<double>& xticks, const std::vector<double>& yticks,
                  const std::string& xtitle, const std::string& ytitle,
                  const std::function<std::string(double)>& xlabel = TickLabel,
                  const std::function<std::string(double)>& ylabel = TickLabel);
+
+// The left edge for a frame whose y axis Axes labels with these ticks: room
+// for the widest tick label and the y axis title beside it; at least at_least.
+double PlotLeft(const std::vector<double>& yticks,
+                const std::function<std::string(double)>& ylabel = TickLabel, double at_least = 58);
 
 }  // namespace normsweep::client::report
 

@@ -215,6 +215,87 @@ int64_t AddPlateau(Figures& fig) {
   return id;
 }
 
+void SetCloseLStar(Figures& fig) {
+  for (v1::LrSensitivity& r : *fig.data.analysis.mutable_lr_sensitivity()) {
+    if (r.warmup_steps() != 100) continue;
+    const bool post = r.placement() == "post";
+    r.set_best_val_loss(post ? 2.312 : 2.238);
+    r.set_lr_sensitivity(post ? 1.0 : 1.1);
+  }
+}
+
+void SetCrowdedLrSensitivity(Figures& fig) {
+  auto& rows = *fig.data.analysis.mutable_lr_sensitivity();
+  rows.Clear();
+  for (const char* p : {"post", "pre"}) {
+    const bool post = std::string(p) == "post";
+    for (int i = 0; i < 12; ++i) {
+      double lrs = 0.8 + (post ? 0.05 : -0.05) * (i % 2 == 0 ? 1 : -1);
+      if (post && i == 0) lrs = 1.2;
+      if (!post && i == 11) lrs = 0;
+      *rows.Add() = Lrs(p, 50 * i, 3, 1, 1e-3, (post ? 2.9 : 2.2) + 0.011 * i, 5.8, lrs);
+    }
+  }
+}
+
+void ShrinkAxisValues(Figures& fig) {
+  for (v1::GetTrialResponse& t : fig.data.trials) {
+    for (v1::LayerGradNorms& g : *t.mutable_layer_grad_norms()) {
+      for (v1::LayerGradNorm& n : *g.mutable_norms()) n.set_norm(n.norm() * 1e-4);
+    }
+    for (v1::StepDiagnostics& d : *t.mutable_diagnostics()) {
+      if (d.step() == 0) continue;  // no update yet
+      const double ratio = 1e-6 * std::pow(100, d.step() / 50.0);  // 1e-4, 1e-2: a log scale
+      for (v1::LayerDiagnostics& l : *d.mutable_layers()) {
+        l.set_update_ratio_qkv(ratio);
+        l.set_update_ratio_proj(ratio);
+        l.set_update_ratio_fc1(ratio);
+        l.set_update_ratio_fc2(1.2 * ratio);
+      }
+    }
+  }
+  for (v1::LrSensitivity& r : *fig.data.analysis.mutable_lr_sensitivity()) {
+    r.set_lr_sensitivity(r.lr_sensitivity() * 0.001);
+  }
+}
+
+void LengthenTexts(Figures& fig) {
+  v1::GetSweepAnalysisResponse& a = fig.data.analysis;
+  for (v1::VarianceShares& r : *a.mutable_importance()) {
+    if (r.placement() == "pre") {
+      r.set_note("incomplete grid: 5 of 6 cells counted (the others have unfinished trials, only failed or "
+                 "cancelled ones, or a diverged seed without l0)");
+    }
+  }
+  for (v1::GridCell& c : *a.mutable_cells()) {
+    if (c.placement() == "pre" && c.warmup_steps() == 100 && c.peak_lr() > 5e-4) {
+      c = Cell("pre", 100, c.peak_lr(), 12, 3, c.mean_val_loss(), 7);
+      c.set_std_val_loss(0.123);
+      c.set_plateaued(2);
+    }
+  }
+}
+
+void AddBoundaryLines(Figures& fig) {
+  int line = 0;
+  for (const char* variant : {"qk_norm=a", "qk_norm=b", "qk_norm=c"}) {
+    for (const char* placement : {"post", "pre", "peri", "deepnorm", "mix"}) {
+      for (int warmup : {0, 100, 400}) {
+        v1::BoundaryLine& l = *fig.data.analysis.add_boundary();
+        l.set_line(++line);
+        l.set_variant(variant);
+        l.set_placement(placement);
+        l.set_warmup_steps(warmup);
+        l.set_state("FOUND");
+        l.set_max_trainable_lr(1e-3 * (1 + line % 7) * (1 + warmup / 100.0));
+        l.set_min_untrainable_lr(1.3 * l.max_trainable_lr());
+        l.set_trials(6);
+        l.set_finished(6);
+      }
+    }
+  }
+}
+
 size_t Count(const std::string& html, const std::string& what) {
   size_t n = 0;
   for (size_t p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;

@@ -55,6 +55,34 @@ Figures LiteratureFigures();
 // rate 1): Post-LN's first failure above its best lr. Returns its id.
 int64_t AddPlateau(Figures& fig);
 
+// LiteratureFigures' LR sensitivity at warm-up 100 made close: Post-LN 1.0
+// with l* 2.312, Pre-LN 1.1 with l* 2.238, its point 15 px above
+// Post-LN's; their l* labels were drawn on top of each other (issue 34).
+void SetCloseLStar(Figures& fig);
+
+// LiteratureFigures' LR sensitivity replaced by 12 warm-ups (0, 50, .., 550)
+// 37 px apart, Post-LN's and Pre-LN's lines crossing back and forth within
+// 0.1 of each other, Pre-LN's last point at 0 (on the x axis) and Post-LN's
+// first the highest (near the top): a crowded figure for the l* labels.
+void SetCrowdedLrSensitivity(Figures& fig);
+
+// LiteratureFigures' step-0 gradient norms scaled by 1e-4, update ratios
+// 1e-4 at step 50 and 1e-2 at step 100 (fc2 1.2 times that; a log axis) and
+// LR sensitivities scaled by 1e-3: y axes with tick labels of six
+// characters (0.0002).
+void ShrinkAxisValues(Figures& fig);
+
+// LiteratureFigures' longest texts made as long as a sweep makes them:
+// Pre-LN's variance shares unset with the view's incomplete-grid note, and
+// its cells at warm-up 100, lr 1e-3 and 1e-2 (side by side on the heatmap)
+// with 12 seeds, 3 diverged and 2 plateaued, std 0.123.
+void LengthenTexts(Figures& fig);
+
+// Boundary-search lines (the lr_boundary view's rows) for the five
+// placements in three variants (qk_norm=a, b, c) at warm-ups 0, 100 and 400,
+// one seed each, FOUND: 15 series on the boundary chart.
+void AddBoundaryLines(Figures& fig);
+
 inline constexpr double kUnigramLoss = 3.41;
 
 // How often `what` stands in html.
