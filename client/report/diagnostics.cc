@@ -205,7 +205,7 @@ DiagnosticPicks PickDiagnosticTrials(const VariantView& v, const std::string& pl
   };
   for (const v1::GetTrialResponse* t : it->second) {
     const std::optional<schema::TrainingFailure> f = TrialFailure(t->trial(), v.max_val_loss);
-    if (!f || *f == schema::TrainingFailure::kNone) continue;
+    if (!f || !schema::FailedToTrain(*f)) continue;  // not_converged is no failure
     if (p.first_failure == nullptr || failure_key(t) < failure_key(p.first_failure)) {
       p.first_failure = t;
       p.failure = *f;

@@ -36,6 +36,9 @@ CellLook LookOf(const VariantView& v, const ResultCell* cell) {
     if (const int plat = PlateauedWithLoss(*cell); plat > 0) {
       absl::StrAppend(&k.sub, k.sub.empty() ? "" : " ", plat, "/", cell->trials, " plat");
     }
+    if (cell->not_converged > 0) {
+      absl::StrAppend(&k.sub, k.sub.empty() ? "" : " ", cell->not_converged, "/", cell->trials, " n.c.");
+    }
     if (v.best_cell && cell->mean_final_val_loss <= *v.best_cell * (1 + kNearBestTolerance)) k.cls += " near";
   } else if (cell != nullptr && cell->diverged > 0) {
     k.fill = "url(#diverged)";

@@ -21,6 +21,7 @@ struct LossPoint {
   int bad = 0;              // seeds diverged or with a non-finite loss
   bool all_bad = false;     // no usable seed: a cross at l0, or at the top edge without an l0
   bool plateau = false;     // a seed with a finite loss failed to train (the plateau): a hollow point
+  bool not_converged = false;  // a seed ended near the unigram loss still learning: a diamond around the point
   const ResultCell* cell = nullptr;
 };
 
@@ -42,6 +43,7 @@ std::vector<LossPoint> LossLine(const VariantView& v, const std::string& placeme
     p.cell = &c;
     p.bad = c.diverged + std::max(0, c.succeeded - c.seeds_with_loss);
     p.plateau = PlateauedWithLoss(c) > 0;
+    p.not_converged = c.not_converged > 0;
     if (c.seeds_with_loss > 0 && std::isfinite(c.mean_final_val_loss)) {
       p.y = c.mean_final_val_loss;
     } else if (p.bad > 0) {
@@ -57,6 +59,14 @@ std::vector<LossPoint> LossLine(const VariantView& v, const std::string& placeme
 }
 
 std::string LogLrLabel(double x) { return FormatLr(std::pow(10, x)); }
+
+// A diamond around a point whose cell has seeds that had not converged.
+std::string NotConvergedMark(double x, double y, const std::string& colour) {
+  constexpr double r = 6.5;
+  return absl::StrCat("<path class=\"not-converged-mark\" fill=\"none\" stroke=\"", colour, "\" d=\"M", Px(x), ",",
+                      Px(y - r), "L", Px(x + r), ",", Px(y), "L", Px(x), ",", Px(y + r), "L", Px(x - r), ",", Px(y),
+                      "Z\"/>");
+}
 
 // Ticks at the grid's lrs (log10), every k-th one when there are many.
 std::vector<double> LogLrTicks(const std::vector<double>& lrs) {
@@ -121,10 +131,15 @@ std::string LossVsLrSvg(const VariantView& v, const std::string& placement,
       std::string tip = absl::StrCat(where, Num(*p.y), " (", c.seeds_with_loss, c.seeds_with_loss == 1 ? " seed" : " seeds");
       if (p.bad > 0) absl::StrAppend(&tip, "; ", p.bad, "/", c.trials, " diverged or non-finite, left out");
       if (p.plateau) absl::StrAppend(&tip, "; ", PlateauedWithLoss(c), "/", c.trials, " plateaued: failed to train");
+      if (p.not_converged) {
+        absl::StrAppend(&tip, "; ", c.not_converged, "/", c.trials,
+                        " not converged: near the unigram loss but still learning, no failure");
+      }
       tip += ")";
       if (p.bad > 0) {
         absl::StrAppend(&marks, "<circle class=\"partial-mark\" r=\"6.5\" cx=\"", Px(x), "\" cy=\"", Px(y), "\"/>\n");
       }
+      if (p.not_converged) absl::StrAppend(&marks, NotConvergedMark(x, y, colour), "\n");
       if (p.plateau) {
         absl::StrAppend(&marks, "<circle class=\"plateau-point\" r=\"3.5\" cx=\"", Px(x), "\" cy=\"", Px(y),
                         "\" fill=\"#fff\" stroke=\"", colour, "\"><title>", Escape(tip), "</title></circle>\n");
@@ -143,8 +158,8 @@ std::string LossVsLrSvg(const VariantView& v, const std::string& placement,
 }
 
 std::string LossVsLrLegendSvg(const VariantView& v, bool any_l0, bool any_partial, bool any_cross_at_l0,
-                              bool any_cross_at_top, bool any_plateau) {
-  const int extra = 1 + any_partial + any_cross_at_l0 + any_cross_at_top + any_plateau;
+                              bool any_cross_at_top, bool any_plateau, bool any_not_converged) {
+  const int extra = 1 + any_partial + any_cross_at_l0 + any_cross_at_top + any_plateau + 2 * any_not_converged;
   const double h = 30 + 20 * v.warmups.size() + 26 + 20 * extra + 10;
   std::string s = SvgOpen(270, h, "loss against lr legend");
   double y = 18;
@@ -179,6 +194,13 @@ std::string LossVsLrLegendSvg(const VariantView& v, bool any_l0, bool any_partia
                     "\" fill=\"#fff\" stroke=\"#555\"/>",
                     Text(52, y, "hollow: seeds plateaued (failed to train)", "class=\"tick\""));
   }
+  if (any_not_converged) {
+    y += 20;
+    absl::StrAppend(&s, "<circle r=\"3.5\" cx=\"27\" cy=\"", Px(y - 4), "\" fill=\"#555\"/>",
+                    NotConvergedMark(27, y - 4, "#555"), Text(52, y, "diamond: seeds not converged", "class=\"tick\""));
+    y += 20;
+    s += Text(52, y, "(near the unigram loss, still learning)", "class=\"tick\"");
+  }
   return s + "</svg>\n";
 }
 
@@ -190,6 +212,7 @@ std::string LossVsLrSection(const VariantView& v) {
   std::map<std::string, std::vector<std::vector<LossPoint>>> lines;
   double lo = INFINITY, hi = -INFINITY;
   bool any_partial = false, any_cross_at_l0 = false, any_cross_at_top = false, any_l0 = false, any_plateau = false;
+  bool any_not_converged = false;
   for (const std::string& p : v.placements) {
     if (const std::optional<double> l0 = PlacementL0(v, p)) {
       any_l0 = true;
@@ -207,6 +230,7 @@ std::string LossVsLrSection(const VariantView& v) {
         any_cross_at_l0 |= pt.all_bad && pt.y.has_value();
         any_cross_at_top |= pt.all_bad && !pt.y.has_value();
         any_plateau |= !pt.all_bad && pt.plateau;
+        any_not_converged |= !pt.all_bad && pt.not_converged;
       }
       lines[p].push_back(std::move(line));
     }
@@ -231,7 +255,8 @@ std::string LossVsLrSection(const VariantView& v) {
   f.x1 = lx1 + xpad;
   std::string s = "<div class=\"row\">\n";
   for (const std::string& p : v.placements) s += LossVsLrSvg(v, p, lines[p], f);
-  s += LossVsLrLegendSvg(v, any_l0, any_partial, any_cross_at_l0, any_cross_at_top, any_plateau) + "</div>\n";
+  s += LossVsLrLegendSvg(v, any_l0, any_partial, any_cross_at_l0, any_cross_at_top, any_plateau, any_not_converged) +
+       "</div>\n";
   if (!any_l0) {
     s += "<p class=\"note\">No loss at initialisation (l0) was reported for these trials: no l0 line, and cells "
          "where every seed diverged are drawn at the top edge.</p>\n";

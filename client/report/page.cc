@@ -54,6 +54,7 @@ svg text { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; }
 .partial-mark { stroke: #d62728; stroke-width: 1.6; fill: none; }
 .loss-point, .lrs-point { stroke: #fff; stroke-width: 0.8; }
 .plateau-point { stroke-width: 1.8; }
+.not-converged-mark { stroke-width: 1.4; }
 .l0-line { stroke: #555; stroke-width: 1.2; stroke-dasharray: 6 4; }
 )css";
 
@@ -107,14 +108,17 @@ std::string VariantSections(const VariantView& v) {
       "<h2>Final validation loss over warm-up \u00d7 peak lr", Escape(suffix), "</h2>\n",
       "<p>Mean over seeds of the final validation loss (\u00b1 sample std); \u201ck/n div\u201d: k of "
       "n seeds diverged and are left out of the mean; \u201ck/n plat\u201d: k of n seeds plateaued (failed to "
-      "train without diverging, see the summary) and are in it. One colour scale for every placement.</p>\n",
+      "train without diverging, see the summary) and are in it; \u201ck/n n.c.\u201d: k of n seeds had not "
+      "converged (near the unigram loss but still learning: no failure). One colour scale for every "
+      "placement.</p>\n",
       HeatmapSection(v));
   absl::StrAppend(&s, "<h2>Final validation loss against peak lr", Escape(suffix), "</h2>\n",
                   "<p>Each grid cell's mean final validation loss over seeds against its peak lr (log scale), one "
                   "line per warm-up, as in Wortsman et al. 2023 (Figure 1). \u00d7: every seed diverged, drawn at "
                   "l0, the loss at initialisation (dashed), which LR sensitivity counts in their place; a ring: "
                   "some seeds diverged and the point is the mean of the others; a hollow point: some seeds "
-                  "plateaued (failed to train without diverging, see the summary).</p>\n",
+                  "plateaued (failed to train without diverging, see the summary); a diamond: some seeds had not "
+                  "converged (near the unigram loss but still learning).</p>\n",
                   LossVsLrSection(v));
   absl::StrAppend(&s, "<h2>LR sensitivity by warm-up", Escape(suffix), "</h2>\n",
                   "<p>LR sensitivity (Wortsman et al. 2023, section 2.2) of each line of the grid: the mean over "
@@ -174,10 +178,14 @@ std::string RenderReportHtml(const ReportData& data) {
                   "<em>failed to train</em> when it diverged or, having succeeded, ended without a finite loss, "
                   "within ",
                   absl::StrFormat("%g", schema::kPlateauMargin),
-                  " nats of the data's unigram loss (the plateau: it learnt no more than which tokens are "
-                  "common) or above a boundary search's max_val_loss (<code>proto/schema/failure.h</code>); "
-                  "<em>plateaued</em> counts the succeeded ones that failed, the failure rate is (diverged + "
-                  "plateaued) / (succeeded + diverged).</p>\n",
+                  " nats of the data's unigram loss while no longer improving there (the plateau: it learnt no "
+                  "more than which tokens are common) or above a boundary search's max_val_loss "
+                  "(<code>proto/schema/failure.h</code>); <em>plateaued</em> counts the succeeded ones that "
+                  "failed, the failure rate is (diverged + plateaued) / (succeeded + diverged). A run that ends "
+                  "that close to the unigram loss while its validation loss still fell by ",
+                  absl::StrFormat("%g", schema::kProgressMargin),
+                  " nats or more over its last quarter is <em>not converged</em>: still learning when it "
+                  "stopped, no failure, counted apart.</p>\n",
                   report::SummaryTable(summary, show_variant));
   for (const report::VariantView& v : variants) s += report::VariantSections(v);
   s += BoundaryReportSection(data.analysis);  // boundary_search sweeps only

@@ -61,6 +61,7 @@ struct PlacementSummary {
   int trials = 0, succeeded = 0, diverged = 0, failed = 0, cancelled = 0, unfinished = 0;
   int plateaued = 0;                   // SUCCEEDED but failed to train (proto/schema/failure.h)
   std::optional<double> failure_rate;  // (diverged + plateaued) / (succeeded + diverged)
+  int not_converged = 0;               // SUCCEEDED near the unigram loss, still learning: no failure
   std::optional<double> best_val_loss;    // best final validation loss of a succeeded trial
   std::optional<double> median_val_loss;  // their median
   int grid_cells = 0, cells_near_best = 0;

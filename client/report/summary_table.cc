@@ -24,6 +24,7 @@ std::vector<PlacementSummary> SummariesFromAnalysis(const v1::GetSweepAnalysisRe
     r.unfinished = p.unfinished();
     r.plateaued = p.plateaued();
     r.failure_rate = opt(p.has_failure_rate(), p.failure_rate());
+    r.not_converged = p.not_converged();
     r.best_val_loss = opt(p.has_best_val_loss(), p.best_val_loss());
     r.median_val_loss = opt(p.has_median_val_loss(), p.median_val_loss());
     r.grid_cells = p.grid_cells();
@@ -47,7 +48,7 @@ std::string SummaryTable(const std::vector<PlacementSummary>& rows, bool show_va
   std::string s = absl::StrCat(
       "<table class=\"num\">\n<tr>", show_variant ? "<th>variant</th>" : "",
       "<th>placement</th><th>trials</th><th>succeeded</th><th>diverged</th><th>plateaued</th><th>failure rate</th>"
-      "<th>failed</th><th>unfinished</th>"
+      "<th>not converged</th><th>failed</th><th>unfinished</th>"
       "<th>best final val loss</th><th>median</th><th>grid cells near the best</th></tr>\n");
   for (const PlacementSummary& r : rows) {
     const std::string near =
@@ -56,7 +57,8 @@ std::string SummaryTable(const std::vector<PlacementSummary>& rows, bool show_va
                          : "&ndash;";
     absl::StrAppend(&s, "<tr>", show_variant ? absl::StrCat("<td>", Escape(r.variant), "</td>") : "", "<td>",
                     Escape(PlacementTitle(r.placement)), "</td><td>", r.trials, "</td><td>", r.succeeded, "</td><td>",
-                    r.diverged, "</td><td>", r.plateaued, "</td><td>", Percent(r.failure_rate), "</td><td>", r.failed, "</td><td>", r.unfinished + r.cancelled, "</td><td>",
+                    r.diverged, "</td><td>", r.plateaued, "</td><td>", Percent(r.failure_rate), "</td><td>",
+                    r.not_converged, "</td><td>", r.failed, "</td><td>", r.unfinished + r.cancelled, "</td><td>",
                     Opt(r.best_val_loss), "</td><td>", Opt(r.median_val_loss), "</td><td>", near, "</td></tr>\n");
   }
   return s + "</table>\n";

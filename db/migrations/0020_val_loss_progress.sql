@@ -12,9 +12,9 @@ ALTER TABLE trials ADD COLUMN val_loss_progress double precision;
 
 -- normsweep_trial_failure (0016) with the progress: a SUCCEEDED trial that
 -- ends within 0.1 of the unigram loss (schema::kPlateauMargin) is
---   'plateau'        when val_loss_progress < 0.05 (schema::kProgressMargin)
+--   'plateau'        when val_loss_progress < 0.15 (schema::kProgressMargin)
 --                    or NULL: it stopped improving there;
---   'not_converged'  when val_loss_progress >= 0.05: it was still learning
+--   'not_converged'  when val_loss_progress >= 0.15: it was still learning
 --                    (not a failure), unless max_val_loss says otherwise
 --                    ('above_max_val_loss' keeps precedence).
 -- The rest as normsweep_trial_failure: 'diverged', 'no_finite_loss',
@@ -36,7 +36,7 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
                         AND unigram_loss > '-Infinity'::double precision
                         AND final_val_loss > unigram_loss - 0.1, false) AS near_unigram,
                coalesce(val_loss_progress < 'Infinity'::double precision
-                        AND val_loss_progress >= 0.05, false) AS learning) AS n
+                        AND val_loss_progress >= 0.15, false) AS learning) AS n
 $$;
 
 -- Whether a label of normsweep_training_failure is a failure to train:

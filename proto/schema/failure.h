@@ -46,10 +46,13 @@ inline constexpr double kPlateauMargin = 0.1;
 
 // Nats: a run near the unigram loss whose validation loss still fell by at
 // least this much over its last quarter (val_loss_progress) is learning, not
-// stalled. Chosen from data (docs/sweeps.md#failing-to-train): above the
-// largest progress of the flat plateaus of the paper and norms sweeps, below
-// the 0.23 of an 80-step Pre-LN run at lr 1e-3 still falling at its end.
-inline constexpr double kProgressMargin = 0.05;
+// stalled. Chosen from data (docs/sweeps.md#failing-to-train): the flat
+// plateaus of the paper sweep and of the norms comparison's plateaued cells
+// "fall" by at most 0.083 (evaluation noise at lr 1e-1), an 80-step Pre-LN
+// run still falling at its end by 0.23. Calling a stall "not converged"
+// would hide the failure the paper is about, so the margin sits well above
+// the noise rather than midway.
+inline constexpr double kProgressMargin = 0.15;
 
 enum class TrainingFailure { kNone, kDiverged, kNoFiniteLoss, kPlateau, kAboveMaxValLoss, kNotConverged };
 

@@ -322,12 +322,12 @@ TEST(SweepTablesTest, TrialDetailSaysTheUnigramLossAndWhyItFailed) {
   EXPECT_THAT(RenderTrialDetail(r), HasSubstr("unigram loss (the plateau) 3.4100\n"
                                               "val loss progress over the last quarter 0.0100\n"
                                               "failure: plateau (final validation loss 3.4300 > unigram loss "
-                                              "3.4100 - 0.1, and it fell only 0.0100 < 0.05 over the last "
+                                              "3.4100 - 0.1, and it fell only 0.0100 < 0.15 over the last "
                                               "quarter)\n"));
   result->set_val_loss_progress(0.23);
   EXPECT_THAT(RenderTrialDetail(r), HasSubstr("\nfailure: not converged (still learning): no failure, final "
                                               "validation loss 3.4300 > unigram loss 3.4100 - 0.1 but still "
-                                              "falling 0.2300 >= 0.05 over the last quarter; a longer run would "
+                                              "falling 0.2300 >= 0.15 over the last quarter; a longer run would "
                                               "tell\n"));
   result->clear_val_loss_progress();
   result->set_final_val_loss(3.2);

@@ -52,4 +52,18 @@ absl::StatusOr<int> MigrateUpTo(db::PgConnection& conn, int version) {
   return static_cast<int>(before.size());
 }
 
+absl::StatusOr<std::unique_ptr<db::PgConnection>> MigratedOverRows(int version,
+                                                                   const std::vector<std::string>& rows) {
+  ASSIGN_OR_RETURN(const std::string conninfo, FreshDatabase());
+  ASSIGN_OR_RETURN(std::unique_ptr<db::PgConnection> conn, Connect(conninfo));
+  RETURN_IF_ERROR(MigrateUpTo(*conn, version).status());
+  for (const std::string& sql : rows) {
+    if (absl::StatusOr<db::PgResult> r = conn->Exec(sql); !r.ok()) {
+      return absl::Status(r.status().code(), absl::StrCat(r.status().message(), "\nin: ", sql.substr(0, 200)));
+    }
+  }
+  RETURN_IF_ERROR(db::ApplyMigrations(*conn, db::EmbeddedMigrations(), db::EmbeddedViews()).status());
+  return conn;
+}
+
 }  // namespace normsweep::testing

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "db/pg_connection.h"
@@ -29,6 +30,13 @@ absl::StatusOr<std::unique_ptr<db::Store>> OpenStore(const std::string& conninfo
 // embedded migrations numbered below it, and no views (today's db/views read
 // columns of later migrations). Returns how many were applied.
 absl::StatusOr<int> MigrateUpTo(db::PgConnection& conn, int version);
+
+// How a migration is tested on a database with data in it: a fresh
+// database (named after the running test) migrated up to, not including,
+// `version`; each of `rows` (SQL statements) run on it; then every embedded
+// migration and the views applied. Returns the connection.
+absl::StatusOr<std::unique_ptr<db::PgConnection>> MigratedOverRows(int version,
+                                                                   const std::vector<std::string>& rows);
 
 // A plain connection to conninfo.
 absl::StatusOr<std::unique_ptr<db::PgConnection>> Connect(const std::string& conninfo);

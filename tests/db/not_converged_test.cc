@@ -46,6 +46,32 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kUnigram = 3.41;
 
+// A sweep of n Pre-LN trials (lr 1e-3, seeds 0 .. n-1, `steps` steps unless
+// 0) in `store`, and a worker to lease them.
+void AddLeasableSweep(Store& store, int n, int steps, int64_t* sweep, int64_t* worker) {
+  v1::SweepSpec spec;
+  spec.set_name("s");
+  spec.set_max_attempts(3);
+  std::vector<NewTrial> trials(n);
+  for (int i = 0; i < n; ++i) {
+    spec.add_seeds(i);
+    trials[i].index = i;
+    trials[i].config.set_placement("pre");
+    trials[i].config.set_lr(1e-3);
+    trials[i].config.set_seed(i);
+    if (steps > 0) trials[i].config.set_steps(steps);
+  }
+  auto created = store.CreateSweep("", spec, trials, kT0);
+  ASSERT_TRUE(created.ok()) << created.status();
+  *sweep = created->sweep.id();
+  v1::RegisterWorkerRequest reg;
+  reg.set_name("w");
+  reg.add_devices("cpu");
+  auto registered = store.RegisterWorker(reg, kT0);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  *worker = *registered;
+}
+
 // ---------------------------------------------------------------- the twins
 
 class NotConvergedSqlTest : public testing::ViewsTest {};
@@ -98,32 +124,17 @@ TEST_F(NotConvergedSqlTest, TheSqlRuleIsTheCppRule) {
 class NotConvergedStoreTest : public testing::BothStoresTest {};
 
 TEST_P(NotConvergedStoreTest, ProgressComesBackWithTheTrialAndJudgesIt) {
-  v1::SweepSpec spec;
-  spec.set_name("s");
-  spec.set_max_attempts(3);
-  std::vector<NewTrial> trials(3);
-  for (int i = 0; i < 3; ++i) {
-    spec.add_seeds(i);
-    trials[i].index = i;
-    trials[i].config.set_placement("pre");
-    trials[i].config.set_lr(1e-3);
-    trials[i].config.set_seed(i);
-  }
-  ASSERT_TRUE(store_->CreateSweep("", spec, trials, kT0).ok());
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w");
-  reg.add_devices("cpu");
-  auto worker = store_->RegisterWorker(reg, kT0);
-  ASSERT_TRUE(worker.ok()) << worker.status();
+  int64_t sweep = 0, worker = 0;
+  ASSERT_NO_FATAL_FAILURE(AddLeasableSweep(*store_, 3, 0, &sweep, &worker));
   // 2.91 against a unigram loss of 2.95: still falling 0.23, falling 0.01,
   // and not measured (an older worker, or fewer than 3 evaluations).
   const std::optional<double> progress[] = {0.23, 0.01, std::nullopt};
   const TrainingFailure want[] = {TrainingFailure::kNotConverged, TrainingFailure::kPlateau, TrainingFailure::kPlateau};
   std::vector<int64_t> ids;
   for (int i = 0; i < 3; ++i) {
-    auto leased = store_->LeaseTrial(*worker, kT0, absl::Seconds(30));
+    auto leased = store_->LeaseTrial(worker, kT0, absl::Seconds(30));
     ASSERT_TRUE(leased.ok() && leased->has_value()) << leased.status();
-    v1::FinishTrialRequest req = testing::FinishOf(*worker, **leased, v1::TRIAL_SUCCEEDED);
+    v1::FinishTrialRequest req = testing::FinishOf(worker, **leased, v1::TRIAL_SUCCEEDED);
     req.mutable_result()->set_final_val_loss(2.91);
     req.mutable_result()->set_unigram_loss(2.95);
     if (progress[(*leased)->index()]) {
@@ -249,24 +260,8 @@ class RecomputeScriptTest : public testing::ViewsTest {
 };
 
 TEST_F(RecomputeScriptTest, FillsTheTrainersProgressFromStoredMetrics) {
-  v1::SweepSpec spec;
-  spec.set_name("old");
-  spec.set_max_attempts(3);
-  std::vector<NewTrial> trials(4);
-  for (int i = 0; i < 4; ++i) {
-    trials[i].index = i;
-    trials[i].config.set_placement("pre");
-    trials[i].config.set_lr(1e-3);
-    trials[i].config.set_seed(i);
-    trials[i].config.set_steps(80);
-  }
-  auto sweep = store_->CreateSweep("", spec, trials, kT0);
-  ASSERT_TRUE(sweep.ok()) << sweep.status();
-  v1::RegisterWorkerRequest reg;
-  reg.set_name("w");
-  reg.add_devices("cpu");
-  auto worker = store_->RegisterWorker(reg, kT0);
-  ASSERT_TRUE(worker.ok()) << worker.status();
+  int64_t sweep = 0, worker = 0;
+  ASSERT_NO_FATAL_FAILURE(AddLeasableSweep(*store_, 4, 80, &sweep, &worker));
   // By index: evaluations (step, val_loss), and the progress already stored.
   const std::vector<std::vector<std::pair<int, double>>> evals = {
       {{0, 5.5}, {20, 4.2}, {40, 3.57}, {60, 3.14}, {80, 2.91}},  // 3.14 - 2.91 = 0.23
@@ -275,12 +270,12 @@ TEST_F(RecomputeScriptTest, FillsTheTrainersProgressFromStoredMetrics) {
       {{0, 5.5}, {40, 3.45}, {80, 3.44}}};                        // has one: kept
   std::map<int, int64_t> ids;
   for (int i = 0; i < 4; ++i) {
-    auto leased = store_->LeaseTrial(*worker, kT0, absl::Seconds(30));
+    auto leased = store_->LeaseTrial(worker, kT0, absl::Seconds(30));
     ASSERT_TRUE(leased.ok() && leased->has_value()) << leased.status();
     const v1::Trial& t = **leased;
     ids[t.index()] = t.id();
     v1::ReportProgressRequest p;
-    p.set_worker_id(*worker);
+    p.set_worker_id(worker);
     p.set_trial_id(t.id());
     p.set_attempt(t.attempts());
     for (const auto& [step, loss] : evals[t.index()]) {
@@ -289,13 +284,13 @@ TEST_F(RecomputeScriptTest, FillsTheTrainersProgressFromStoredMetrics) {
       m->set_val_loss(loss);
     }
     ASSERT_TRUE(store_->ReportProgress(p, kT0).ok());
-    v1::FinishTrialRequest f = testing::FinishOf(*worker, t, v1::TRIAL_SUCCEEDED);
+    v1::FinishTrialRequest f = testing::FinishOf(worker, t, v1::TRIAL_SUCCEEDED);
     f.mutable_result()->set_final_val_loss(evals[t.index()].back().second);
     f.mutable_result()->set_unigram_loss(3.41);
     if (t.index() == 3) f.mutable_result()->set_val_loss_progress(0.01);
     ASSERT_TRUE(store_->FinishTrial(f, kT0).ok());
   }
-  auto ran = RunScript(sweep->sweep.id());
+  auto ran = RunScript(sweep);
   ASSERT_TRUE(ran.ok()) << ran.status();
   EXPECT_EQ(ran->rows(), 1);  // only the first was judged now
   const auto progress = [&](int index) -> std::optional<double> {
@@ -314,11 +309,11 @@ TEST_F(RecomputeScriptTest, FillsTheTrainersProgressFromStoredMetrics) {
   auto failure = conn_->Exec("SELECT failure FROM trial_loss_values WHERE trial_id = $1", PgParams().Add(ids[0]));
   ASSERT_TRUE(failure.ok()) << failure.status();
   EXPECT_EQ(failure->GetString(0, 0), "");  // 2.91 is more than 0.1 below 3.41: trained either way
-  auto again = RunScript(sweep->sweep.id());
+  auto again = RunScript(sweep);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->rows(), 0);
   // Another sweep's id touches none of these.
-  auto other = RunScript(sweep->sweep.id() + 1000);
+  auto other = RunScript(sweep + 1000);
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->rows(), 0);
 }
@@ -328,26 +323,14 @@ TEST_F(RecomputeScriptTest, FillsTheTrainersProgressFromStoredMetrics) {
 // 0020 on a database at 0019: a trial stored as a plateau has no progress
 // (no backfill) and keeps its label; the column takes new values.
 TEST(NotConvergedMigrationTest, StoredPlateausKeepTheirLabel) {
-  auto conninfo = testing::FreshDatabase();
-  ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-  auto conn = testing::Connect(*conninfo);
-  ASSERT_TRUE(conn.ok()) << conn.status();
-  const absl::StatusOr<int> before = testing::MigrateUpTo(**conn, 20);
-  ASSERT_TRUE(before.ok()) << before.status();
-  ASSERT_EQ(*before, 19);
-  for (const char* sql : {
-           "INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at)"
+  auto conn = testing::MigratedOverRows(
+      20, {"INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at)"
            " VALUES (1, 's', '{\"name\": \"s\"}', 'COMPLETED', 3, 2, now())",
            "INSERT INTO trials (id, sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, config,"
            " priority, state, attempts, final_val_loss, unigram_loss, created_at) VALUES"
            " (1, 1, 0, 'post', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 3.40, 3.41, now()),"
-           " (2, 1, 1, 'pre', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 2.50, 3.41, now())",
-       }) {
-    auto r = (*conn)->Exec(sql);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
-  }
-  auto applied = ApplyMigrations(**conn, EmbeddedMigrations(), EmbeddedViews());
-  ASSERT_TRUE(applied.ok()) << applied.status();
+           " (2, 1, 1, 'pre', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 2.50, 3.41, now())"});
+  ASSERT_TRUE(conn.ok()) << conn.status();
   auto rows = (*conn)->Exec("SELECT t.val_loss_progress IS NULL, v.failure FROM trials t"
                             " JOIN trial_loss_values v ON v.trial_id = t.id ORDER BY t.id");
   ASSERT_TRUE(rows.ok()) << rows.status();

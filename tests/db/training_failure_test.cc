@@ -293,20 +293,21 @@ TEST_F(TrainingFailureViewsTest, GridCellsAndPlacementsCountThePlateau) {
       "       count(*) FILTER (WHERE failure = 'plateau') AS plateau,"
       "       count(*) FILTER (WHERE failure = 'no_finite_loss') AS no_finite_loss,"
       "       count(*) FILTER (WHERE failure = 'above_max_val_loss') AS above_max_val_loss,"
+      "       count(*) FILTER (WHERE failure = 'not_converged') AS not_converged,"
       "       count(*) FILTER (WHERE failure = '') AS trained"
       " FROM trial_loss_values WHERE sweep_id = $1"
       " GROUP BY variant, placement, warmup_steps, peak_lr"
-      " HAVING count(*) FILTER (WHERE failure <> '') > 0"
+      " HAVING count(*) FILTER (WHERE normsweep_failed_to_train(failure)) > 0"
       " ORDER BY variant, placement, warmup_steps, peak_lr", PgParams().Add(s));
   ASSERT_TRUE(by_cause.ok()) << by_cause.status();
   ASSERT_EQ(by_cause->rows(), 2);  // pre trained everywhere
   const auto row = [&](int i) {
     return absl::StrCat(by_cause->GetString(i, 1), " ", by_cause->GetDouble(i, 3), ": ", by_cause->GetInt64(i, 4),
                         " ", by_cause->GetInt64(i, 5), " ", by_cause->GetInt64(i, 6), " ",
-                        by_cause->GetInt64(i, 7), " ", by_cause->GetInt64(i, 8));
+                        by_cause->GetInt64(i, 7), " ", by_cause->GetInt64(i, 8), " ", by_cause->GetInt64(i, 9));
   };
-  EXPECT_EQ(row(0), "post 0.001: 1 1 0 0 1");
-  EXPECT_EQ(row(1), "post 0.01: 0 0 1 0 1");
+  EXPECT_EQ(row(0), "post 0.001: 1 1 0 0 0 1");
+  EXPECT_EQ(row(1), "post 0.01: 0 0 1 0 0 1");
 
   // The view at its default tolerance has the same columns.
   auto v = conn_->Exec("SELECT plateaued, failure_rate FROM placement_sensitivity"
@@ -428,27 +429,15 @@ TEST(TrainingFailureMigrationTest, AppliesOnADatabaseAt0015WithRows) {
 // 0019 on a database at 0018: each sweep's max_val_loss, read from its spec
 // once into the generated column, judges its trials as before.
 TEST(TrainingFailureMigrationTest, SweepsGetTheirMaxValLossColumn) {
-  auto conninfo = testing::FreshDatabase();
-  ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-  auto conn = testing::Connect(*conninfo);
-  ASSERT_TRUE(conn.ok()) << conn.status();
-  const absl::StatusOr<int> before = testing::MigrateUpTo(**conn, 19);
-  ASSERT_TRUE(before.ok()) << before.status();
-  ASSERT_EQ(*before, 18);
-  for (const char* sql : {
-           "INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at) VALUES"
+  auto conn = testing::MigratedOverRows(
+      19, {"INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at) VALUES"
            " (1, 'b', '{\"boundary_search\": {\"max_val_loss\": 4.5}}', 'RUNNING', 3, 1, now()),"
            " (2, 'g', '{\"name\": \"g\"}', 'RUNNING', 3, 1, now())",
            "INSERT INTO trials (id, sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, config,"
            " priority, state, attempts, final_val_loss, created_at) VALUES"
            " (1, 1, 0, 'post', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 4.75, now()),"
-           " (2, 2, 0, 'post', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 4.75, now())",
-       }) {
-    auto r = (*conn)->Exec(sql);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
-  }
-  auto applied = ApplyMigrations(**conn, EmbeddedMigrations(), EmbeddedViews());
-  ASSERT_TRUE(applied.ok()) << applied.status();
+           " (2, 2, 0, 'post', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 4.75, now())"});
+  ASSERT_TRUE(conn.ok()) << conn.status();
   auto rows = (*conn)->Exec("SELECT s.id, s.max_val_loss, v.failure FROM sweeps s"
                             " JOIN trial_loss_values v ON v.sweep_id = s.id ORDER BY s.id");
   ASSERT_TRUE(rows.ok()) << rows.status();

@@ -198,8 +198,20 @@ TEST_F(EndToEndTest, TwoWorkersCompleteASweepAndTheCliPrintsIt) {
   EXPECT_EQ(diag->GetInt64(0, 3), 8 * 3);  // no update ratios at step 0
   EXPECT_EQ(diag->GetInt64(0, 4), 8 * 3);
   EXPECT_EQ(diag->GetInt64(0, 5), 4);
+  // val_loss_progress travels trainer -> worker -> scheduler -> trials: the
+  // val loss at step 20 (the last evaluation at or before floor(0.75 * 30))
+  // minus the final one, as the stored metrics have them.
+  auto progress = sql->Exec(
+      "SELECT count(*), count(*) FILTER (WHERE abs(t.val_loss_progress - (m20.val_loss - m30.val_loss)) < 1e-12)"
+      " FROM trials t JOIN trial_metrics m20 ON m20.trial_id = t.id AND m20.step = 20"
+      " JOIN trial_metrics m30 ON m30.trial_id = t.id AND m30.step = 30 WHERE t.sweep_id = $1",
+      db::PgParams().Add(id));
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->GetInt64(0, 0), 8);
+  EXPECT_EQ(progress->GetInt64(0, 1), 8);
   CommandResult trial = Cli({"trial", std::to_string(trials[0].id())});
   ASSERT_EQ(trial.exit_code, 0) << trial.output;
+  EXPECT_THAT(trial.output, HasSubstr("val loss progress over the last quarter "));
   EXPECT_THAT(trial.output, HasSubstr("l0 (validation loss at initialisation) "));
   EXPECT_THAT(trial.output, HasSubstr("per-block diagnostics at step 0 and at step 30, the last evaluation:"));
 

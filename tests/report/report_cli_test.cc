@@ -195,7 +195,7 @@ TEST_F(ReportCliTest, WritesThePageOfARealSweep) {
   EXPECT_THAT(html, HasSubstr("<title>Post-LN W2 (fc2), layer 1: 1.6250</title>"));
   // plateaued 0 and the failure rate, the view's (0% with the rule, none before).
   EXPECT_TRUE(std::regex_search(html, std::regex("<td>Pre-LN</td><td>8</td><td>8</td><td>0</td><td>0</td>"
-                                                 "<td>(0%|&ndash;)</td><td>0</td><td>0</td><td>1.800</td>")));
+                                                 "<td>(0%|&ndash;)</td><td>0</td><td>0</td><td>0</td><td>1.800</td>")));
   // Loss against lr: the diverged cell at l0, from the trials' init_val_loss.
   EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 1e-02: no usable seed (2/2 diverged or non-finite), drawn at "
                               "l0 5.550"));

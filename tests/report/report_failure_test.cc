@@ -72,6 +72,45 @@ TEST(ReportFailureTest, APlateauAboveTheBestLrIsTheFirstFailure) {
   EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 3e-03: 3.430 1/1 plat</title>"));
 }
 
+// The same run still learning at its end (issue 34): not converged, which
+// is no failure. It gets its own mark (a diamond around a filled point) and
+// legend, "n.c." in the heatmap and a summary column, and Post-LN's first
+// failure is the divergence again.
+TEST(ReportFailureTest, ARunStillLearningIsNotConvergedNotAFailure) {
+  Figures fig = LiteratureFigures();
+  const int64_t learning = AddPlateau(fig);
+  for (v1::GetTrialResponse& t : fig.data.trials) {
+    if (t.trial().id() == learning) t.mutable_trial()->mutable_result()->set_val_loss_progress(0.2);
+  }
+  v1::GridCell& c = *fig.data.analysis.mutable_cells(fig.data.analysis.cells_size() - 1);
+  c.set_plateaued(0);
+  c.set_not_converged(1);
+  c.set_failure_rate(0);
+  v1::PlacementSensitivity& p = *fig.data.analysis.add_placements();
+  p.set_placement("post");
+  p.set_trials(13);
+  p.set_succeeded(8);
+  p.set_diverged(5);
+  p.set_not_converged(1);
+  p.set_failure_rate(5.0 / 13);
+  const std::string html = RenderReportHtml(fig.data);
+
+  const std::string diag = Section(html, "Instability diagnostics");
+  EXPECT_THAT(diag, Not(HasSubstr(absl::StrCat("trial ", learning, "</text>"))));
+  EXPECT_THAT(diag, HasSubstr(absl::StrCat(">Post-LN, first failure (diverged after step 60): trial ",
+                                           fig.post_first_failure, "</text>")));
+
+  const std::string loss = Section(html, "Final validation loss against peak lr");
+  EXPECT_THAT(loss, Not(HasSubstr("plateau-point")));
+  EXPECT_EQ(Count(loss, "<path class=\"not-converged-mark\""), 1u + 1u);  // the cell and the legend's
+  EXPECT_THAT(loss, HasSubstr(">diamond: seeds not converged</text>"));
+  EXPECT_THAT(loss, HasSubstr("Post-LN, warm-up 0, lr 3e-03: 3.430 (1 seed; 1/1 not converged: near the unigram "
+                              "loss but still learning, no failure)</title>"));
+  EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 3e-03: 3.430 1/1 n.c.</title>"));
+  EXPECT_THAT(html, HasSubstr("<td>Post-LN</td><td>13</td><td>8</td><td>5</td><td>0</td><td>38%</td><td>1</td>"));
+  EXPECT_THAT(html, HasSubstr("is <em>not converged</em>"));
+}
+
 TEST(ReportFailureTest, WithoutAPlateauNothingIsHollow) {
   const Figures fig = LiteratureFigures();
   const std::string loss = Section(RenderReportHtml(fig.data), "Final validation loss against peak lr");
@@ -102,9 +141,10 @@ TEST(ReportFailureTest, SummaryHasPlateauedAndTheFailureRate) {
   EXPECT_EQ(rows[0].plateaued, 1);
   EXPECT_DOUBLE_EQ(*rows[0].failure_rate, 6.0 / 13);
   const std::string html = RenderReportHtml(fig.data);
-  EXPECT_THAT(html, HasSubstr("<th>diverged</th><th>plateaued</th><th>failure rate</th><th>failed</th>"));
-  EXPECT_THAT(html, HasSubstr("<td>Post-LN</td><td>13</td><td>8</td><td>5</td><td>1</td><td>46%</td><td>0</td>"));
-  EXPECT_THAT(html, HasSubstr("<td>Pre-LN</td><td>12</td><td>10</td><td>2</td><td>0</td><td>17%</td><td>0</td>"));
+  EXPECT_THAT(html, HasSubstr("<th>diverged</th><th>plateaued</th><th>failure rate</th><th>not converged</th>"
+                              "<th>failed</th>"));
+  EXPECT_THAT(html, HasSubstr("<td>Post-LN</td><td>13</td><td>8</td><td>5</td><td>1</td><td>46%</td><td>0</td><td>0</td>"));
+  EXPECT_THAT(html, HasSubstr("<td>Pre-LN</td><td>12</td><td>10</td><td>2</td><td>0</td><td>17%</td><td>0</td><td>0</td>"));
   // The rule is stated once, on the page.
   EXPECT_THAT(html, HasSubstr("within 0.1 nats of the data's unigram loss"));
 }

@@ -93,6 +93,16 @@ TEST(ReportLayoutTest, NoTwoTextsOfAFigureOverlapWithAPlateau) {
   ExpectNoOverlap(fig.data, "plateau");
 }
 
+// A not-converged cell: its "n.c." in the heatmap and the legend's two lines.
+TEST(ReportLayoutTest, NoTwoTextsOfAFigureOverlapWithANotConvergedCell) {
+  Figures fig = LiteratureFigures();
+  testing::AddPlateau(fig);
+  v1::GridCell& c = *fig.data.analysis.mutable_cells(fig.data.analysis.cells_size() - 1);
+  c.set_plateaued(0);
+  c.set_not_converged(1);
+  ExpectNoOverlap(fig.data, "not converged");
+}
+
 // Issue 34: Post-LN's l* 2.312 and Pre-LN's l* 2.238 at one warm-up, the
 // points 15 px apart, read as one "l* 2.338". Now both stand beside their
 // points, apart, Pre-LN's above as its point is.

@@ -170,10 +170,10 @@ TEST(ReportHtmlTest, HeatmapCellsDivergenceAndSummary) {
   // (Post-LN's NaN seed counts as plateaued once the view has the rule);
   // report_failure_test checks them from hand-made rows.
   EXPECT_TRUE(std::regex_search(html, std::regex("<td>Post-LN</td><td>8</td><td>4</td><td>3</td><td>[01]</td>"
-                                                 "<td>[^<]+</td><td>1</td><td>0</td><td>2.500</td>"
+                                                 "<td>[^<]+</td><td>0</td><td>1</td><td>0</td><td>2.500</td>"
                                                  "<td>3.000</td><td>0 / 4 \\(0%\\)</td>")));
   EXPECT_TRUE(std::regex_search(html, std::regex("<td>Pre-LN</td><td>8</td><td>7</td><td>1</td><td>0</td>"
-                                                 "<td>[^<]+</td><td>0</td><td>0</td><td>1.750</td>"
+                                                 "<td>[^<]+</td><td>0</td><td>0</td><td>0</td><td>1.750</td>"
                                                  "<td>2.250</td><td>1 / 4 \\(25%\\)</td>")));
   // Curves: one per trial with points (16), a cross for each diverged one
   // that reported a finite point (4).
@@ -257,7 +257,7 @@ TEST(ReportHtmlTest, UnfinishedSweepShowsPendingCells) {
   EXPECT_THAT(html, HasSubstr("no validation points yet"));
   EXPECT_THAT(html, HasSubstr("No step-0 gradient norms were reported"));
   EXPECT_THAT(html, HasSubstr("<td>Post-LN</td><td>1</td><td>0</td><td>0</td><td>0</td><td>&ndash;</td><td>0</td>"
-                              "<td>1</td><td>&ndash;</td>"));
+                              "<td>0</td><td>1</td><td>&ndash;</td>"));
   ExpectFiniteGeometry(html);
 }
 

@@ -335,6 +335,50 @@ TEST(TrainCliTest, CheckpointEvalAndGrads) {
   EXPECT_THAT(missing.err, HasSubstr("--batch-size"));
 }
 
+// val_loss_progress (issue 34): the val loss at the last evaluation at or
+// before floor(0.75 * steps) minus the final one, in the final event; a
+// resumed run carries its earlier evaluations in the checkpoint; fewer than
+// 3 evaluations report none.
+TEST(TrainCliTest, FinalEventReportsTheLastQuartersProgress) {
+  auto eval_losses = [](const std::vector<v1::TrainEvent>& events) {
+    std::map<int, double> out;
+    for (const v1::TrainEvent& e : events) {
+      if (e.type() == "eval") out[e.step()] = e.val_loss();
+    }
+    return out;
+  };
+  auto final_of = [](const std::vector<v1::TrainEvent>& events) {
+    for (const v1::TrainEvent& e : events) {
+      if (e.type() == "final") return e;
+    }
+    return v1::TrainEvent();
+  };
+  Result solo = RunTrainer(With({"train", "--lr", "3e-3", "--steps", "8", "--eval-every", "2"}, kSmall));
+  ASSERT_EQ(solo.exit_code, 0) << solo.err;
+  std::map<int, double> evals = eval_losses(Events(solo.out));
+  ASSERT_EQ(evals.size(), 5u) << solo.out;  // steps 0, 2, 4, 6, 8
+  v1::TrainEvent f = final_of(Events(solo.out));
+  ASSERT_TRUE(f.has_val_loss_progress()) << solo.out;
+  EXPECT_DOUBLE_EQ(f.val_loss_progress(), evals[6] - evals[8]);
+
+  const fs::path ckpt = TempDir() / "progress.safetensors";
+  Result first = RunTrainer(
+      With({"train", "--lr", "3e-3", "--steps", "4", "--eval-every", "2", "--checkpoint-out", ckpt.string()}, kSmall));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  Result resumed = RunTrainer(
+      With({"train", "--lr", "3e-3", "--steps", "8", "--eval-every", "2", "--resume", ckpt.string()}, kSmall));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  evals = eval_losses(Events(resumed.out));
+  ASSERT_EQ(evals.size(), 2u) << resumed.out;  // 6 and 8 in this process; 0, 2, 4 from the checkpoint
+  f = final_of(Events(resumed.out));
+  ASSERT_TRUE(f.has_val_loss_progress()) << resumed.out;
+  EXPECT_DOUBLE_EQ(f.val_loss_progress(), evals[6] - evals[8]);
+
+  Result two = RunTrainer(With({"train", "--lr", "3e-3", "--steps", "4", "--eval-every", "4"}, kSmall));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_FALSE(final_of(Events(two.out)).has_val_loss_progress()) << two.out;  // steps 0 and 4 only
+}
+
 TEST(TrainCliTest, SigtermCancelsAndWritesTheCheckpoint) {
   const fs::path out = TempDir() / "cancel.out", err = TempDir() / "cancel.err", ckpt = TempDir() / "cancel.safetensors";
   pid_t pid = Spawn(With({"train", "--lr", "1e-3", "--steps", "1000000", "--eval-every", "0", "--checkpoint-out",
