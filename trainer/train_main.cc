@@ -242,6 +242,23 @@ void ReadControlLines() {
   }
 }
 
+// Why a fused run's trials cannot run together ("" when they can): settings
+// that differ where fused trials must agree, or two trials writing one
+// checkpoint, which would overwrite each other.
+std::string FusedRunRefusal(const std::vector<tr::TrainSettings>& settings,
+                            const std::vector<std::string>& checkpoint_out) {
+  if (tr::Status fusable = tr::CheckFusable(settings); !fusable.ok()) return fusable.message();
+  for (size_t a = 0; a < checkpoint_out.size(); ++a) {
+    for (size_t b = a + 1; b < checkpoint_out.size(); ++b) {
+      if (!checkpoint_out[a].empty() && checkpoint_out[a] == checkpoint_out[b]) {
+        return "--checkpoint-out: trials " + std::to_string(a) + " and " + std::to_string(b) + " have the same path " +
+               normsweep::QuoteForError(checkpoint_out[a]) + " (each trial needs its own, or an empty one for none)";
+      }
+    }
+  }
+  return "";
+}
+
 int Train(const Args& args) {
   static const char* kRunFlags[] = {"config", "events", "checkpoint-out", "resume", "print-config", "no-diagnostics"};
   // Several comma-separated configs: one fused run of their trials.
@@ -300,8 +317,10 @@ int Train(const Args& args) {
       }
     }
   }
-  // Every refusal comes before --events is opened ("w" empties the file):
-  // a refused run leaves an existing events file as it was.
+  // A refusal of the run as a whole (configs that cannot be fused, a shared
+  // checkpoint path) comes before --events is opened ("w" empties the file)
+  // and leaves an existing events file as it was; a config the settings
+  // refuse is its trial's FAILED final event, written to --events.
   std::vector<tr::TrainSettings> settings;
   size_t bad_config = K;  // the config whose settings are refused, if any
   std::string settings_error;
@@ -316,16 +335,8 @@ int Train(const Args& args) {
     }
   }
   if (bad_config == K && K > 1) {
-    if (tr::Status fusable = tr::CheckFusable(settings); !fusable.ok()) return UsageError(fusable.message());
-    // Two trials writing one checkpoint would overwrite each other.
-    for (size_t a = 0; a < K; ++a) {
-      for (size_t b = a + 1; b < K; ++b) {
-        if (!checkpoint_out[a].empty() && checkpoint_out[a] == checkpoint_out[b]) {
-          return UsageError("--checkpoint-out: trials " + std::to_string(a) + " and " + std::to_string(b) +
-                            " have the same path " + normsweep::QuoteForError(checkpoint_out[a]) +
-                            " (each trial needs its own, or an empty one for none)");
-        }
-      }
+    if (const std::string refusal = FusedRunRefusal(settings, checkpoint_out); !refusal.empty()) {
+      return UsageError(refusal);
     }
   }
   std::FILE* events = stdout;

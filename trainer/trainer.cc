@@ -82,7 +82,8 @@ std::string FormatEvals(const std::vector<std::pair<int, double>>& evals) {
 }
 
 // The evaluations up to step `up_to`; none when the text is not
-// FormatEvals's (a checkpoint from elsewhere: the progress is then not judged).
+// FormatEvals's (a checkpoint from elsewhere: only the evaluations after the
+// resume count then, and with fewer than 3 the progress is not judged).
 std::vector<std::pair<int, double>> ParseEvals(const std::string& text, int up_to) {
   std::vector<std::pair<int, double>> out;
   size_t pos = 0;
@@ -345,6 +346,8 @@ class Run {
     if (o_.diagnostics) e.layers = LayerDiagnostics(ev);
     e.elapsed_s = Seconds(start_, Clock::now());
     sink_.OnEval(e);
+    // A run resumed from its final checkpoint evaluates that step again.
+    if (!evals_.empty() && evals_.back().first == step_done_) evals_.pop_back();
     evals_.emplace_back(step_done_, ev.loss);
     if (step_done_ == 0) {
       final_.init_val_loss = ev.loss;

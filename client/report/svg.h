@@ -132,7 +132,8 @@ using Polyline = std::vector<std::pair<double, double>>;
 // Free labels of a chart's points (the l* beside the LR-sensitivity points),
 // the one way every figure places them: each beside its point, centred on
 // it, right of it (left when the right has no room in area), else nudged up
-// or down to the nearest spot inside area clear of the labels placed before
+// or down (the right side's shifts tried before the left's) to a spot inside
+// area clear of the labels placed before
 // it, of every point and of the lines (of the labels and points only, then
 // of the labels only, when no such spot is near), with a leader line back to
 // its point. Labels earlier in the list choose first. A label with no clear

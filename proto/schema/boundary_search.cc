@@ -58,7 +58,9 @@ ProbeOutcome ClassifyProbe(v1::TrialState state, std::optional<double> final_val
   // The one rule of failing to train (no finite loss, the unigram plateau,
   // above max_val_loss), then the improvement on l0. A run that has not
   // converged near the unigram loss is learning: trainable.
-  if (FailedToTrain(*ClassifyTraining(state, final_val_loss, unigram_loss, val_loss_progress, s.max_val_loss))) {
+  const std::optional<TrainingFailure> label =
+      ClassifyTraining(state, final_val_loss, unigram_loss, val_loss_progress, s.max_val_loss);
+  if (!label.has_value() || FailedToTrain(*label)) {  // no label: a state the rule does not judge
     return ProbeOutcome::kUntrainable;
   }
   const double loss = *final_val_loss;

@@ -118,6 +118,8 @@ def apply_overrides(spec: sweep_pb2.SweepSpec, overrides: Mapping[str, Any]) -> 
         field = fields.get(key) or by_json.get(key)
         if field is None:
             raise _invalid(f"overrides: TrainConfig has no field {str(key)[:100]!r}")
+        if value is None:  # ParseDict would clear it, and setattr then store 0 as a set value
+            raise _invalid(f"overrides: {field.name}: None is no value; leave the field out for its default")
         parsed = type(out.base)()
         try:
             json_format.ParseDict({field.name: value}, parsed)

@@ -104,6 +104,9 @@ TEST(ValLossProgressTest, TheLastQuartersFall) {
   p = ValLossProgress({{0, 5.5}, {10, 4.0}, {400, 3.4}}, 400);
   ASSERT_TRUE(p.has_value());
   EXPECT_NEAR(*p, 0.6, 1e-12);
+  // Evaluations too sparse for the last quarter: the reference would be step
+  // 0 (l0), and the fall from initialisation is no progress measure.
+  EXPECT_EQ(ValLossProgress({{0, 5.5}, {350, 3.5}, {400, 3.4}}, 400), std::nullopt);
   // Fewer than 3 evaluations (step 0 counted): not judged.
   EXPECT_EQ(ValLossProgress({{0, 5.5}, {400, 3.4}}, 400), std::nullopt);
   EXPECT_EQ(ValLossProgress({{400, 3.4}}, 400), std::nullopt);

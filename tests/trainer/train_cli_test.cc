@@ -361,18 +361,28 @@ TEST(TrainCliTest, FinalEventReportsTheLastQuartersProgress) {
   ASSERT_TRUE(f.has_val_loss_progress()) << solo.out;
   EXPECT_DOUBLE_EQ(f.val_loss_progress(), evals[6] - evals[8]);
 
+  // Resumed at step 6 of 8: the reference (step 6) comes from the checkpoint.
   const fs::path ckpt = TempDir() / "progress.safetensors";
   Result first = RunTrainer(
-      With({"train", "--lr", "3e-3", "--steps", "4", "--eval-every", "2", "--checkpoint-out", ckpt.string()}, kSmall));
+      With({"train", "--lr", "3e-3", "--steps", "6", "--eval-every", "2", "--checkpoint-out", ckpt.string()}, kSmall));
   ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::map<int, double> before = eval_losses(Events(first.out));
+  ASSERT_EQ(before.size(), 4u) << first.out;  // steps 0, 2, 4, 6
   Result resumed = RunTrainer(
       With({"train", "--lr", "3e-3", "--steps", "8", "--eval-every", "2", "--resume", ckpt.string()}, kSmall));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   evals = eval_losses(Events(resumed.out));
-  ASSERT_EQ(evals.size(), 2u) << resumed.out;  // 6 and 8 in this process; 0, 2, 4 from the checkpoint
+  ASSERT_EQ(evals.size(), 1u) << resumed.out;  // 8 in this process; 0 to 6 from the checkpoint
   f = final_of(Events(resumed.out));
   ASSERT_TRUE(f.has_val_loss_progress()) << resumed.out;
-  EXPECT_DOUBLE_EQ(f.val_loss_progress(), evals[6] - evals[8]);
+  EXPECT_DOUBLE_EQ(f.val_loss_progress(), before.at(6) - evals[8]);
+  // Resumed from its final checkpoint: step 6 is evaluated again, not counted twice.
+  Result again = RunTrainer(
+      With({"train", "--lr", "3e-3", "--steps", "6", "--eval-every", "2", "--resume", ckpt.string()}, kSmall));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  f = final_of(Events(again.out));
+  ASSERT_TRUE(f.has_val_loss_progress()) << again.out;
+  EXPECT_DOUBLE_EQ(f.val_loss_progress(), before.at(4) - eval_losses(Events(again.out)).at(6));
 
   Result two = RunTrainer(With({"train", "--lr", "3e-3", "--steps", "4", "--eval-every", "4"}, kSmall));
   ASSERT_EQ(two.exit_code, 0) << two.err;

@@ -77,3 +77,6 @@ def test_bad_overrides_name_the_field():
         load_spec({"name": "x"}, overrides={"layerz": 2})
     with pytest.raises(normsweep.InvalidArgument, match="layers"):
         load_spec({"name": "x"}, overrides={"layers": "many"})
+    # None would be cleared and then stored as a set 0: refused, not run as beta2 = 0.
+    with pytest.raises(normsweep.InvalidArgument, match="beta2: None is no value"):
+        load_spec({"name": "x"}, overrides={"beta2": None})
