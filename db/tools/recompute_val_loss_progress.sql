@@ -13,7 +13,7 @@
 --
 -- It prints the trials it updated. The views read the column at once.
 \set ON_ERROR_STOP on
-WITH todo AS (
+WITH unjudged AS (
   SELECT t.id, (t.config ->> 'steps')::bigint AS steps
   FROM trials t
   WHERE t.state = 'SUCCEEDED' AND t.val_loss_progress IS NULL
@@ -21,7 +21,7 @@ WITH todo AS (
 ),
 evals AS (
   SELECT d.id, d.steps, m.step, m.val_loss
-  FROM todo d
+  FROM unjudged d
   JOIN trial_metrics m ON m.trial_id = d.id
   WHERE m.val_loss IS NOT NULL
 ),

@@ -7,6 +7,7 @@
 #define NORMSWEEP_TESTS_COMMON_VIEWS_TEST_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,8 @@ struct TrialRow {
   std::optional<double> final_val_loss;
   std::optional<double> init_val_loss;  // the column; a step-0 metric row is the test's to insert
   std::string config = "{}";            // JSON
+  std::optional<double> unigram_loss;        // FinishTrial's, for the failure rule
+  std::optional<double> val_loss_progress;   // FinishTrial's, for the failure rule
 };
 
 class ViewsTest : public ::testing::Test {
@@ -41,6 +44,9 @@ class ViewsTest : public ::testing::Test {
   // A trial of `sweep`, the next index of that sweep; returns its id, or 0
   // after failing the test.
   int64_t AddTrial(int64_t sweep, const TrialRow& row);
+  // trial_loss_values.failure of each trial of the sweep, by trial id
+  // ("NULL" for NULL: not judged).
+  std::map<int64_t, std::string> Failures(int64_t sweep);
   // GetSweepAnalysis through the store; an empty response after failing
   // the test.
   v1::GetSweepAnalysisResponse Analysis(int64_t sweep, double tolerance = 0.05);

@@ -161,21 +161,9 @@ class NotConvergedViewsTest : public testing::ViewsTest {
  protected:
   int64_t Add(int64_t sweep, const std::string& placement, double lr, int seed, const std::string& state,
               std::optional<double> final_val_loss, std::optional<double> progress) {
-    const int64_t id = AddTrial(sweep, {.variant = "", .placement = placement, .peak_lr = lr, .seed = seed,
-                                        .state = state, .final_val_loss = final_val_loss, .init_val_loss = {}});
-    auto r = conn_->Exec("UPDATE trials SET unigram_loss = $2, val_loss_progress = $3 WHERE id = $1",
-                         PgParams().Add(id).Add(kUnigram).AddOptional(progress));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return id;
-  }
-
-  std::map<int64_t, std::string> Failures(int64_t sweep) {
-    std::map<int64_t, std::string> out;
-    auto r = conn_->Exec("SELECT trial_id, coalesce(failure, 'NULL') FROM trial_loss_values WHERE sweep_id = $1",
-                         PgParams().Add(sweep));
-    EXPECT_TRUE(r.ok()) << r.status();
-    for (int i = 0; r.ok() && i < r->rows(); ++i) out[r->GetInt64(i, 0)] = r->GetString(i, 1);
-    return out;
+    return AddTrial(sweep, {.placement = placement, .peak_lr = lr, .seed = seed, .state = state,
+                            .final_val_loss = final_val_loss, .unigram_loss = kUnigram,
+                            .val_loss_progress = progress});
   }
 };
 
@@ -291,11 +279,7 @@ TEST_F(RecomputeScriptTest, FillsTheTrainersProgressFromStoredMetrics) {
     if (t.index() == 3) f.mutable_result()->set_val_loss_progress(0.01);
     ASSERT_TRUE(store_->FinishTrial(f, kT0).ok());
   }
-  const auto failure = [&](int index) {
-    auto r = conn_->Exec("SELECT failure FROM trial_loss_values WHERE trial_id = $1", PgParams().Add(ids[index]));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->GetString(0, 0) : std::string();
-  };
+  const auto failure = [&](int index) { return Failures(sweep)[ids[index]]; };
   EXPECT_EQ(failure(0), "plateau");  // stored before its progress: the plateau rule as it stood
   const auto update_seq = [&] {
     auto r = conn_->Exec("SELECT update_seq FROM trials WHERE id = $1", PgParams().Add(ids[0]));

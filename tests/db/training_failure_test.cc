@@ -161,23 +161,8 @@ class TrainingFailureViewsTest : public testing::ViewsTest {
   // A trial as the views read it, with the unigram loss its finish stored.
   int64_t Add(int64_t sweep, const std::string& placement, double lr, int seed, const std::string& state,
               std::optional<double> final_val_loss, std::optional<double> unigram_loss) {
-    const int64_t id = AddTrial(sweep, {.variant = "", .placement = placement, .peak_lr = lr, .seed = seed,
-                                        .state = state, .final_val_loss = final_val_loss, .init_val_loss = {}});
-    auto r = conn_->Exec("UPDATE trials SET unigram_loss = $2 WHERE id = $1",
-                         PgParams().Add(id).AddOptional(unigram_loss));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return id;
-  }
-
-  // trial_loss_values.failure of each trial of the sweep ("NULL" for NULL).
-  std::map<int64_t, std::string> Failures(int64_t sweep) {
-    std::map<int64_t, std::string> out;
-    auto r = conn_->Exec("SELECT trial_id, coalesce(failure, 'NULL') FROM trial_loss_values WHERE sweep_id = $1",
-                         PgParams().Add(sweep));
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return out;
-    for (int i = 0; i < r->rows(); ++i) out[r->GetInt64(i, 0)] = r->GetString(i, 1);
-    return out;
+    return AddTrial(sweep, {.placement = placement, .peak_lr = lr, .seed = seed, .state = state,
+                            .final_val_loss = final_val_loss, .unigram_loss = unigram_loss});
   }
 
   static const v1::GridCell* Cell(const v1::GetSweepAnalysisResponse& a, const std::string& placement, double lr) {

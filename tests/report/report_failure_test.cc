@@ -78,14 +78,7 @@ TEST(ReportFailureTest, APlateauAboveTheBestLrIsTheFirstFailure) {
 // failure is the divergence again.
 TEST(ReportFailureTest, ARunStillLearningIsNotConvergedNotAFailure) {
   Figures fig = LiteratureFigures();
-  const int64_t learning = AddPlateau(fig);
-  for (v1::GetTrialResponse& t : fig.data.trials) {
-    if (t.trial().id() == learning) t.mutable_trial()->mutable_result()->set_val_loss_progress(0.2);
-  }
-  v1::GridCell& c = *fig.data.analysis.mutable_cells(fig.data.analysis.cells_size() - 1);
-  c.set_plateaued(0);
-  c.set_not_converged(1);
-  c.set_failure_rate(0);
+  const int64_t learning = testing::AddNotConverged(fig);
   v1::PlacementSensitivity& p = *fig.data.analysis.add_placements();
   p.set_placement("post");
   p.set_trials(13);

@@ -215,6 +215,16 @@ int64_t AddPlateau(Figures& fig) {
   return id;
 }
 
+int64_t AddNotConverged(Figures& fig) {
+  const int64_t id = AddPlateau(fig);
+  fig.data.trials.back().mutable_trial()->mutable_result()->set_val_loss_progress(0.2);
+  v1::GridCell& c = *fig.data.analysis.mutable_cells(fig.data.analysis.cells_size() - 1);
+  c.set_plateaued(0);
+  c.set_not_converged(1);
+  c.set_failure_rate(0);
+  return id;
+}
+
 void SetCloseLStar(Figures& fig) {
   for (v1::LrSensitivity& r : *fig.data.analysis.mutable_lr_sensitivity()) {
     if (r.warmup_steps() != 100) continue;

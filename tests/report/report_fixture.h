@@ -55,6 +55,11 @@ Figures LiteratureFigures();
 // rate 1): Post-LN's first failure above its best lr. Returns its id.
 int64_t AddPlateau(Figures& fig);
 
+// AddPlateau's trial still learning at its end (val_loss_progress 0.2):
+// not converged, no failure; its grid cell counts it in not_converged
+// (plateaued 0, failure rate 0). Returns its id.
+int64_t AddNotConverged(Figures& fig);
+
 // LiteratureFigures' LR sensitivity at warm-up 100 made close: Post-LN 1.0
 // with l* 2.312, Pre-LN 1.1 with l* 2.238, its point 15 px above
 // Post-LN's; their l* labels were drawn on top of each other (issue 34).

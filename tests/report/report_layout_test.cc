@@ -96,10 +96,7 @@ TEST(ReportLayoutTest, NoTwoTextsOfAFigureOverlapWithAPlateau) {
 // A not-converged cell: its "n.c." in the heatmap and the legend's two lines.
 TEST(ReportLayoutTest, NoTwoTextsOfAFigureOverlapWithANotConvergedCell) {
   Figures fig = LiteratureFigures();
-  testing::AddPlateau(fig);
-  v1::GridCell& c = *fig.data.analysis.mutable_cells(fig.data.analysis.cells_size() - 1);
-  c.set_plateaued(0);
-  c.set_not_converged(1);
+  testing::AddNotConverged(fig);
   ExpectNoOverlap(fig.data, "not converged");
 }
 
