@@ -35,13 +35,29 @@ limit at the width of the matrix product that side ran (the final event's
 against the 512-bit limit, packed avx2 or Haswell/Zen ones against the
 256-bit one), with --threads threads.
 
+With --compare-bits it compares instead of timing: A and B on the same
+training runs must agree bit for bit (a refactoring's before and after).
+Every placement x qk_norm x norm x z_loss x positions x threads 1 and 2 x
+each CPU kernel variant this machine runs, with dropout 0.1, 20 steps of a
+small model (4 layers, d_model 32), then each placement on the default
+model: every event line with its timings (elapsed_s, [mean_]tokens_per_s) and the
+"kernels" text dropped, and a SHA-256 of each tensor of the final
+checkpoint (weights and optimizer moments). Prints a table of the runs and
+exits non-zero on any difference:
+
+  tests/bench/trainer_ab.py --compare-bits /tmp/before/normsweep-train build/trainer/normsweep-train
+
 A program that prints figures, not a test; it exits non-zero only when
 something could not be run.
 """
 
 import argparse
+import hashlib
+import itertools
 import json
 import os
+import struct
+import tempfile
 import statistics
 import subprocess
 import sys
@@ -64,6 +80,8 @@ def parse_args():
     p.add_argument("--max-wait", type=float, default=1800.0, help="seconds of waiting for calm in all")
     p.add_argument("--a-env", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--b-env", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--compare-bits", action="store_true",
+                   help="check that A and B train bit for bit alike instead of timing them")
     p.add_argument("--fma-peak", default=os.path.join(REPO, "build", "tests", "bench", "fma_peak"),
                    help="the fma_peak binary (tests/bench/fma_peak.cc); absent: no share printed")
     args = p.parse_args()
@@ -191,8 +209,127 @@ def summary(values):
     return f"min {min(values):8.0f}  median {statistics.median(values):8.0f}  max {max(values):8.0f}"
 
 
+TIMING_KEYS = ("elapsed_s", "tokens_per_s", "mean_tokens_per_s", "kernels")
+
+
+def cpu_variants():
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    variants = ["baseline"]
+    if {"avx2", "fma"} <= flags:
+        variants.append("avx2")
+    if {"avx512f", "avx512vl", "avx512bw", "avx512dq"} <= flags:
+        variants.append("avx512")
+    return variants
+
+
+def strip_timings(value):
+    if isinstance(value, dict):
+        return {k: strip_timings(v) for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [strip_timings(v) for v in value]
+    return value
+
+
+def tensor_hashes(path):
+    """name -> SHA-256 of the tensor's bytes, for each tensor of a safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    return {name: hashlib.sha256(body[spec["data_offsets"][0]:spec["data_offsets"][1]]).hexdigest()
+            for name, spec in header.items() if name != "__metadata__"}
+
+
+def bits_run(trainer, env, flags, workdir, tag):
+    """The run's events (timings dropped) and its final checkpoint's tensor hashes."""
+    checkpoint = os.path.join(workdir, tag + ".safetensors")
+    cmd = [trainer, "train", "--checkpoint-out", checkpoint] + flags
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: {' '.join(cmd)} exited {proc.returncode}\n{proc.stderr.strip()[-2000:]}")
+    events = [strip_timings(json.loads(line)) for line in proc.stdout.splitlines() if line.startswith("{")]
+    hashes = tensor_hashes(checkpoint)
+    os.remove(checkpoint)
+    return events, hashes
+
+
+def first_difference(a, b):
+    events_a, hashes_a = a
+    events_b, hashes_b = b
+    for i, (x, y) in enumerate(zip(events_a, events_b)):
+        if x != y:
+            return f"event {i} ({x.get('type')} step {x.get('step')})"
+    if len(events_a) != len(events_b):
+        return f"{len(events_a)} events against {len(events_b)}"
+    if hashes_a.keys() != hashes_b.keys():
+        return "checkpoint tensor names"
+    for name in hashes_a:
+        if hashes_a[name] != hashes_b[name]:
+            return f"tensor {name}"
+    return ""
+
+
+def compare_bits(args):
+    print(machine())
+    print(f"uptime before: {uptime()}")
+    print(f"A: {args.a}\nB: {args.b}", flush=True)
+    variants = cpu_variants()
+    small = ["--layers", "4", "--d-model", "32", "--heads", "4", "--d-ff", "64", "--seq-len", "16",
+             "--batch-size", "8", "--steps", "20", "--eval-every", "10", "--eval-batches", "2", "--lr", "3e-3",
+             "--warmup-steps", "5", "--dropout", "0.1", "--seed", "7"]
+    placements = ["post", "pre", "peri", "deepnorm", "mix"]
+    cases = []
+    for placement, qk, norm, z_loss, positions in itertools.product(
+            placements, (False, True), ("layernorm", "rmsnorm"), ("0", "1e-3"), ("learned", "sinusoidal")):
+        flags = small + ["--placement", placement, "--norm", norm, "--z-loss", z_loss, "--positions", positions]
+        if qk:
+            flags.append("--qk-norm")
+        name = f"{placement} {'qk_norm ' if qk else ''}{norm} z_loss {z_loss} {positions}"
+        cases.append((placement, name, flags))
+    default_model = ["--steps", "20", "--eval-every", "10", "--eval-batches", "2", "--lr", "1e-3",
+                     "--warmup-steps", "5", "--dropout", "0.1", "--seed", "7"]
+    for placement in placements:
+        cases.append((placement, f"{placement} default model", default_model + ["--placement", placement]))
+    rows = {}  # placement -> [runs, same]
+    differences = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for placement, name, flags in cases:
+            for threads, variant in itertools.product((1, 2), variants):
+                env = dict(os.environ, NORMSWEEP_CPU_KERNELS=variant)
+                env.pop("OPENBLAS_CORETYPE", None)
+                run_flags = flags + ["--threads", str(threads)]
+                a = bits_run(args.a, env, run_flags, workdir, "a")
+                b = bits_run(args.b, env, run_flags, workdir, "b")
+                diff = first_difference(a, b)
+                row = rows.setdefault(placement, [0, 0, 0])
+                row[0] += 1
+                row[1] += not diff
+                row[2] += len(a[0])
+                if diff:
+                    differences.append(f"{name}, threads {threads}, {variant}: first difference at {diff}")
+                    print(f"DIFFERENT: {differences[-1]}", flush=True)
+    print(f"uptime after: {uptime()}")
+    print(f"kernel variants: {', '.join(variants)}; threads 1 and 2; dropout 0.1; 20 steps")
+    print("| placement | runs | identical | events compared |")
+    print("|---|---|---|---|")
+    for placement in placements:
+        runs, same, events = rows[placement]
+        print(f"| {placement} | {runs} | {same} | {events} |")
+    total = sum(r[0] for r in rows.values())
+    print(f"{total - len(differences)} of {total} runs identical (events and checkpoint tensors)")
+    return 1 if differences else 0
+
+
 def main():
     args = parse_args()
+    if args.compare_bits:
+        return compare_bits(args)
     sides = {"A": (args.a, environment(args.a_env), args.a_env), "B": (args.b, environment(args.b_env), args.b_env)}
     print(machine())
     print(f"uptime before: {uptime()}")

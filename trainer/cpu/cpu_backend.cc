@@ -10,6 +10,7 @@
 #include "trainer/cpu/kernel_variant.h"
 #include "trainer/cpu/ops.h"
 #include "trainer/optimizer.h"
+#include "trainer/program/block_program.h"
 #include "trainer/rng.h"
 
 namespace normsweep::trainer::cpu {
@@ -50,18 +51,6 @@ void NormBackward(NormKind kind, float* dinp, float* dw, float* db, const float*
   }
 }
 
-// out = alpha * x + s (DeepNorm's residual; plain Add when alpha is 1).
-void Residual(float* out, const float* x, const float* s, float alpha, size_t n) {
-  if (alpha == 1.0f) {
-    Add(out, x, s, n);
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) out[i] = alpha * x[i] + s[i];
-}
-
-void Scale(float* x, float a, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] *= a;
-}
 }  // namespace
 
 StatusOr<std::unique_ptr<Backend>> CpuBackend::Create(const BackendOptions& options) {
@@ -111,38 +100,10 @@ void CpuBackend::EnsureCapacity(int B) {
   // A part holds at most ceil(B / threads) sequences (one when B < threads).
   const int per_part = (B + options_.threads - 1) / options_.threads;
   if (per_part <= part_capacity_) return;
-  const size_t N = static_cast<size_t>(per_part) * model_.seq_len;
-  const size_t C = model_.d_model, F = model_.d_ff;
-  const bool dropout = model_.dropout > 0.0f;
   for (Part& part : parts_) {
     // Lay out every buffer of the part in one arena.
     BufferPlan plan;
-    plan.push_back({&part.emb_out, N * C});
-    if (dropout) plan.push_back({&part.emb_mask, N * C});
-    if (layout_.has_emb_ln()) {
-      plan.push_back({&part.emb_ln_out, N * C});
-      plan.push_back({&part.emb_ln_mean, N});
-      plan.push_back({&part.emb_ln_rstd, N});
-    }
-    PlanBlockActivations(model_, per_part, &part.blocks, &plan);
-    plan.push_back({&part.lnf_out, N * C});
-    plan.push_back({&part.lnf_mean, N});
-    plan.push_back({&part.lnf_rstd, N});
-    plan.push_back({&part.logits, N * kVocabSize});
-    plan.push_back({&part.probs, N * kVocabSize});
-    plan.push_back({&part.row_loss, N});
-    plan.push_back({&part.row_log_z, N});
-    plan.push_back({&part.grad_res_a, N * C});
-    plan.push_back({&part.grad_res_b, N * C});
-    plan.push_back({&part.grad_masked, N * C});
-    plan.push_back({&part.grad_atty, N * C});
-    plan.push_back({&part.grad_qkv, N * 3 * C});
-    plan.push_back({&part.grad_fc1_act, N * F});
-    if (layout_.has_emb_ln()) plan.push_back({&part.grad_norm_in, N * C});  // Peri-LN
-    if (model_.qk_norm) {
-      plan.push_back({&part.grad_qk, N * C});
-      plan.push_back({&part.grad_qk_raw, N * C});
-    }
+    PlanActivations(model_, layout_, per_part, &part.acts, &plan);
     part.arena.assign(ArenaFloats(plan, 16) + 16, 0.0f);  // 64-byte aligned chunks
     float* base = part.arena.data();
     while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
@@ -180,294 +141,166 @@ Status CpuBackend::GetOptimizerState(std::vector<float>* m, std::vector<float>* 
   return OkStatus();
 }
 
-void CpuBackend::QkNormForward(BlockActivations& a, const BlockOffsets& w, int N) {
-  // Each token's q (and k) is H contiguous rows of hd in qkv: copy them
-  // aside, then normalise the copy back into qkv, token by token.
-  const int C = model_.d_model, H = model_.heads, hd = model_.head_dim();
-  const float* P = params_.data();
-  for (int n = 0; n < N; ++n) {
-    float* q = a.qkv + static_cast<size_t>(n) * 3 * C;
-    float* k = q + C;
-    float* q_raw = a.q_raw + static_cast<size_t>(n) * C;
-    float* k_raw = a.k_raw + static_cast<size_t>(n) * C;
-    std::memcpy(q_raw, q, sizeof(float) * C);
-    std::memcpy(k_raw, k, sizeof(float) * C);
-    NormForward(model_.norm, q, a.q_mean + static_cast<size_t>(n) * H, a.q_rstd + static_cast<size_t>(n) * H, q_raw,
-                P + w.qn_w, P + w.qn_b, H, hd);
-    NormForward(model_.norm, k, a.k_mean + static_cast<size_t>(n) * H, a.k_rstd + static_cast<size_t>(n) * H, k_raw,
-                P + w.kn_w, P + w.kn_b, H, hd);
-  }
-}
+class CpuBackend::PartOps final : public Ops {
+ public:
+  // inputs and targets: the part's rows of the batch; mask_first: the
+  // part's first element in the whole batch's dropout masks; loss_scale:
+  // 1 / the whole batch's target count.
+  PartOps(CpuBackend& backend, Part& part, const int32_t* inputs, const int32_t* targets, size_t mask_first,
+          uint64_t dropout_seed, float loss_scale)
+      : backend_(backend), part_(part), inputs_(inputs), targets_(targets), mask_first_(mask_first),
+        dropout_seed_(dropout_seed), loss_scale_(loss_scale) {}
 
-void CpuBackend::QkNormBackward(Part& part, BlockActivations& a, const BlockOffsets& w, float* G, int N) {
-  // The norms' weights are shared by all N*H rows, so their backward runs
-  // once over the gathered (N*H, hd) gradient.
-  const int C = model_.d_model, H = model_.heads, hd = model_.head_dim();
-  const float* P = params_.data();
-  const size_t NC = static_cast<size_t>(N) * C;
-  for (int which = 0; which < 2; ++which) {  // q, then k
-    const size_t off = which == 0 ? 0 : static_cast<size_t>(C);
-    for (int n = 0; n < N; ++n) {
-      std::memcpy(part.grad_qk + static_cast<size_t>(n) * C, part.grad_qkv + static_cast<size_t>(n) * 3 * C + off,
-                  sizeof(float) * C);
+  const CrossEntropyStats& loss() const { return ce_; }
+
+  void Embed(float* out, const float* tok_emb, const float* pos, int B, int T, int C, float scale) override {
+    EncoderForward(out, inputs_, tok_emb, pos, B, T, C, scale);
+  }
+  void EmbedBackward(float* dtok_emb, float* dpos, const float* dout, int B, int T, int C, float scale) override {
+    if (dpos != nullptr) std::memset(dpos, 0, sizeof(float) * static_cast<size_t>(T) * C);
+    EncoderBackward(dtok_emb, dpos, dout, inputs_, B, T, C, kVocabSize, scale);
+  }
+  void Matmul(float* out, const float* inp, const float* w, const float* b, int N, int I, int O) override {
+    MatmulForward(out, inp, w, b, N, I, O);
+  }
+  void MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w, int N,
+                      int I, int O, bool accumulate) override {
+    cpu::MatmulBackward(dinp, dw, db, dout, inp, w, N, I, O, accumulate);
+  }
+  void Norm(NormShape s, float* out, NormStats stats, const float* inp, NormWeights w) override {
+    NormForward(s.kind, out, stats.mean, stats.rstd, inp, w.w, w.b, s.rows, s.width);
+  }
+  void NormBackward(NormShape s, float* dinp, NormGrads g, const float* dout, const float* inp, NormWeights w,
+                    NormStats stats) override {
+    cpu::NormBackward(s.kind, dinp, g.dw, g.db, dout, inp, w.w, stats.mean, stats.rstd, s.rows, s.width);
+  }
+  void QkNorm(const QkNormArgs& a) override {
+    // Each token's q (and k) is H contiguous rows of hd in qkv: copy them
+    // aside, then normalise the copy back into qkv, token by token.
+    const int C = a.C, H = a.H, hd = a.C / a.H;
+    for (int n = 0; n < a.N; ++n) {
+      float* q = a.qkv + static_cast<size_t>(n) * 3 * C;
+      float* k = q + C;
+      float* q_raw = a.q_raw + static_cast<size_t>(n) * C;
+      float* k_raw = a.k_raw + static_cast<size_t>(n) * C;
+      std::memcpy(q_raw, q, sizeof(float) * C);
+      std::memcpy(k_raw, k, sizeof(float) * C);
+      NormForward(a.kind, q, a.q.mean + static_cast<size_t>(n) * H, a.q.rstd + static_cast<size_t>(n) * H, q_raw,
+                  a.qw.w, a.qw.b, H, hd);
+      NormForward(a.kind, k, a.k.mean + static_cast<size_t>(n) * H, a.k.rstd + static_cast<size_t>(n) * H, k_raw,
+                  a.kw.w, a.kw.b, H, hd);
     }
-    std::memset(part.grad_qk_raw, 0, sizeof(float) * NC);
-    if (which == 0) {
-      NormBackward(model_.norm, part.grad_qk_raw, G + w.qn_w, G + w.qn_b, part.grad_qk, a.q_raw, P + w.qn_w, a.q_mean,
-                   a.q_rstd, N * H, hd);
+  }
+  void QkNormBackward(const QkNormArgs& a, float* dqkv, NormGrads gq, NormGrads gk) override {
+    // The norms' weights are shared by all N*H rows, so their backward runs
+    // once over the gathered (N*H, hd) gradient (in scratch; the input's
+    // gradient in scratch2).
+    const int C = a.C, H = a.H, hd = a.C / a.H, N = a.N;
+    const size_t NC = static_cast<size_t>(N) * C;
+    for (int which = 0; which < 2; ++which) {  // q, then k
+      const size_t off = which == 0 ? 0 : static_cast<size_t>(C);
+      for (int n = 0; n < N; ++n) {
+        std::memcpy(a.scratch + static_cast<size_t>(n) * C, dqkv + static_cast<size_t>(n) * 3 * C + off,
+                    sizeof(float) * C);
+      }
+      std::memset(a.scratch2, 0, sizeof(float) * NC);
+      if (which == 0) {
+        cpu::NormBackward(a.kind, a.scratch2, gq.dw, gq.db, a.scratch, a.q_raw, a.qw.w, a.q.mean, a.q.rstd, N * H,
+                          hd);
+      } else {
+        cpu::NormBackward(a.kind, a.scratch2, gk.dw, gk.db, a.scratch, a.k_raw, a.kw.w, a.k.mean, a.k.rstd, N * H,
+                          hd);
+      }
+      for (int n = 0; n < N; ++n) {
+        std::memcpy(dqkv + static_cast<size_t>(n) * 3 * C + off, a.scratch2 + static_cast<size_t>(n) * C,
+                    sizeof(float) * C);
+      }
+    }
+  }
+  void Attention(int layer, float* out, float* att, const float* qkv, int B, int T, int C, int H) override {
+    const bool record = backend_.record_attn_max_;
+    AttentionForward(out, att, qkv, B, T, C, H, record ? part_.head_max.data() : nullptr);
+    if (record) {
+      float& m = part_.block_max[static_cast<size_t>(layer)];
+      for (int i = 0; i < B * H; ++i) m = std::max(m, part_.head_max[static_cast<size_t>(i)]);
+    }
+  }
+  void AttentionBackward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C,
+                         int H) override {
+    cpu::AttentionBackward(dqkv, dout, qkv, att, B, T, C, H);
+  }
+  void Relu(float* x, size_t n) override { ReluForward(x, n); }
+  void ReluBackward(float* dx, const float* dy, const float* act, size_t n) override {
+    cpu::ReluBackward(dx, dy, act, n);
+  }
+  void Residual(float* out, float a, const float* x, float b, const float* s, size_t n) override {
+    // In this file, compiled for plain x86-64: no fused multiply-add.
+    if (a == 1.0f && b == 1.0f) {
+      Add(out, x, s, n);
+    } else if (b == 1.0f) {
+      for (size_t i = 0; i < n; ++i) out[i] = a * x[i] + s[i];
     } else {
-      NormBackward(model_.norm, part.grad_qk_raw, G + w.kn_w, G + w.kn_b, part.grad_qk, a.k_raw, P + w.kn_w, a.k_mean,
-                   a.k_rstd, N * H, hd);
-    }
-    for (int n = 0; n < N; ++n) {
-      std::memcpy(part.grad_qkv + static_cast<size_t>(n) * 3 * C + off, part.grad_qk_raw + static_cast<size_t>(n) * C,
-                  sizeof(float) * C);
+      for (size_t i = 0; i < n; ++i) out[i] = a * x[i] + b * s[i];
     }
   }
-}
-
-const float* CpuBackend::BlockForward(Part& part, int l, const float* x, int B, int T, size_t mask_first,
-                                      uint64_t dropout_seed) {
-  const int C = model_.d_model, F = model_.d_ff, H = model_.heads;
-  const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C;
-  const float* P = params_.data();
-  const bool dropout = dropout_active_;
-  const float p_drop = model_.dropout;
-  const NormKind nk = model_.norm;
-  const float alpha = static_cast<float>(model_.ResidualAlpha());
-  BlockActivations& a = part.blocks[static_cast<size_t>(l)];
-  const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
-  a.x_in = const_cast<float*>(x);
-  // Pre-LN and Peri-LN normalise each sublayer's input; Post-LN and
-  // DeepNorm the residual sum; Peri-LN also the sublayer's output.
-  const bool norm_in = !a.norm_after_residual();
-  const bool peri = a.kind == Placement::kPeriLN;
-  // Attention sublayer.
-  const float* attn_in = x;
-  if (norm_in) {
-    NormForward(nk, a.ln1_out, a.ln1_mean, a.ln1_rstd, x, P + w.ln1_w, P + w.ln1_b, N, C);
-    attn_in = a.ln1_out;
+  void Scale(float* x, float a, size_t n) override {
+    for (size_t i = 0; i < n; ++i) x[i] *= a;
   }
-  MatmulForward(a.qkv, attn_in, P + w.qkv_w, P + w.qkv_b, N, C, 3 * C);
-  if (model_.qk_norm) QkNormForward(a, w, N);
-  AttentionForward(a.atty, a.att, a.qkv, B, T, C, H, record_attn_max_ ? part.head_max.data() : nullptr);
-  if (record_attn_max_) {
-    float& m = part.block_max[static_cast<size_t>(l)];
-    for (int i = 0; i < B * H; ++i) m = std::max(m, part.head_max[static_cast<size_t>(i)]);
+  void Zero(float* x, size_t n) override { std::memset(x, 0, sizeof(float) * n); }
+  void Multiply(float* out, const float* x, const float* y, size_t n) override { cpu::Multiply(out, x, y, n); }
+  void Dropout(float* x, float* mask, size_t n, float p, uint64_t stream) override {
+    // The masks are drawn for the whole batch's rows, so that a part takes
+    // its rows' slice of each: the same masks for any thread count.
+    MakeDropoutMaskSlice(mask, mask_first_, n, p, MixSeed(dropout_seed_, stream));
+    cpu::Multiply(x, x, mask, n);
   }
-  MatmulForward(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C);
-  float* s1 = a.attn_out;
-  if (peri) {
-    NormForward(nk, a.ln1o_out, a.ln1o_mean, a.ln1o_rstd, a.attn_out, P + w.ln1o_w, P + w.ln1o_b, N, C);
-    s1 = a.ln1o_out;
+  void CrossEntropy(float* probs, float* row_loss, float* row_log_z, const float* logits, int N, int V) override {
+    ce_ = CrossEntropyForward(probs, row_loss, row_log_z, logits, targets_, N, V);
   }
-  if (dropout) {
-    MakeDropoutMaskSlice(a.attn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 1));
-    Multiply(s1, s1, a.attn_mask, NC);
+  void CrossEntropyBackward(float* dlogits, const float* probs, int N, int V) override {
+    cpu::CrossEntropyBackward(dlogits, probs, targets_, N, V, loss_scale_);
   }
-  Residual(a.res1, x, s1, alpha, NC);
-  const float* x1 = a.res1;
-  if (!norm_in) {
-    NormForward(nk, a.ln1_out, a.ln1_mean, a.ln1_rstd, a.res1, P + w.ln1_w, P + w.ln1_b, N, C);
-    x1 = a.ln1_out;
-  }
-  // FFN sublayer.
-  const float* ffn_in = x1;
-  if (norm_in) {
-    NormForward(nk, a.ln2_out, a.ln2_mean, a.ln2_rstd, x1, P + w.ln2_w, P + w.ln2_b, N, C);
-    ffn_in = a.ln2_out;
-  }
-  MatmulForward(a.fc1_act, ffn_in, P + w.fc1_w, P + w.fc1_b, N, C, F);
-  ReluForward(a.fc1_act, static_cast<size_t>(N) * F);
-  MatmulForward(a.ffn_out, a.fc1_act, P + w.fc2_w, P + w.fc2_b, N, F, C);
-  float* s2 = a.ffn_out;
-  if (peri) {
-    NormForward(nk, a.ln2o_out, a.ln2o_mean, a.ln2o_rstd, a.ffn_out, P + w.ln2o_w, P + w.ln2o_b, N, C);
-    s2 = a.ln2o_out;
-  }
-  if (dropout) {
-    MakeDropoutMaskSlice(a.ffn_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 2 * l + 2));
-    Multiply(s2, s2, a.ffn_mask, NC);
-  }
-  Residual(a.res2, x1, s2, alpha, NC);
-  if (!norm_in) NormForward(nk, a.ln2_out, a.ln2_mean, a.ln2_rstd, a.res2, P + w.ln2_w, P + w.ln2_b, N, C);
-  return a.out();
-}
-
-LossStats CpuBackend::Forward(Part& part, const Batch& batch, Slice s, uint64_t dropout_seed) {
-  const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model;
-  const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C;
-  // Dropout masks are drawn for the whole batch's (B*T, C) activations, so a
-  // part takes its rows' slice of each: the same masks for any thread count.
-  const size_t mask_first = static_cast<size_t>(s.b0) * T * C;
-  const int32_t* inputs = batch.inputs.data() + static_cast<size_t>(s.b0) * T;
-  const int32_t* targets = batch.targets.data() + static_cast<size_t>(s.b0) * T;
-  const float* P = params_.data();
-  const bool dropout = dropout_active_;
-  const float p_drop = model_.dropout;
-  const NormKind nk = model_.norm;
-
-  const float* pos = layout_.has_pos_emb() ? P + layout_.pos_emb() : sin_pos_.data();
-  EncoderForward(part.emb_out, inputs, P + layout_.tok_emb(), pos, B, T, C, std::sqrt(static_cast<float>(C)));
-  float* x0 = part.emb_out;
-  if (layout_.has_emb_ln()) {
-    NormForward(nk, part.emb_ln_out, part.emb_ln_mean, part.emb_ln_rstd, part.emb_out, P + layout_.lnemb_w(),
-                P + layout_.lnemb_b(), N, C);
-    x0 = part.emb_ln_out;
-  }
-  if (dropout) {
-    MakeDropoutMaskSlice(part.emb_mask, mask_first, NC, p_drop, MixSeed(dropout_seed, 0));
-    Multiply(x0, x0, part.emb_mask, NC);
+  void CrossEntropyZLossBackward(float* dlogits, const float* probs, const float* row_log_z, int N, int V,
+                                 float z_loss) override {
+    cpu::CrossEntropyZLossBackward(dlogits, probs, row_log_z, targets_, N, V, loss_scale_, z_loss);
   }
 
-  const float* x = x0;
-  for (int l = 0; l < model_.layers; ++l) x = BlockForward(part, l, x, B, T, mask_first, dropout_seed);
-  const float* h = x;
-  if (layout_.has_final_ln()) {
-    NormForward(nk, part.lnf_out, part.lnf_mean, part.lnf_rstd, x, P + layout_.lnf_w(), P + layout_.lnf_b(), N, C);
-    h = part.lnf_out;
-  }
-  MatmulForward(part.logits, h, P + layout_.head_w(), P + layout_.head_b(), N, C, kVocabSize);
-  CrossEntropyStats ce =
-      CrossEntropyForward(part.probs, part.row_loss, part.row_log_z, part.logits, targets, N, kVocabSize);
+ private:
+  CpuBackend& backend_;
+  Part& part_;
+  const int32_t* inputs_;
+  const int32_t* targets_;
+  size_t mask_first_;
+  uint64_t dropout_seed_;
+  float loss_scale_;
+  CrossEntropyStats ce_;
+};
+
+LossStats CpuBackend::RunPart(Part& part, const Batch& batch, Slice s, uint64_t dropout_seed, int64_t count,
+                              float* G) {
+  const int B = s.b1 - s.b0, T = batch.seq_len;
+  const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+  PartOps ops(*this, part, batch.inputs.data() + static_cast<size_t>(s.b0) * T,
+              batch.targets.data() + static_cast<size_t>(s.b0) * T, static_cast<size_t>(s.b0) * T * model_.d_model,
+              dropout_seed, scale);
+  PassArgs args;
+  args.B = B;
+  args.T = T;
+  args.params = params_.data();
+  args.grads = G;
+  args.sin_pos = sin_pos_.data();
+  args.dropout = dropout_active_;
+  args.z_loss = options_.z_loss;
+  ForwardPass(model_, layout_, ops, part.acts, args);
+  const CrossEntropyStats& ce = ops.loss();
   LossStats stats;
   stats.loss_sum = ce.loss_sum;
   stats.count = ce.count;
   stats.correct = ce.correct;
   stats.log_z_sum = ce.log_z_sum;
-  stats.log_z_sq_sum = SumOfSquares(part.row_log_z, static_cast<size_t>(N));  // ignored rows hold 0
+  stats.log_z_sq_sum = SumOfSquares(part.acts.row_log_z, static_cast<size_t>(B) * T);  // ignored rows hold 0
+  if (G != nullptr) BackwardPass(model_, layout_, ops, part.acts, args);
   return stats;
-}
-
-void CpuBackend::BlockBackward(Part& part, int l, int B, int T, float* G, float*& dx, float*& dtmp) {
-  const int C = model_.d_model, F = model_.d_ff, H = model_.heads;
-  const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C;
-  const float* P = params_.data();
-  const NormKind nk = model_.norm;
-  const float alpha = static_cast<float>(model_.ResidualAlpha());
-  BlockActivations& a = part.blocks[static_cast<size_t>(l)];
-  const BlockOffsets& w = layout_.blocks()[static_cast<size_t>(l)];
-  const bool norm_in = !a.norm_after_residual();
-  const bool peri = a.kind == Placement::kPeriLN;
-  const float* attn_in = norm_in ? a.ln1_out : a.x_in;
-  const float* ffn_in = norm_in ? a.ln2_out : a.ln1_out;
-  // A sublayer's backward pass, every placement: from the gradient of what
-  // it adds to the residual stream (dout) to its input's, written into
-  // dinput, or with accumulate set to alpha * dinput + it (dinput then
-  // holds the residual sum's gradient; dout is read before dinput changes).
-  // The two sublayers differ only in `core`, which takes the gradient of
-  // the sublayer's output before any output norm and is called with
-  // dinput ready for its last product.
-  auto sublayer_backward = [&](const float* dout, float* dinput, bool accumulate, const float* mask,
-                               size_t out_norm_w, size_t out_norm_b, const float* out_norm_in, const float* mean,
-                               const float* rstd, auto core) {
-    if (dropout_active_) {
-      Multiply(part.grad_masked, dout, mask, NC);
-      dout = part.grad_masked;
-    }
-    if (peri) {
-      std::memset(part.grad_norm_in, 0, sizeof(float) * NC);
-      NormBackward(nk, part.grad_norm_in, G + out_norm_w, G + out_norm_b, dout, out_norm_in, P + out_norm_w, mean,
-                   rstd, N, C);
-      dout = part.grad_norm_in;
-    }
-    core(dout, [&] {
-      if (accumulate && alpha != 1.0f) Scale(dinput, alpha, NC);
-    });
-  };
-  auto ffn_backward = [&](const float* dout, float* dinput, bool accumulate) {
-    sublayer_backward(dout, dinput, accumulate, a.ffn_mask, w.ln2o_w, w.ln2o_b, a.ffn_out, a.ln2o_mean, a.ln2o_rstd,
-                      [&](const float* d, auto before_last) {
-                        MatmulBackward(part.grad_fc1_act, G + w.fc2_w, G + w.fc2_b, d, a.fc1_act, P + w.fc2_w, N, F,
-                                       C, false);
-                        ReluBackward(part.grad_fc1_act, part.grad_fc1_act, a.fc1_act, static_cast<size_t>(N) * F);
-                        before_last();
-                        MatmulBackward(dinput, G + w.fc1_w, G + w.fc1_b, part.grad_fc1_act, ffn_in, P + w.fc1_w, N,
-                                       C, F, accumulate);
-                      });
-  };
-  auto attention_backward = [&](const float* dout, float* dinput, bool accumulate) {
-    sublayer_backward(dout, dinput, accumulate, a.attn_mask, w.ln1o_w, w.ln1o_b, a.attn_out, a.ln1o_mean,
-                      a.ln1o_rstd, [&](const float* d, auto before_last) {
-                        MatmulBackward(part.grad_atty, G + w.proj_w, G + w.proj_b, d, a.atty, P + w.proj_w, N, C, C,
-                                       false);
-                        AttentionBackward(part.grad_qkv, part.grad_atty, a.qkv, a.att, B, T, C, H);
-                        if (model_.qk_norm) QkNormBackward(part, a, w, G, N);
-                        before_last();
-                        MatmulBackward(dinput, G + w.qkv_w, G + w.qkv_b, part.grad_qkv, attn_in, P + w.qkv_w, N, C,
-                                       3 * C, accumulate);
-                      });
-  };
-  if (norm_in) {
-    // res2 = res1 + s2(ln2(res1)); dx = d res2.
-    ffn_backward(dx, dtmp, false);
-    NormBackward(nk, dx, G + w.ln2_w, G + w.ln2_b, dtmp, a.res1, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
-    // dx = d res1; res1 = x + s1(ln1(x)).
-    attention_backward(dx, dtmp, false);
-    NormBackward(nk, dx, G + w.ln1_w, G + w.ln1_b, dtmp, a.x_in, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
-  } else {
-    // out = ln2(res2), res2 = alpha ln1_out + ffn(ln1_out), ln1_out = ln1(res1), res1 = alpha x + attn(x).
-    std::memset(dtmp, 0, sizeof(float) * NC);
-    NormBackward(nk, dtmp, G + w.ln2_w, G + w.ln2_b, dx, a.res2, P + w.ln2_w, a.ln2_mean, a.ln2_rstd, N, C);
-    std::swap(dx, dtmp);         // dx = d res2
-    ffn_backward(dx, dx, true);  // d ln1_out = alpha d res2 + fc1 backward
-    std::memset(dtmp, 0, sizeof(float) * NC);
-    NormBackward(nk, dtmp, G + w.ln1_w, G + w.ln1_b, dx, a.res1, P + w.ln1_w, a.ln1_mean, a.ln1_rstd, N, C);
-    std::swap(dx, dtmp);  // dx = d res1
-    attention_backward(dx, dx, true);
-  }
-}
-
-void CpuBackend::Backward(Part& part, const Batch& batch, Slice s, int64_t count, float* G) {
-  const int B = s.b1 - s.b0, T = batch.seq_len, C = model_.d_model;
-  const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C;
-  const int32_t* inputs = batch.inputs.data() + static_cast<size_t>(s.b0) * T;
-  const int32_t* targets = batch.targets.data() + static_cast<size_t>(s.b0) * T;
-  const float* P = params_.data();
-  const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
-  const NormKind nk = model_.norm;
-
-  // Head: dlogits overwrites probs.
-  float* dlogits = part.probs;
-  if (options_.z_loss > 0) {
-    CrossEntropyZLossBackward(dlogits, part.probs, part.row_log_z, targets, N, kVocabSize, scale,
-                              static_cast<float>(options_.z_loss));
-  } else {
-    CrossEntropyBackward(dlogits, part.probs, targets, N, kVocabSize, scale);
-  }
-  const float* x0 = layout_.has_emb_ln() ? part.emb_ln_out : part.emb_out;
-  const float* last = model_.layers > 0 ? part.blocks.back().out() : x0;
-  const float* h = layout_.has_final_ln() ? part.lnf_out : last;
-  float* dx = part.grad_res_a;
-  float* dtmp = part.grad_res_b;
-  MatmulBackward(dx, G + layout_.head_w(), G + layout_.head_b(), dlogits, h, P + layout_.head_w(), N, C,
-                 kVocabSize, false);
-  if (layout_.has_final_ln()) {
-    std::memset(dtmp, 0, sizeof(float) * NC);
-    NormBackward(nk, dtmp, G + layout_.lnf_w(), G + layout_.lnf_b(), dx, last, P + layout_.lnf_w(), part.lnf_mean,
-                 part.lnf_rstd, N, C);
-    std::swap(dx, dtmp);
-  }
-
-  // dx holds d(loss)/d(block output) on entry to each iteration.
-  for (int l = model_.layers - 1; l >= 0; --l) BlockBackward(part, l, B, T, G, dx, dtmp);
-  if (dropout_active_) Multiply(dx, dx, part.emb_mask, NC);
-  if (layout_.has_emb_ln()) {
-    std::memset(dtmp, 0, sizeof(float) * NC);
-    NormBackward(nk, dtmp, G + layout_.lnemb_w(), G + layout_.lnemb_b(), dx, part.emb_out, P + layout_.lnemb_w(),
-                 part.emb_ln_mean, part.emb_ln_rstd, N, C);
-    std::swap(dx, dtmp);
-  }
-  float* dpos = nullptr;
-  if (layout_.has_pos_emb()) {
-    dpos = G + layout_.pos_emb();
-    std::memset(dpos, 0, sizeof(float) * static_cast<size_t>(model_.seq_len) * C);
-  }
-  EncoderBackward(G + layout_.tok_emb(), dpos, dx, inputs, B, T, C, kVocabSize, std::sqrt(static_cast<float>(C)));
 }
 
 StatusOr<LossStats> CpuBackend::ForwardBackward(const Batch& batch, uint64_t dropout_seed) {
@@ -491,8 +324,8 @@ StatusOr<LossStats> CpuBackend::ForwardBackward(const Batch& batch, uint64_t dro
     for (int p = id; p < parts; p += team) {
       Part& part = parts_[static_cast<size_t>(p)];
       float* G = p == 0 ? grads_.data() : part.grads.data();
-      part_stats[static_cast<size_t>(p)] = Forward(part, batch, slices[static_cast<size_t>(p)], dropout_seed);
-      Backward(part, batch, slices[static_cast<size_t>(p)], count, G);
+      part_stats[static_cast<size_t>(p)] =
+          RunPart(part, batch, slices[static_cast<size_t>(p)], dropout_seed, count, G);
     }
 #pragma omp barrier
     // grads_ += the other parts' gradients, in part order, each tensor cut
@@ -533,7 +366,7 @@ StatusOr<LossStats> CpuBackend::Evaluate(const Batch& batch) {
     const int team = omp_get_num_threads(), id = omp_get_thread_num();
     for (int p = id; p < parts; p += team) {
       part_stats[static_cast<size_t>(p)] =
-          Forward(parts_[static_cast<size_t>(p)], batch, slices[static_cast<size_t>(p)], 0);
+          RunPart(parts_[static_cast<size_t>(p)], batch, slices[static_cast<size_t>(p)], 0, 0, nullptr);
     }
   }
   if (record_attn_max_) {

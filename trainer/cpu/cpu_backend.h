@@ -16,8 +16,8 @@
 #include <memory>
 #include <vector>
 
-#include "trainer/activations.h"
 #include "trainer/backend.h"
+#include "trainer/program/activations.h"
 
 namespace normsweep::trainer::cpu {
 
@@ -50,55 +50,33 @@ class CpuBackend final : public Backend {
     int b0 = 0, b1 = 0;
   };
 
-  // The buffers one thread works in: activations and scratch for up to
-  // part_capacity_ sequences, in one arena, and the part's weight gradients
-  // (part 0 writes grads_ directly, so its own buffer stays empty).
+  // The buffers one thread works in: the block program's activations and
+  // scratch for up to part_capacity_ sequences, in one arena, and the
+  // part's weight gradients (part 0 writes grads_ directly, so its own
+  // buffer stays empty).
   struct Part {
     std::vector<float> arena;
-    float *emb_out = nullptr, *emb_mask = nullptr;
-    // Peri-LN: the embedding's norm ln_emb (its output is the first block's input).
-    float *emb_ln_out = nullptr, *emb_ln_mean = nullptr, *emb_ln_rstd = nullptr;
-    std::vector<BlockActivations> blocks;
-    float *lnf_out = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr;
-    float *logits = nullptr, *probs = nullptr, *row_loss = nullptr, *row_log_z = nullptr;
-    // Backward scratch, gradients of activations (as in the CUDA backend):
-    // the residual stream's (N,C) in two buffers that swap as the pass goes
-    // down; a sublayer output's times its dropout mask (N,C); attention's
-    // merged output atty (N,C); qkv (N,3C); the ReLU output fc1_act (N,F).
-    float *grad_res_a = nullptr, *grad_res_b = nullptr, *grad_masked = nullptr, *grad_atty = nullptr;
-    float *grad_qkv = nullptr, *grad_fc1_act = nullptr;
-    // Peri-LN: the gradient of a sublayer's output before its output norm
-    // (N,C). qk_norm: q's or k's gradient gathered to (N*H, hd) and the
-    // gradient of its input there.
-    float *grad_norm_in = nullptr, *grad_qk = nullptr, *grad_qk_raw = nullptr;
+    Activations acts;
     std::vector<float> grads;
     // Attention-logit maxima when record_attn_max_: per (sequence, head) of
     // one block, and per block over the part's forward passes.
     std::vector<float> head_max;
     std::vector<float> block_max;
   };
+  // The ops of one part's pass (cpu_backend.cc): the kernels of
+  // trainer/cpu/ops.h on the part's rows, single-threaded.
+  class PartOps;
 
   CpuBackend(const BackendOptions& options);
   void EnsureCapacity(int B);
   // The batch's sequences cut into min(threads, B) contiguous parts.
   std::vector<Slice> SplitBatch(int B) const;
-  // The forward pass of one part's sequences, saving its activations; with
-  // dropout when dropout_active_ (training), masks drawn from dropout_seed.
-  LossStats Forward(Part& part, const Batch& batch, Slice s, uint64_t dropout_seed);
-  // Block l's forward pass from its input x; returns its output.
-  const float* BlockForward(Part& part, int l, const float* x, int B, int T, size_t mask_first, uint64_t dropout_seed);
-  // Block l's backward pass: dx holds the gradient of its output on entry
-  // and of its input on return (dx and dtmp, the part's two (N,C) buffers,
-  // may swap).
-  void BlockBackward(Part& part, int l, int B, int T, float* G, float*& dx, float*& dtmp);
-  // Its backward pass into the weight gradients G (layout order); count is
-  // the whole batch's target count, which the mean loss divides by.
-  void Backward(Part& part, const Batch& batch, Slice s, int64_t count, float* G);
-  // qk_norm: q and k of a block's qkv normalised over each head's channels
-  // (raw copies saved in a.q_raw, a.k_raw), and the backward pass of that
-  // within grad_qkv.
-  void QkNormForward(BlockActivations& a, const BlockOffsets& w, int N);
-  void QkNormBackward(Part& part, BlockActivations& a, const BlockOffsets& w, float* G, int N);
+  // The block program on one part's sequences: the forward pass, with
+  // dropout when dropout_active_ (training, masks drawn from dropout_seed),
+  // then with G the backward pass into the weight gradients G (layout
+  // order); count is the whole batch's target count, which the mean loss
+  // divides by.
+  LossStats RunPart(Part& part, const Batch& batch, Slice s, uint64_t dropout_seed, int64_t count, float* G);
   // The squared norms of the update OptimizerStep just made (from weights_before_).
   void MeasureUpdate();
 

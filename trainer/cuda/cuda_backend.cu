@@ -70,12 +70,12 @@ Status CudaBackend::EnqueueStep(int B, int T, bool training) {
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(seed_, host_seed_, sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(loss_scale_, host_loss_scale_, sizeof(float), cudaMemcpyHostToDevice, stream_));
   TRAINER_RETURN_IF_ERROR(EnqueueForward(B, T, training));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_row_loss_, row_loss_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_row_loss_, acts_.row_loss, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_row_correct_, row_correct_, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   // log Z in training too: the z term (LossStats::z_term) needs its squares.
   CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(host_row_log_z_, row_log_z_, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+      cudaMemcpyAsync(host_row_log_z_, acts_.row_log_z, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   if (!training) {
     if (options_.diagnostics && model_.layers > 0) {
       CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_block_max_, block_max_, model_.layers * sizeof(float),

@@ -22,9 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "trainer/activations.h"
 #include "trainer/backend.h"
 #include "trainer/optimizer.h"
+#include "trainer/program/activations.h"
+#include "trainer/program/block_program.h"
 
 namespace normsweep::trainer::cuda {
 
@@ -122,7 +123,10 @@ class CudaBackend final : public Backend {
   Status Download(const float* src, std::vector<float>* host);
   Status EnsureCapacity(int B);
 
-  // cuda_forward_backward.cu: the passes, enqueued on stream_.
+  // cuda_forward_backward.cu: the passes, the block program over this
+  // backend's ops (DeviceOps), enqueued on stream_.
+  class DeviceOps;
+  PassArgs PassFor(int B, int T, bool training) const;
   Status EnqueueForward(int B, int T, bool training);
   Status EnqueueBackward(int B, int T);
   // Row-major C (M,N) = op(A) @ op(B) + beta * C, batch of them with strides.
@@ -130,31 +134,6 @@ class CudaBackend final : public Backend {
   Status Gemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C,
               int ldc, float beta, int batch = 1, long long sa = 0, long long sb = 0, long long sc = 0,
               bool exact_fp32 = false);
-  Status MatmulForward(float* out, const float* inp, const float* w, const float* b, int N, int I, int O);
-  Status MatmulBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                        int N, int I, int O, bool accumulate);
-  // row_max (B*H*T), when not null: each query row's largest attention logit.
-  Status AttentionForward(BlockActivations& a, int B, int T, float* row_max);
-  Status AttentionBackward(float* dqkv, const float* datty, const BlockActivations& a, int B, int T);
-  // A norm over N rows of C (ModelConfig::norm), as the CPU backend's:
-  // LayerNorm (w, b; mean and rstd saved) or RMSNorm (w only; rstd saved,
-  // mean and b unused). The backward accumulates into dinp and overwrites
-  // dw (and db under LayerNorm).
-  void NormForward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
-                   int C);
-  void NormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                    const float* mean, const float* rstd, int N, int C);
-  // Block l's passes, as CpuBackend::BlockForward and BlockBackward: the
-  // forward from its input x returns its output; the backward takes the
-  // gradient of its output in dx and leaves its input's there (dx and
-  // dtmp may swap).
-  StatusOr<const float*> BlockForward(int l, const float* x, int B, int T, bool training);
-  Status BlockBackward(int l, int B, int T, float*& dx, float*& dtmp);
-  // qk_norm: q and k of a block's qkv normalised over each head's channels
-  // (raw copies in a.q_raw, a.k_raw), and the backward pass of that within
-  // grad_qkv_.
-  Status QkNormForward(BlockActivations& a, const BlockOffsets& w, int N);
-  Status QkNormBackward(const BlockActivations& a, const BlockOffsets& w, int N);
 
   // cuda_backend.cu: a step as the Backend runs it.
   Status Stage(const Batch& batch, uint64_t dropout_seed, int64_t count);
@@ -200,35 +179,19 @@ class CudaBackend final : public Backend {
   // Staged batch: device buffers and their pinned host twins (host_), N = B*T.
   int capacity_b_ = 0;
   int32_t *inputs_ = nullptr, *targets_ = nullptr, *host_inputs_ = nullptr, *host_targets_ = nullptr;  // (N)
-  float *row_loss_ = nullptr, *host_row_loss_ = nullptr;                                             // (N)
-  float *row_log_z_ = nullptr, *host_row_log_z_ = nullptr;                                           // (N)
+  float* host_row_loss_ = nullptr;    // (N), from acts_.row_loss
+  float* host_row_log_z_ = nullptr;   // (N), from acts_.row_log_z
   float* attn_row_max_ = nullptr;  // (layers, B*H*T): each query row's largest logit, in evaluation
   int32_t *row_correct_ = nullptr, *host_row_correct_ = nullptr;  // (N)
   uint64_t *seed_ = nullptr, *host_seed_ = nullptr;
   float *loss_scale_ = nullptr, *host_loss_scale_ = nullptr;
 
-  // Activations and scratch (sized for capacity_b_).
-  float *emb_out_ = nullptr, *emb_mask_ = nullptr;
-  // Peri-LN: the embedding's norm ln_emb (its output is the first block's input).
-  float *emb_ln_out_ = nullptr, *emb_ln_mean_ = nullptr, *emb_ln_rstd_ = nullptr;
-  std::vector<BlockActivations> blocks_;
-  float *lnf_out_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
-  float *logits_ = nullptr, *probs_ = nullptr;
-  // Backward scratch, gradients of activations (grad_): the residual
-  // stream's (N,C), in two buffers that swap as the pass goes down; a
-  // sublayer output's times its dropout mask (N,C); attention's merged
-  // output atty (N,C); qkv (N,3C); the ReLU output fc1_act (N,F).
-  float *grad_res_a_ = nullptr, *grad_res_b_ = nullptr, *grad_masked_ = nullptr, *grad_atty_ = nullptr;
-  float *grad_qkv_ = nullptr, *grad_fc1_act_ = nullptr;
-  // Peri-LN: the gradient of a sublayer's output before its output norm
-  // (N,C). qk_norm: q or k gathered to (N*H, hd), normalised in the
-  // forward pass and its gradient in the backward one (qk_scratch_), and
-  // the gradient of the norm's input (grad_qk_raw_).
-  float *grad_norm_in_ = nullptr, *qk_scratch_ = nullptr, *grad_qk_raw_ = nullptr;
-  // Attention heads, each (B,H,T,hd), y_ also dy in backward; grad_att_ (B,H,T,T).
+  // The block program's activations and scratch (sized for capacity_b_).
+  Activations acts_;
+  // The ops' own scratch: attention heads, each (B,H,T,hd), y_ also dy in
+  // backward; grad_att_ (B,H,T,T); the column reductions' partial sums.
   float *q_ = nullptr, *k_ = nullptr, *v_heads_ = nullptr, *y_ = nullptr, *grad_att_ = nullptr;
   float *grad_q_ = nullptr, *grad_k_ = nullptr, *grad_v_ = nullptr, *partial_ = nullptr;
-  bool dropout_active_ = false;
 
   // The captured training step, for one (B, T).
   cudaGraphExec_t graph_exec_ = nullptr;

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "trainer/activations.h"
 #include "trainer/cpu/ops.h"
 #include "trainer/cuda/cuda_backend_impl.cuh"
 #include "trainer/cuda/kernels.cuh"
@@ -126,35 +125,15 @@ Status CudaBackend::EnsureCapacity(int B) {
   const size_t N = static_cast<size_t>(B) * model_.seq_len;
   const size_t C = model_.d_model, F = model_.d_ff, H = model_.heads, T = model_.seq_len;
   const size_t V = kVocabSize;
-  const bool dropout = model_.dropout > 0.0f;
   BufferPlan plan;
-  plan.push_back({&emb_out_, N * C});
-  if (dropout) plan.push_back({&emb_mask_, N * C});
-  if (layout_.has_emb_ln()) {
-    plan.push_back({&emb_ln_out_, N * C});
-    plan.push_back({&emb_ln_mean_, N});
-    plan.push_back({&emb_ln_rstd_, N});
-  }
-  PlanBlockActivations(model_, B, &blocks_, &plan);
-  plan.push_back({&lnf_out_, N * C});
-  plan.push_back({&lnf_mean_, N});
-  plan.push_back({&lnf_rstd_, N});
-  plan.push_back({&logits_, N * V});
-  plan.push_back({&probs_, N * V});
-  for (float** p : {&grad_res_a_, &grad_res_b_, &grad_masked_, &grad_atty_, &y_}) plan.push_back({p, N * C});
-  plan.push_back({&grad_qkv_, N * 3 * C});
-  plan.push_back({&grad_fc1_act_, N * F});
-  if (layout_.has_emb_ln()) plan.push_back({&grad_norm_in_, N * C});  // Peri-LN
-  if (model_.qk_norm) {
-    plan.push_back({&qk_scratch_, N * C});
-    plan.push_back({&grad_qk_raw_, N * C});
-  }
-  for (float** p : {&q_, &k_, &v_heads_, &grad_q_, &grad_k_, &grad_v_}) plan.push_back({p, N * C});
-  plan.push_back({&grad_att_, static_cast<size_t>(B) * H * T * T});
+  PlanActivations(model_, layout_, B, &acts_, &plan);
+  for (float** p : {&y_, &q_, &k_, &v_heads_, &grad_q_, &grad_k_, &grad_v_}) plan.push_back({p, N * C, "attention"});
+  plan.push_back({&grad_att_, static_cast<size_t>(B) * H * T * T, "grad_att"});
   // Column reductions are over at most max(3C, F, V) columns of N rows;
   // qk_norm's over hd columns of N*H rows need no more (Chunks(N*H) <= H * Chunks(N)).
-  plan.push_back({&partial_, cuda::ColumnReducePartialFloats(static_cast<int>(N),
-                                                             static_cast<int>(std::max({3 * C, F, V})))});
+  plan.push_back({&partial_,
+                  cuda::ColumnReducePartialFloats(static_cast<int>(N), static_cast<int>(std::max({3 * C, F, V}))),
+                  "partial"});
   float* arena = nullptr;
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&arena, ArenaFloats(plan, 64), true));  // 256-byte aligned buffers
   AssignArena(plan, arena, 64);
@@ -163,13 +142,11 @@ Status CudaBackend::EnsureCapacity(int B) {
   TRAINER_RETURN_IF_ERROR(HostAlloc(&host_row_loss_, N, true));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&host_row_correct_, N, true));
   TRAINER_RETURN_IF_ERROR(HostAlloc(&host_row_log_z_, N, true));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&row_log_z_, N, true));
   if (options_.diagnostics) {
     TRAINER_RETURN_IF_ERROR(DeviceAlloc(&attn_row_max_, static_cast<size_t>(model_.layers) * H * N, true));
   }
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&inputs_, N, true));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&targets_, N, true));
-  TRAINER_RETURN_IF_ERROR(DeviceAlloc(&row_loss_, N, true));
   TRAINER_RETURN_IF_ERROR(DeviceAlloc(&row_correct_, N, true));
   capacity_b_ = B;
   return OkStatus();

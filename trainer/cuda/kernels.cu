@@ -313,6 +313,10 @@ __global__ void ScaledAddKernel(float* out, float alpha, const float* a, const f
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = alpha * a[i] + b[i];
 }
+__global__ void ScaledSumKernel(float* out, float alpha, const float* a, float beta, const float* b, size_t n) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = alpha * a[i] + beta * b[i];
+}
 __global__ void ScaleKernel(float* x, float alpha, size_t n) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] *= alpha;
@@ -591,6 +595,10 @@ void LaunchMultiply(float* out, const float* a, const float* b, size_t n, cudaSt
 }
 void LaunchScaledAdd(float* out, float alpha, const float* a, const float* b, size_t n, cudaStream_t s) {
   ScaledAddKernel<<<Blocks(n), kThreads, 0, s>>>(out, alpha, a, b, n);
+}
+void LaunchScaledSum(float* out, float alpha, const float* a, float beta, const float* b, size_t n,
+                     cudaStream_t s) {
+  ScaledSumKernel<<<Blocks(n), kThreads, 0, s>>>(out, alpha, a, beta, b, n);
 }
 void LaunchScale(float* x, float alpha, size_t n, cudaStream_t s) {
   ScaleKernel<<<Blocks(n), kThreads, 0, s>>>(x, alpha, n);

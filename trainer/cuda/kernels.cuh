@@ -77,6 +77,8 @@ void LaunchAdd(float* out, const float* a, const float* b, size_t n, cudaStream_
 void LaunchMultiply(float* out, const float* a, const float* b, size_t n, cudaStream_t s);
 // out = alpha * a + b (DeepNorm's residual); out may alias a or b.
 void LaunchScaledAdd(float* out, float alpha, const float* a, const float* b, size_t n, cudaStream_t s);
+// out = alpha * a + beta * b (a residual scaled on both sides); out may alias a or b.
+void LaunchScaledSum(float* out, float alpha, const float* a, float beta, const float* b, size_t n, cudaStream_t s);
 // In place: x *= alpha.
 void LaunchScale(float* x, float alpha, size_t n, cudaStream_t s);
 // The CPU backend's counter-based mask (trainer/cpu/ops.cc MakeDropoutMask),
