@@ -1,4 +1,4 @@
-// The CUDA backend's RAdam (trainer/cuda/kernels.cu RAdamKernel) against the
+// The CUDA backend's RAdam (trainer/cuda/kernels/optimizers.cu RAdamKernel) against the
 // CPU reference trainer::OptimizerUpdate: the GPU's own gradients replayed on
 // the host step by step, through torch's rho_t > 5 switch (step 6 with beta2
 // 0.98), with weight decay on the matrices and a clipping scale; then 10 steps

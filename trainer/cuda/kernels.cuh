@@ -5,6 +5,8 @@
 // has a fixed order, so a run is bit-identical from one launch to the next.
 // Values that change from step to step (dropout seed, loss scale) are read
 // from device memory so that a captured CUDA graph can be replayed.
+// Defined in trainer/cuda/kernels/, one .cu per op family, each opening with
+// the gradients its backward kernels overwrite (=) or accumulate into (+=).
 #ifndef NORMSWEEP_TRAINER_CUDA_KERNELS_CUH_
 #define NORMSWEEP_TRAINER_CUDA_KERNELS_CUH_
 
