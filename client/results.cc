@@ -198,7 +198,7 @@ std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysi
   std::set<Group> group_set;
   for (const ResultCell& c : cells) group_set.insert({c.placement, c.variant});
   for (const auto& [group, rows] : rows_by_group) group_set.insert(group);
-  // Placements in the report's order (post, pre, peri, deepnorm, mix, others),
+  // Placements in the report's order (the scheme table's, then others),
   // each placement's variants together.
   std::set<std::string> placement_set;
   for (const Group& g : group_set) placement_set.insert(g.first);

@@ -16,6 +16,7 @@
 #include "client/trial_failure.h"
 #include "google/protobuf/util/time_util.h"
 #include "proto/schema/state_names.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::client {
 namespace {
@@ -63,8 +64,8 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
   // Who submitted and cancelled it: the names of token roles (empty without them).
   if (!sweep.submitted_by().empty()) absl::StrAppend(&out, "submitted by ", sweep.submitted_by(), "\n");
   if (!sweep.cancelled_by().empty()) absl::StrAppend(&out, "cancelled by ", sweep.cancelled_by(), "\n");
-  // place: wide enough for every placement's name ("deepnorm"); failure:
-  // for the longest name in the table.
+  // place: wide enough for every placement's name (the scheme table's
+  // longest); failure: for the longest name in the table.
   const std::optional<double> max_val_loss = FailureMaxValLoss(sweep.spec());
   std::vector<std::string> failures;
   size_t failure_width = std::string("failure").size();
@@ -73,8 +74,13 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
     failure_width = std::max(failure_width, failures.back().size());
   }
   const int fw = static_cast<int>(failure_width);
-  absl::StrAppendFormat(&out, "\n%-8s %-5s %-8s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-6s %-10s %-8s %-*s %s\n",
-                        "trial", "idx", "place", "warmup", "lr", "seed", "variant", "state", "attempts", "interr",
+  size_t place_width = std::string("place").size();
+  for (const trainer::SchemeInfo& scheme : trainer::Schemes()) {
+    place_width = std::max(place_width, std::string(scheme.name).size());
+  }
+  const int pw = static_cast<int>(place_width);
+  absl::StrAppendFormat(&out, "\n%-8s %-5s %-*s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-6s %-10s %-8s %-*s %s\n",
+                        "trial", "idx", pw, "place", "warmup", "lr", "seed", "variant", "state", "attempts", "interr",
                         "step", "val_loss", "unigram", fw, "failure", "note");
   for (size_t i = 0; i < trials.size(); ++i) {
     const v1::Trial& t = trials[i];
@@ -87,8 +93,8 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
                                  : "";
     // attempts: the trial's own (what max_attempts counts); interr: the
     // interruptions, counted apart.
-    absl::StrAppendFormat(&out, "%-8d %-5d %-8s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-6d %-10s %-8s %-*s %s\n", t.id(),
-                          t.index(), t.config().placement(), t.config().warmup_steps(), FormatLr(t.config().lr()),
+    absl::StrAppendFormat(&out, "%-8d %-5d %-*s %-8d %-9s %-5d %-20s %-10s %-8d %-6d %-6d %-10s %-8s %-*s %s\n", t.id(),
+                          t.index(), pw, t.config().placement(), t.config().warmup_steps(), FormatLr(t.config().lr()),
                           t.config().seed(), t.variant().substr(0, 20), TrialStateLabel(t.state()),
                           t.attempts() - t.interruptions(), t.interruptions(), t.last_step(), val,
                           Opt(t.result().has_unigram_loss(), t.result().unigram_loss(), "%.4f"), fw, failures[i], note);

@@ -11,7 +11,7 @@
 #include "proto/schema/train_config.h"
 #include "scheduler/sweep_expander_internal.h"
 #include "scheduler/validation.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::scheduler {
 namespace internal {

@@ -18,7 +18,8 @@
 #include "proto/schema/boundary_search.h"
 #include "proto/schema/interruptions.h"
 #include "proto/schema/train_config.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -98,12 +99,11 @@ std::string AllowedAxisFields() {
 
 // The trainer's placements by their canonical names, for errors.
 std::string PlacementNames() {
-  std::vector<std::string> names;
-  for (trainer::Placement p : {trainer::Placement::kPostLN, trainer::Placement::kPreLN, trainer::Placement::kPeriLN,
-                               trainer::Placement::kDeepNorm, trainer::Placement::kMix}) {
-    names.push_back(trainer::PlacementName(p));
+  std::string aliases;
+  for (const trainer::SchemeInfo& scheme : trainer::Schemes()) {
+    if (scheme.alias != nullptr) absl::StrAppend(&aliases, "; ", scheme.alias, " is ", scheme.name);
   }
-  return absl::StrCat("one of ", absl::StrJoin(names, ", "), "; sandwich is peri");
+  return absl::StrCat("one of ", trainer::SchemeNames(", ", ", ", false), aliases);
 }
 
 // mix_post_fraction changes Mix-LN only: the resolved config of any other
@@ -112,7 +112,7 @@ std::string PlacementNames() {
 absl::Status CheckMixFractionAxis(const v1::SweepSpec& spec, const std::string& where) {
   for (int i = 0; i < spec.placements_size(); ++i) {
     trainer::StatusOr<trainer::Placement> p = trainer::ParsePlacement(spec.placements(i));
-    if (p.ok() && *p == trainer::Placement::kMix) continue;
+    if (p.ok() && trainer::SchemeOf(*p).per_block) continue;
     return Invalid(where, absl::StrCat("an axis over mix_post_fraction needs every placement to be mix (it sets "
                                        "Mix-LN's share of Post-LN blocks); spec.placements[",
                                        i, "] is ", QuoteForError(spec.placements(i))));
@@ -441,7 +441,7 @@ absl::Status CheckScalarFields(const v1::SweepSpec& spec) {
 
 v1::TrainConfig Probe(const v1::TrainConfig& base) {
   v1::TrainConfig c = base;
-  c.set_placement("post");
+  c.set_placement(trainer::Schemes().front().name);
   c.set_lr(1e-3);
   c.set_warmup_steps(0);
   c.set_seed(0);
@@ -571,7 +571,7 @@ absl::StatusOr<std::vector<std::vector<AxisValue>>> ParseExtraAxes(const v1::Swe
     v1::TrainConfig axis_probe = probe;
     if (axis.field() == "mix_post_fraction") {
       RETURN_IF_ERROR(CheckMixFractionAxis(spec, where + ".field"));
-      axis_probe.set_placement("mix");
+      axis_probe.set_placement(trainer::PlacementName(trainer::Placement::kMix));
     }
     ASSIGN_OR_RETURN(std::vector<AxisValue> values, ParseExtraAxis(axis, f, where, axis_probe));
     extra.push_back(std::move(values));

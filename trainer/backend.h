@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/param_layout.h"
-#include "trainer/status.h"
+#include "trainer/settings/status.h"
 
 namespace normsweep::trainer {
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "trainer/safetensors.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -52,7 +53,7 @@ std::map<std::string, std::string> ModelMetadata(const ModelConfig& m) {
       {"positions", PositionsName(m.positions)}};
   // Issue 24's options, written only where they differ from the defaults,
   // so that a Post-LN or Pre-LN checkpoint reads as before.
-  if (m.placement == Placement::kMix) {
+  if (SchemeOf(m.placement).per_block) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.17g", m.mix_post_fraction);
     md["mix_post_fraction"] = buf;

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "trainer/backend.h"
-#include "trainer/config.h"
-#include "trainer/status.h"
+#include "trainer/settings/config.h"
+#include "trainer/settings/status.h"
 
 namespace normsweep::trainer {
 

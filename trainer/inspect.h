@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "trainer/status.h"
+#include "trainer/settings/status.h"
 
 namespace normsweep::trainer {
 

@@ -19,7 +19,7 @@
 #include <cstddef>
 
 #include "trainer/backend.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::trainer {
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "trainer/rng.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::trainer {
 
@@ -42,7 +43,7 @@ ParamLayout ParamLayout::ForModel(const ModelConfig& m) {
   }
   for (int i = 0; i < m.layers; ++i) {
     const std::string p = "blocks." + std::to_string(i) + ".";
-    const bool peri = m.BlockPlacement(i) == Placement::kPeriLN;
+    const bool peri = SchemeOf(m.BlockPlacement(i)).block.sublayer_output;  // Peri-LN's output norms
     BlockOffsets b;
     l.AddNorm(p + "ln1", d, &b.ln1_w, &b.ln1_b);
     if (peri) l.AddNorm(p + "ln1_out", d, &b.ln1o_w, &b.ln1o_b);

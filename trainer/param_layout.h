@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::trainer {
 

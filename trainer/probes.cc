@@ -12,6 +12,7 @@
 #include "trainer/data.h"
 #include "trainer/param_layout.h"
 #include "trainer/rng.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -114,8 +115,9 @@ void Scale(std::vector<float>& x, float s) {
 // last residual sum's (before its normalisation in Post-LN and DeepNorm).
 std::vector<float> SimpleBlock(const SimpleStack& stack, const SimpleLayer& w, Placement kind, float alpha,
                                float gain, std::vector<float> x, int n, int d, double* sum_norm) {
-  const bool norm_in = kind == Placement::kPreLN || kind == Placement::kPeriLN;
-  const bool peri = kind == Placement::kPeriLN;
+  const BlockNorms& norms = SchemeOf(kind).block;
+  const bool norm_in = norms.sublayer_input;
+  const bool peri = norms.sublayer_output;
   std::vector<float> s1 = stack.Attention(norm_in ? stack.Ln(x) : x, w);
   Scale(s1, gain * gain);
   if (peri) s1 = stack.Ln(s1);
@@ -162,16 +164,7 @@ std::pair<double, double> HiddenNormTheory(const ModelConfig& m, int l, double s
 
 }  // namespace
 
-const char* PlacementTitle(Placement p) {
-  switch (p) {
-    case Placement::kPostLN: return "Post-LN";
-    case Placement::kPreLN: return "Pre-LN";
-    case Placement::kPeriLN: return "Peri-LN";
-    case Placement::kDeepNorm: return "DeepNorm";
-    case Placement::kMix: return "Mix-LN";
-  }
-  return "?";
-}
+const char* PlacementTitle(Placement p) { return SchemeOf(p).title; }
 
 StatusOr<std::vector<Placement>> ParsePlacementList(const std::string& list) {
   std::vector<Placement> out;
@@ -182,7 +175,7 @@ StatusOr<std::vector<Placement>> ParsePlacementList(const std::string& list) {
     StatusOr<Placement> p = ParsePlacement(name);
     if (!p.ok()) {
       return InvalidArgument("--placements: unknown placement " + normsweep::QuoteForError(name) +
-                             " (expected a comma-separated list of post, pre, peri (alias sandwich), deepnorm, mix)");
+                             " (expected a comma-separated list of " + SchemeNames(", ", ", ") + ")");
     }
     out.push_back(*p);
     if (comma == std::string::npos) break;
@@ -226,7 +219,7 @@ StatusOr<std::vector<HiddenNormsRow>> ProbeHiddenNorms(const HiddenNormsOptions&
       const float gain = static_cast<float>(m.DeepNormBeta() * o.weight_scale);
       // Post-LN and DeepNorm: the pre-normalisation sum; the others (Mix-LN
       // in its Post-LN blocks too): the residual stream, the block's output.
-      const bool track_sum = m.placement == Placement::kPostLN || m.placement == Placement::kDeepNorm;
+      const bool track_sum = SchemeOf(m.placement).block.after_residual;
       // Peri-LN normalises the embedding too (ln_emb).
       std::vector<float> x = m.HasEmbeddingNorm() ? stack.Ln(x0) : x0;
       for (int l = 0; l < o.layers; ++l) {
@@ -401,7 +394,7 @@ std::string HiddenNormsTable(const HiddenNormsOptions& o, const std::vector<Hidd
   if (o.weight_scale != 1.0) out += ", every weight x " + Format("%g", o.weight_scale);
   out += "\n";
   for (Placement p : o.placements) {
-    if (p == Placement::kMix) {
+    if (SchemeOf(p).per_block) {
       ModelConfig m;
       m.placement = p;
       m.layers = o.layers;
@@ -412,7 +405,7 @@ std::string HiddenNormsTable(const HiddenNormsOptions& o, const std::vector<Hidd
   }
   out += Padded("layer", 7);
   for (Placement p : o.placements) {
-    const bool pre_norm_sum = p == Placement::kPostLN || p == Placement::kDeepNorm;
+    const bool pre_norm_sum = SchemeOf(p).block.after_residual;
     out += Padded(std::string(PlacementTitle(p)) + (pre_norm_sum ? " |x_post5|^2/d" : " |x_l|^2/d"), kWidth);
   }
   while (out.back() == ' ') out.pop_back();

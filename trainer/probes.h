@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
-#include "trainer/status.h"
+#include "trainer/settings/config.h"
+#include "trainer/settings/status.h"
 
 namespace normsweep::trainer {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/status.h"
+#include "trainer/settings/status.h"
 
 namespace normsweep::trainer {
 

@@ -6,7 +6,7 @@
 #ifndef NORMSWEEP_TRAINER_SCHEDULE_H_
 #define NORMSWEEP_TRAINER_SCHEDULE_H_
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::trainer {
 

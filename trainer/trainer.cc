@@ -17,7 +17,8 @@
 #include "trainer/param_layout.h"
 #include "trainer/rng.h"
 #include "trainer/schedule.h"
-#include "trainer/val_loss_progress.h"
+#include "trainer/settings/val_loss_progress.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -280,7 +281,7 @@ class Run {
 
   Status CheckSameModel(const ModelConfig& m) const {
     const ModelConfig& want = s_.model;
-    const bool same_mix = m.placement != Placement::kMix || m.mix_post_fraction == want.mix_post_fraction;
+    const bool same_mix = !SchemeOf(m.placement).per_block || m.mix_post_fraction == want.mix_post_fraction;
     if (m.placement != want.placement || m.layers != want.layers || m.d_model != want.d_model ||
         m.heads != want.heads || m.d_ff != want.d_ff || m.seq_len != want.seq_len || m.positions != want.positions ||
         !same_mix || m.qk_norm != want.qk_norm || m.norm != want.norm) {

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
-#include "trainer/status.h"
+#include "trainer/settings/config.h"
+#include "trainer/settings/status.h"
 
 namespace normsweep::trainer {
 
@@ -79,7 +79,7 @@ struct FinalEvent {
   std::optional<double> init_val_loss;  // l0: the step-0 evaluation's loss (fresh runs only)
   std::optional<double> unigram_loss;   // the data's (UnigramLoss, trainer/data.h); every run
   // SUCCEEDED runs with 3 or more evaluations: the fall of the validation
-  // loss over the last quarter (trainer/val_loss_progress.h)
+  // loss over the last quarter (trainer/settings/val_loss_progress.h)
   std::optional<double> val_loss_progress;
   double mean_tokens_per_s = 0;
   std::string backend, precision;

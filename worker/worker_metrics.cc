@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/schema/interruptions.h"
 #include "proto/schema/state_names.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::worker {
 

@@ -11,7 +11,7 @@
 #include "client/report/report.h"
 #include "client/report/variant_view.h"
 #include "proto/schema/failure.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::client::report {
 

@@ -13,33 +13,21 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::client {
 
 namespace {
 
-// Okabe & Ito's colour-blind-safe palette (2008), one colour per
-// placement: distinct under the three common colour-vision deficiencies,
-// legible on white, and none of them the divergence marks' red (#d62728).
-struct PlacementStyle {
-  const char* name;
-  const char* title;
-  const char* colour;
-};
-constexpr PlacementStyle kPlacementStyles[] = {
-    {"post", "Post-LN", "#d55e00"},      // vermillion
-    {"pre", "Pre-LN", "#0072b2"},        // blue
-    {"peri", "Peri-LN", "#009e73"},      // bluish green
-    {"deepnorm", "DeepNorm", "#cc79a7"}, // reddish purple
-    {"mix", "Mix-LN", "#e69f00"},        // orange
-};
 // Other names (a placement the trainer learns later): Okabe-Ito's sky blue
 // and black, then Paul Tol's muted wine, teal, olive and purple, picked by a
 // hash of the name, so a name has the same colour in every figure and run.
 constexpr const char* kOtherPlacementColours[] = {"#56b4e9", "#000000", "#882255", "#44aa99", "#999933", "#aa4499"};
 
-const PlacementStyle* StyleOf(const std::string& placement) {
-  for (const PlacementStyle& s : kPlacementStyles) {
+// The scheme table's row for a canonical placement name (stored names are
+// canonical), or nullptr.
+const trainer::SchemeInfo* StyleOf(const std::string& placement) {
+  for (const trainer::SchemeInfo& s : trainer::Schemes()) {
     if (placement == s.name) return &s;
   }
   return nullptr;
@@ -48,14 +36,14 @@ const PlacementStyle* StyleOf(const std::string& placement) {
 }  // namespace
 
 std::string PlacementTitle(const std::string& placement, const std::string& variant) {
-  const PlacementStyle* style = StyleOf(placement);
+  const trainer::SchemeInfo* style = StyleOf(placement);
   std::string t = style != nullptr ? style->title : placement;
   if (!variant.empty()) absl::StrAppend(&t, " (", variant, ")");
   return t;
 }
 
 std::string PlacementColour(const std::string& placement) {
-  if (const PlacementStyle* style = StyleOf(placement)) return style->colour;
+  if (const trainer::SchemeInfo* style = StyleOf(placement)) return style->colour;
   uint32_t h = 2166136261u;  // FNV-1a
   for (unsigned char c : placement) h = (h ^ c) * 16777619u;
   return kOtherPlacementColours[h % std::size(kOtherPlacementColours)];
@@ -63,8 +51,9 @@ std::string PlacementColour(const std::string& placement) {
 
 std::vector<std::string> PlacementOrder(std::vector<std::string> placements) {
   auto rank = [](const std::string& p) {
-    const PlacementStyle* style = StyleOf(p);
-    return style != nullptr ? style - kPlacementStyles : std::ssize(kPlacementStyles);
+    const trainer::SchemeInfo* style = StyleOf(p);
+    const std::vector<trainer::SchemeInfo>& all = trainer::Schemes();
+    return style != nullptr ? style - all.data() : std::ssize(all);
   };
   std::stable_sort(placements.begin(), placements.end(), [&](const std::string& a, const std::string& b) {
     return std::make_pair(rank(a), a) < std::make_pair(rank(b), b);

@@ -4,7 +4,7 @@
 -- How much a trial's validation loss still fell over its last quarter
 -- (FinishTrial's result.val_loss_progress: the val loss at the last
 -- evaluation at or before step floor(0.75 * steps) minus the final one,
--- trainer/val_loss_progress.h). NULL: not judged (fewer than 3 evaluations,
+-- trainer/settings/val_loss_progress.h). NULL: not judged (fewer than 3 evaluations,
 -- or a trial finished before this migration or by an older worker);
 -- db/tools/recompute_val_loss_progress.sql fills it for stored trials from
 -- their metrics, apart from any migration.

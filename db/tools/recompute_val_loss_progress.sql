@@ -1,6 +1,6 @@
 -- Fills trials.val_loss_progress (migration 0020) for trials stored before
 -- the trainer reported it, from their stored metrics, by the trainer's own
--- rule (trainer/val_loss_progress.h): the val_loss of the last evaluation at
+-- rule (trainer/settings/val_loss_progress.h): the val_loss of the last evaluation at
 -- or before step floor(0.75 * steps), minus the final evaluation's, for a
 -- SUCCEEDED trial with 3 or more evaluations (step 0 counted) whose last
 -- evaluation is at its last step and whose reference is not step 0. Trials that have a value keep it; trials

@@ -33,7 +33,7 @@ inline constexpr int kMaxPointsPerReport = 10000;  // ReportProgressRequest poin
 inline constexpr int kMaxDiagnosticStepsPerReport = 10000;   // ReportProgressRequest.diagnostics
 inline constexpr int kMaxDiagnosticLayersPerReport = 10000;  // LayerDiagnostics over all of them
 // Layer indexes in progress (LayerGradNorm.layer, LayerDiagnostics.layer) are
-// below trainer::kMaxLayers (trainer/config.h), the bound of
+// below trainer::kMaxLayers (trainer/settings/config.h), the bound of
 // TrainConfig.layers: the trial's own layer count is not at hand where
 // progress is checked.
 inline constexpr int kMaxLeasesPerHeartbeat = 1024;

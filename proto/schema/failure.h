@@ -23,7 +23,7 @@
 //                        the validation loss over the run's last quarter, is
 //                        at least kProgressMargin. A longer run would tell;
 //                        the boundary search counts it as trainable.
-// val_loss_progress is computed by the trainer (trainer/val_loss_progress.h)
+// val_loss_progress is computed by the trainer (trainer/settings/val_loss_progress.h)
 // and, for trials stored before it reported it, by
 // db/tools/recompute_val_loss_progress.sql from their stored metrics.
 // A trial without a unigram loss (a worker or trainer older than the field)

@@ -1,6 +1,7 @@
 #include "proto/schema/train_config.h"
 
 #include "proto/schema/json.h"
+#include "trainer/settings/schemes.h"
 
 #include <string>
 #include <string_view>
@@ -155,7 +156,7 @@ absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& confi
   c.set_seq_len(s->model.seq_len);
   c.set_dropout(s->model.dropout);
   c.set_positions(PositionsName(s->model.positions));
-  if (s->model.placement == trainer::Placement::kMix) c.set_mix_post_fraction(s->model.mix_post_fraction);
+  if (trainer::SchemeOf(s->model.placement).per_block) c.set_mix_post_fraction(s->model.mix_post_fraction);
   c.set_qk_norm(s->model.qk_norm);
   c.set_norm(NormName(s->model.norm));
   c.set_z_loss(s->z_loss);

@@ -1,6 +1,6 @@
 // The schema's TrainConfig rules, shared by normsweep-train, the scheduler,
 // the worker and the CLI: conversion to the trainer core's plain settings
-// (trainer/config.h: defaults and validation in standard C++, no BLAS, no
+// (trainer/settings/config.h: defaults and validation in standard C++, no BLAS, no
 // OpenMP), the resolved config, and the JSON forms of TrainConfig and
 // TrainEvent (proto/schema/json.h).
 #ifndef NORMSWEEP_PROTO_SCHEMA_TRAIN_CONFIG_H_
@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "normsweep/v1/train.pb.h"
-#include "trainer/config.h"
-#include "trainer/status.h"
+#include "trainer/settings/config.h"
+#include "trainer/settings/status.h"
 
 namespace normsweep::schema {
 

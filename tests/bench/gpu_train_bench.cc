@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/trainer.h"
 
 namespace tr = normsweep::trainer;

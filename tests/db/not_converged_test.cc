@@ -32,7 +32,7 @@
 #include "tests/common/store_kinds.h"
 #include "tests/common/test_time.h"
 #include "tests/common/views_test.h"
-#include "trainer/val_loss_progress.h"
+#include "trainer/settings/val_loss_progress.h"
 
 namespace normsweep::db {
 namespace {

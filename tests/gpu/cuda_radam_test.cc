@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "trainer/backend.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/data.h"
 #include "trainer/optimizer.h"
 #include "trainer/param_layout.h"

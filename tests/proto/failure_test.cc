@@ -1,5 +1,5 @@
 // The one rule of failing to train (proto/schema/failure.h), and the
-// trainer's val_loss_progress that it reads (trainer/val_loss_progress.h).
+// trainer's val_loss_progress that it reads (trainer/settings/val_loss_progress.h).
 #include "proto/schema/failure.h"
 
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "trainer/val_loss_progress.h"
+#include "trainer/settings/val_loss_progress.h"
 
 namespace normsweep::schema {
 namespace {

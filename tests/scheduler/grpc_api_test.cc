@@ -27,7 +27,7 @@
 #include "tests/common/in_process_scheduler.h"
 #include "tests/common/specs.h"
 #include "tests/common/requests.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::scheduler {
 namespace {

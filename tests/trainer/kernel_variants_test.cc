@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/cpu/kernel_variant.h"
 #include "trainer/cpu/ops.h"
 #include "trainer/rng.h"

@@ -12,7 +12,7 @@
 
 #include "trainer/backend.h"
 #include "trainer/checkpoint.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/param_layout.h"
 #include "trainer/trainer.h"
 #include "tests/trainer/recording_sink.h"

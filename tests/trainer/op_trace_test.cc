@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/param_layout.h"
 #include "trainer/program/activations.h"
 #include "trainer/program/block_program.h"

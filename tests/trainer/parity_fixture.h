@@ -14,7 +14,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::trainer::parity {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/optimizer.h"
 #include "trainer/safetensors.h"
 #include "tests/trainer/max_relative_error.h"

@@ -9,7 +9,7 @@
 
 #include "trainer/backend.h"
 #include "trainer/checkpoint.h"
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/data.h"
 #include "trainer/param_layout.h"
 #include "trainer/safetensors.h"

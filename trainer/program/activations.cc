@@ -41,7 +41,7 @@ void PlanActivations(const ModelConfig& model, const ParamLayout& layout, int B,
       add(&a.attn_mask, N * C, p + "attn_mask");
       add(&a.ffn_mask, N * C, p + "ffn_mask");
     }
-    if (a.kind == Placement::kPeriLN) {
+    if (SchemeOf(a.kind).block.sublayer_output) {
       add(&a.ln1o_out, N * C, p + "ln1o_out");
       add(&a.ln1o_mean, N, p + "ln1o_mean");
       add(&a.ln1o_rstd, N, p + "ln1o_rstd");

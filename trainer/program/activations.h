@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/param_layout.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::trainer {
 
@@ -35,7 +36,7 @@ struct BlockActivations {
   // How this block is built (ModelConfig::BlockPlacement: never kMix).
   Placement kind = Placement::kPostLN;
   // Normalising inside the residual stream (Post-LN, DeepNorm): out is ln2_out, else res2.
-  bool norm_after_residual() const { return kind == Placement::kPostLN || kind == Placement::kDeepNorm; }
+  bool norm_after_residual() const { return SchemeOf(kind).block.after_residual; }
   const float* out() const { return norm_after_residual() ? ln2_out : res2; }
 };
 

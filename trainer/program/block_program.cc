@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "trainer/settings/schemes.h"
+
 namespace normsweep::trainer {
 namespace {
 
@@ -55,10 +57,11 @@ struct Pass {
     const BlockOffsets& w = layout.blocks()[static_cast<size_t>(l)];
     const float alpha = Alpha();
     a.x_in = const_cast<float*>(x);
-    // Pre-LN and Peri-LN normalise each sublayer's input; Post-LN and
-    // DeepNorm the residual sum; Peri-LN also the sublayer's output.
-    const bool norm_in = !a.norm_after_residual();
-    const bool peri = a.kind == Placement::kPeriLN;
+    // Where the block's norms sit (trainer/settings/schemes.h): on each
+    // sublayer's input (Pre-LN, Peri-LN), on its output (Peri-LN), on the
+    // residual sums (Post-LN, DeepNorm).
+    const BlockNorms& norms = SchemeOf(a.kind).block;
+    const bool norm_in = norms.sublayer_input, norm_out = norms.sublayer_output, norm_after = norms.after_residual;
 
     // Attention sublayer: res1 = alpha * x + s1.
     const float* attn_in = x;
@@ -71,14 +74,14 @@ struct Pass {
     ops.Attention(l, a.atty, a.att, a.qkv, B, T, C, H);                // (N,C), att (B,H,T,T)
     ops.Matmul(a.attn_out, a.atty, P + w.proj_w, P + w.proj_b, N, C, C);  // (N,C)
     float* s1 = a.attn_out;
-    if (peri) {
+    if (norm_out) {
       ops.Norm(Rows(), a.ln1o_out, {a.ln1o_mean, a.ln1o_rstd}, a.attn_out, NormW(w.ln1o_w, w.ln1o_b));
       s1 = a.ln1o_out;
     }
     if (args.dropout) ops.Dropout(s1, a.attn_mask, NC, m.dropout, static_cast<uint64_t>(2 * l + 1));
     ops.Residual(a.res1, alpha, x, 1.0f, s1, NC);
     const float* x1 = a.res1;
-    if (!norm_in) {
+    if (norm_after) {
       ops.Norm(Rows(), a.ln1_out, {a.ln1_mean, a.ln1_rstd}, a.res1, NormW(w.ln1_w, w.ln1_b));
       x1 = a.ln1_out;
     }
@@ -93,13 +96,13 @@ struct Pass {
     ops.Relu(a.fc1_act, static_cast<size_t>(N) * F);
     ops.Matmul(a.ffn_out, a.fc1_act, P + w.fc2_w, P + w.fc2_b, N, F, C);  // (N,C)
     float* s2 = a.ffn_out;
-    if (peri) {
+    if (norm_out) {
       ops.Norm(Rows(), a.ln2o_out, {a.ln2o_mean, a.ln2o_rstd}, a.ffn_out, NormW(w.ln2o_w, w.ln2o_b));
       s2 = a.ln2o_out;
     }
     if (args.dropout) ops.Dropout(s2, a.ffn_mask, NC, m.dropout, static_cast<uint64_t>(2 * l + 2));
     ops.Residual(a.res2, alpha, x1, 1.0f, s2, NC);
-    if (!norm_in) ops.Norm(Rows(), a.ln2_out, {a.ln2_mean, a.ln2_rstd}, a.res2, NormW(w.ln2_w, w.ln2_b));
+    if (norm_after) ops.Norm(Rows(), a.ln2_out, {a.ln2_mean, a.ln2_rstd}, a.res2, NormW(w.ln2_w, w.ln2_b));
     return a.out();
   }
 
@@ -109,8 +112,8 @@ struct Pass {
     BlockActivations& a = acts.blocks[static_cast<size_t>(l)];
     const BlockOffsets& w = layout.blocks()[static_cast<size_t>(l)];
     const float alpha = Alpha();
-    const bool norm_in = !a.norm_after_residual();
-    const bool peri = a.kind == Placement::kPeriLN;
+    const BlockNorms& norms = SchemeOf(a.kind).block;
+    const bool norm_in = norms.sublayer_input, norm_out = norms.sublayer_output;
     const float* attn_in = norm_in ? a.ln1_out : a.x_in;
     const float* ffn_in = norm_in ? a.ln2_out : a.ln1_out;
     // A sublayer's backward pass, every placement: from the gradient of
@@ -127,7 +130,7 @@ struct Pass {
         ops.Multiply(acts.grad_masked, dout, mask, NC);
         dout = acts.grad_masked;
       }
-      if (peri) {
+      if (norm_out) {
         ops.Zero(acts.grad_norm_in, NC);
         ops.NormBackward(Rows(), acts.grad_norm_in, NormG(out_norm_w, out_norm_b), dout, out_norm_in,
                          NormW(out_norm_w, out_norm_b), stats);
@@ -173,7 +176,7 @@ struct Pass {
       attention_backward(dx, dtmp, false);
       ops.NormBackward(Rows(), dx, NormG(w.ln1_w, w.ln1_b), dtmp, a.x_in, NormW(w.ln1_w, w.ln1_b),
                        {a.ln1_mean, a.ln1_rstd});
-    } else {
+    } else {  // norms.after_residual
       // out = ln2(res2), res2 = alpha ln1_out + ffn(ln1_out), ln1_out = ln1(res1), res1 = alpha x + attn(x).
       ops.Zero(dtmp, NC);
       ops.NormBackward(Rows(), dtmp, NormG(w.ln2_w, w.ln2_b), dx, a.res2, NormW(w.ln2_w, w.ln2_b),

@@ -12,7 +12,7 @@
 #ifndef NORMSWEEP_TRAINER_PROGRAM_BLOCK_PROGRAM_H_
 #define NORMSWEEP_TRAINER_PROGRAM_BLOCK_PROGRAM_H_
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 #include "trainer/param_layout.h"
 #include "trainer/program/activations.h"
 #include "trainer/program/ops.h"

@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 namespace normsweep::trainer {
 

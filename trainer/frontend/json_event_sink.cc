@@ -1,4 +1,4 @@
-#include "trainer/json_event_sink.h"
+#include "trainer/frontend/json_event_sink.h"
 
 #include "proto/schema/train_config.h"
 

@@ -1,4 +1,4 @@
-#include "trainer/config.h"
+#include "trainer/settings/config.h"
 
 #include <cmath>
 #include <cstdio>
@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/quote.h"
+#include "trainer/settings/schemes.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -29,36 +30,28 @@ Status CheckFinite(const char* field, double value) {
 
 }  // namespace
 
-const char* PlacementName(Placement p) {
-  switch (p) {
-    case Placement::kPostLN: return "post";
-    case Placement::kPreLN: return "pre";
-    case Placement::kPeriLN: return "peri";
-    case Placement::kDeepNorm: return "deepnorm";
-    case Placement::kMix: return "mix";
-  }
-  return "?";
-}
+const char* PlacementName(Placement p) { return SchemeOf(p).name; }
 const char* NormName(NormKind k) { return k == NormKind::kRmsNorm ? "rmsnorm" : "layernorm"; }
 
 Placement ModelConfig::BlockPlacement(int layer) const {
-  if (placement != Placement::kMix) return placement;
+  if (!SchemeOf(placement).per_block) return placement;
   const int post_blocks = static_cast<int>(std::floor(mix_post_fraction * layers));
   return layer < post_blocks ? Placement::kPostLN : Placement::kPreLN;
 }
 
 bool ModelConfig::HasFinalNorm() const {
   if (layers < 1) return false;
-  const Placement last = BlockPlacement(layers - 1);
-  return last == Placement::kPreLN || last == Placement::kPeriLN;
+  return SchemeOf(BlockPlacement(layers - 1)).final_norm;
 }
 
+bool ModelConfig::HasEmbeddingNorm() const { return SchemeOf(placement).embedding_norm; }
+
 double ModelConfig::ResidualAlpha() const {
-  return placement == Placement::kDeepNorm ? std::pow(2.0 * layers, 0.25) : 1.0;
+  return SchemeOf(placement).deepnorm_residual ? std::pow(2.0 * layers, 0.25) : 1.0;
 }
 
 double ModelConfig::DeepNormBeta() const {
-  return placement == Placement::kDeepNorm ? std::pow(8.0 * layers, -0.25) : 1.0;
+  return SchemeOf(placement).deepnorm_residual ? std::pow(8.0 * layers, -0.25) : 1.0;
 }
 const char* PositionsName(Positions p) { return p == Positions::kLearned ? "learned" : "sinusoidal"; }
 const char* OptimizerName(OptimizerKind k) {
@@ -97,13 +90,9 @@ StatusOr<Precision> ParsePrecision(const std::string& s) {
 }
 
 StatusOr<Placement> ParsePlacement(const std::string& s) {
-  if (s == "post" || s == "post-ln" || s == "post_ln") return Placement::kPostLN;
-  if (s == "pre" || s == "pre-ln" || s == "pre_ln") return Placement::kPreLN;
-  if (s == "peri" || s == "sandwich") return Placement::kPeriLN;
-  if (s == "deepnorm") return Placement::kDeepNorm;
-  if (s == "mix") return Placement::kMix;
-  return FieldError("placement", "unknown placement " + normsweep::QuoteForError(s) +
-                                     " (expected post, pre, peri (alias sandwich), deepnorm or mix)");
+  if (const SchemeInfo* scheme = FindScheme(s)) return scheme->placement;
+  return FieldError("placement",
+                    "unknown placement " + normsweep::QuoteForError(s) + " (expected " + SchemeNames() + ")");
 }
 StatusOr<NormKind> ParseNorm(const std::string& s) {
   if (s == "layernorm") return NormKind::kLayerNorm;
@@ -211,7 +200,7 @@ std::vector<std::pair<const char*, std::string>> FusionSettings(const TrainSetti
   };
   return {
       {"placement", PlacementName(m.placement)},
-      {"mix_post_fraction", m.placement == Placement::kMix ? str(m.mix_post_fraction) : ""},
+      {"mix_post_fraction", SchemeOf(m.placement).per_block ? str(m.mix_post_fraction) : ""},
       {"layers", str(m.layers)},
       {"d_model", str(m.d_model)},
       {"heads", str(m.heads)},

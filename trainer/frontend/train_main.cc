@@ -35,8 +35,9 @@
 #include "trainer/cpu/kernel_variant.h"
 #include "trainer/backend.h"
 #include "trainer/inspect.h"
-#include "trainer/json_event_sink.h"
+#include "trainer/frontend/json_event_sink.h"
 #include "trainer/probes.h"
+#include "trainer/settings/schemes.h"
 #include "proto/schema/train_config.h"
 #include "trainer/trainer.h"
 
@@ -47,8 +48,10 @@ namespace tr = normsweep::trainer;
 namespace schema = normsweep::schema;
 
 
-constexpr char kUsage[] = R"(normsweep-train: train one decoder-only Transformer LM (Post-LN, Pre-LN,
-Peri-LN, DeepNorm or Mix-LN; QK-norm, z-loss and RMSNorm as switches).
+// --help, its scheme lists ({titles}, {placements}, {placement_list}) from
+// the scheme table (trainer/settings/schemes.h).
+constexpr char kUsage[] = R"(normsweep-train: train one decoder-only Transformer LM
+({titles}; QK-norm, z-loss and RMSNorm as switches).
 
 Usage:
   normsweep-train train [--config FILE.json] [flags]
@@ -71,7 +74,7 @@ Flags override the --config file (protobuf JSON of normsweep.v1.TrainConfig).
 --no-diagnostics drops the step-0 evaluation, the diagnostics and the later
 grad_norms events (only for measuring what they cost).
 
-Model:     --placement post|pre|peri|deepnorm|mix (sandwich = peri)  --mix-post-fraction A
+Model:     --placement {placements}  --mix-post-fraction A
            --qk-norm  --norm layernorm|rmsnorm  --layers N  --d-model N  --heads N  --d-ff N
            --seq-len N  --dropout P  --positions sinusoidal|learned
 Training:  --batch-size N  --steps N  --optimizer adam|adamw|radam|sgd  --lr LR
@@ -87,8 +90,8 @@ Probes of the paper's evidence at initialization (Xiong et al. 2020), each
 printing a table:
   probe hidden-norms  [--d 512] [--tokens 8] [--layers 12] [--draws 20] [--seed 0]
                       [--placements post,pre] [--weight-scale 1]
-      ||x||^2/d per layer, a column per placement (post, pre, peri (alias
-      sandwich), deepnorm, mix): Post-LN's and DeepNorm's pre-normalisation
+      ||x||^2/d per layer, a column per placement
+      ({placement_list}): Post-LN's and DeepNorm's pre-normalisation
       sum x^{post,5} (theory alpha^2 + beta^4/2: 3/2 for Post-LN), the
       residual stream of Pre-LN (between 1 + l/2 and 1 + 3l/2), Peri-LN
       (1 + 2l) and Mix-LN; --weight-scale multiplies every weight
@@ -100,6 +103,24 @@ printing a table:
       FFN W1/W2 gradient norms per layer at initialization, a column pair per
       placement, and the last layer's W2 gradient norm by depth
 )";
+
+std::string Usage() {
+  std::string titles, placements;
+  for (const tr::SchemeInfo& scheme : tr::Schemes()) {
+    titles += (titles.empty() ? "" : &scheme == &tr::Schemes().back() ? " or " : ", ") + std::string(scheme.title);
+    placements += (placements.empty() ? "" : "|") + std::string(scheme.name);
+  }
+  for (const tr::SchemeInfo& scheme : tr::Schemes()) {
+    if (scheme.alias != nullptr) placements += std::string(" (") + scheme.alias + " = " + scheme.name + ")";
+  }
+  std::string out = kUsage;
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"{titles}", titles},
+                                   {"{placements}", placements},
+                                   {"{placement_list}", tr::SchemeNames(", ", ", ")}}) {
+    out.replace(out.find(key), key.size(), value);
+  }
+  return out;
+}
 
 // normsweep-train MODE [NAME] [flags]: positional[0] is the mode, positional[1]
 // the probe's name.
@@ -548,7 +569,7 @@ int main(int argc, char** argv) {
   std::string error;
   if (!ParseArgs(argc, argv, &args, &error)) return UsageError(error);
   if (args.flags.count("help") || (args.mode.empty() && args.flags.empty())) {
-    std::fputs(kUsage, stdout);
+    std::fputs(Usage().c_str(), stdout);
     return 0;
   }
   if (args.flags.count("list-devices")) {

@@ -1,8 +1,8 @@
 // Writes trainer events as JSON lines of normsweep.v1.TrainEvent (protobuf's
 // JSON mapping, snake_case), one line per event, flushed at once so that a
 // reader on a pipe (the worker) sees each event as it happens.
-#ifndef NORMSWEEP_TRAINER_JSON_EVENT_SINK_H_
-#define NORMSWEEP_TRAINER_JSON_EVENT_SINK_H_
+#ifndef NORMSWEEP_TRAINER_FRONTEND_JSON_EVENT_SINK_H_
+#define NORMSWEEP_TRAINER_FRONTEND_JSON_EVENT_SINK_H_
 
 #include <cstdio>
 
@@ -35,4 +35,4 @@ class JsonLinesEventSink final : public EventSink {
 
 }  // namespace normsweep::trainer
 
-#endif  // NORMSWEEP_TRAINER_JSON_EVENT_SINK_H_
+#endif  // NORMSWEEP_TRAINER_FRONTEND_JSON_EVENT_SINK_H_

@@ -1,15 +1,15 @@
 // Resolved trainer settings: TrainConfig (proto/normsweep/v1/train.proto) with
 // every default applied. The trainer core takes these plain structs so that it
 // does not depend on protobuf; proto/schema/train_config.h converts.
-#ifndef NORMSWEEP_TRAINER_CONFIG_H_
-#define NORMSWEEP_TRAINER_CONFIG_H_
+#ifndef NORMSWEEP_TRAINER_SETTINGS_CONFIG_H_
+#define NORMSWEEP_TRAINER_SETTINGS_CONFIG_H_
 
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "trainer/status.h"
+#include "trainer/settings/status.h"
 
 namespace normsweep::trainer {
 
@@ -59,8 +59,8 @@ struct ModelConfig {
   // Whether a final norm ln_f sits before the head: when the last block is
   // Pre-LN or Peri-LN.
   bool HasFinalNorm() const;
-  // Peri-LN normalises the embedding too (ln_emb).
-  bool HasEmbeddingNorm() const { return placement == Placement::kPeriLN; }
+  // Whether ln_emb normalises the embedding (Peri-LN).
+  bool HasEmbeddingNorm() const;
   // DeepNorm's residual scale alpha = (2N)^(1/4) and init gain beta =
   // (8N)^(-1/4), N = layers (Wang et al. 2022, decoder-only); 1 otherwise.
   double ResidualAlpha() const;
@@ -123,7 +123,7 @@ Status ValidateModelConfig(const ModelConfig& model);
 Status ValidateTrainSettings(const TrainSettings& settings);
 
 // Names used in configs, events and checkpoint metadata.
-const char* PlacementName(Placement p);       // "post" / "pre" / "peri" / "deepnorm" / "mix"
+const char* PlacementName(Placement p);       // the canonical name (trainer/settings/schemes.h)
 const char* NormName(NormKind k);             // "layernorm" / "rmsnorm"
 const char* PositionsName(Positions p);       // "sinusoidal" / "learned"
 const char* OptimizerName(OptimizerKind k);   // "adam" / "adamw" / "sgd" / "radam"
@@ -137,7 +137,7 @@ const char* PrecisionName(Precision p);       // "fp32" / "tf32" / "bf16"
 // definition of "fusable": the trainer's CheckFusable compares these, and
 // the scheduler's schema::FusionKey is these less threads and device.
 std::vector<std::pair<const char*, std::string>> FusionSettings(const TrainSettings& s);
-StatusOr<Placement> ParsePlacement(const std::string& s);  // also "sandwich" (= "peri")
+StatusOr<Placement> ParsePlacement(const std::string& s);  // canonical names, aliases and spellings
 StatusOr<NormKind> ParseNorm(const std::string& s);
 StatusOr<Positions> ParsePositions(const std::string& s);
 StatusOr<OptimizerKind> ParseOptimizer(const std::string& s);
@@ -146,4 +146,4 @@ StatusOr<Precision> ParsePrecision(const std::string& s);
 
 }  // namespace normsweep::trainer
 
-#endif  // NORMSWEEP_TRAINER_CONFIG_H_
+#endif  // NORMSWEEP_TRAINER_SETTINGS_CONFIG_H_

@@ -1,8 +1,8 @@
 // How much a run was still learning at its end (TrainEvent.val_loss_progress;
 // the failure rule's not_converged, proto/schema/failure.h). Header-only and
 // dependency-free, for the trainer core and its tests.
-#ifndef NORMSWEEP_TRAINER_VAL_LOSS_PROGRESS_H_
-#define NORMSWEEP_TRAINER_VAL_LOSS_PROGRESS_H_
+#ifndef NORMSWEEP_TRAINER_SETTINGS_VAL_LOSS_PROGRESS_H_
+#define NORMSWEEP_TRAINER_SETTINGS_VAL_LOSS_PROGRESS_H_
 
 #include <cmath>
 #include <optional>
@@ -35,4 +35,4 @@ inline std::optional<double> ValLossProgress(const std::vector<std::pair<int, do
 
 }  // namespace normsweep::trainer
 
-#endif  // NORMSWEEP_TRAINER_VAL_LOSS_PROGRESS_H_
+#endif  // NORMSWEEP_TRAINER_SETTINGS_VAL_LOSS_PROGRESS_H_

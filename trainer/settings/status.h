@@ -4,8 +4,8 @@
 // only on the C++ standard library and a BLAS, so that the CUDA build also
 // works on a bare GPU machine without Abseil or protobuf. Front ends convert
 // Status to absl::Status at the module boundary (proto/schema/train_config.h).
-#ifndef NORMSWEEP_TRAINER_STATUS_H_
-#define NORMSWEEP_TRAINER_STATUS_H_
+#ifndef NORMSWEEP_TRAINER_SETTINGS_STATUS_H_
+#define NORMSWEEP_TRAINER_SETTINGS_STATUS_H_
 
 #include <cassert>
 #include <optional>
@@ -74,4 +74,4 @@ class [[nodiscard]] StatusOr {
   if (!tmp.ok()) return tmp.status();                 \
   lhs = std::move(tmp.value())
 
-#endif  // NORMSWEEP_TRAINER_STATUS_H_
+#endif  // NORMSWEEP_TRAINER_SETTINGS_STATUS_H_
