@@ -441,16 +441,8 @@ const char* OutcomeName(Outcome outcome) {
   return "FAILED";
 }
 
-FinalEvent RunTraining(const TrainSettings& settings, const RunOptions& options, EventSink& sink) {
-  Status valid = ValidateTrainSettings(settings);
-  if (!valid.ok()) {
-    FinalEvent f;
-    f.outcome = Outcome::kFailed;
-    f.error = valid.message();
-    sink.OnFinal(f);
-    return f;
-  }
-  return Run(settings, options, sink, settings.threads).Go();
+FinalEvent RunTraining(const ValidTrainSettings& settings, const RunOptions& options, EventSink& sink) {
+  return Run(settings.get(), options, sink, settings->threads).Go();
 }
 
 Status CheckFusable(const std::vector<TrainSettings>& trials) {
@@ -478,10 +470,8 @@ Status CheckFusable(const std::vector<TrainSettings>& trials) {
 std::vector<FinalEvent> RunFusedTraining(const std::vector<FusedTrial>& trials) {
   const size_t K = trials.size();
   std::vector<TrainSettings> settings;
-  for (const FusedTrial& t : trials) settings.push_back(t.settings);
-  Status shared = CheckFusable(settings);
-  std::vector<Status> st(K, shared);
-  for (size_t k = 0; k < K && shared.ok(); ++k) st[k] = ValidateTrainSettings(settings[k]);
+  for (const FusedTrial& t : trials) settings.push_back(t.settings.get());
+  std::vector<Status> st(K, CheckFusable(settings));
   const int threads = K > 0 ? std::max(1, settings[0].threads) : 1;
   // CPU, K >= threads: whole trials per thread. Each trial's backend has
   // one thread, so a fused trial computes exactly what a solo run with one
@@ -504,7 +494,7 @@ std::vector<FinalEvent> RunFusedTraining(const std::vector<FusedTrial>& trials) 
   const int pool = gpu ? static_cast<int>(K) : whole_trials ? threads : 1;
   std::vector<std::unique_ptr<Run>> runs;
   for (size_t k = 0; k < K; ++k) {
-    runs.push_back(std::make_unique<Run>(trials[k].settings, trials[k].options, *trials[k].sink, per_trial, true));
+    runs.push_back(std::make_unique<Run>(trials[k].settings.get(), trials[k].options, *trials[k].sink, per_trial, true));
   }
   std::vector<FinalEvent> finals(K);
   std::vector<char> done(K, 0);  // not vector<bool>: threads write neighbours

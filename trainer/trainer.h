@@ -108,9 +108,10 @@ struct RunOptions {
 };
 
 // Runs one training run to its end and returns the final event (also sent
-// to sink). Errors of any kind end as outcome FAILED with the message; bad
-// settings should be rejected earlier by ValidateTrainSettings.
-FinalEvent RunTraining(const TrainSettings& settings, const RunOptions& options, EventSink& sink);
+// to sink). Errors of any kind end as outcome FAILED with the message. The
+// settings were validated where they entered the process
+// (ValidTrainSettings::Check); they are not checked again here.
+FinalEvent RunTraining(const ValidTrainSettings& settings, const RunOptions& options, EventSink& sink);
 
 // Fused trials (HFTA, Wang et al., MLSys 2021): K runs in one process, which
 // may differ only in the schedule (peak lr, warm-up, kind), the seed, the
@@ -125,7 +126,7 @@ FinalEvent RunTraining(const TrainSettings& settings, const RunOptions& options,
 // K < threads, those of a solo run with `threads` threads.
 inline constexpr int kMaxFusedTrials = 64;  // schema::kMaxFusedTrials
 struct FusedTrial {
-  TrainSettings settings;
+  ValidTrainSettings settings;
   RunOptions options;
   EventSink* sink = nullptr;
 };

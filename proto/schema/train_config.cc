@@ -57,7 +57,7 @@ absl::Status ToAbslStatus(const Status& status) {
   return absl::Status(ToAbslCode(status.code()), status.message());
 }
 
-absl::StatusOr<TrainSettings> SettingsFromProto(const v1::TrainConfig& c) {
+absl::StatusOr<trainer::ValidTrainSettings> SettingsFromProto(const v1::TrainConfig& c) {
   TrainSettings s;
   ModelConfig& m = s.model;
   if (!c.placement().empty()) {
@@ -135,9 +135,9 @@ absl::StatusOr<TrainSettings> SettingsFromProto(const v1::TrainConfig& c) {
   s.checkpoint_every = c.checkpoint_every();
   s.z_loss = c.z_loss();
 
-  Status st = ValidateTrainSettings(s);
-  if (!st.ok()) return ToAbslStatus(st);
-  return s;
+  trainer::StatusOr<trainer::ValidTrainSettings> valid = trainer::ValidTrainSettings::Check(std::move(s));
+  if (!valid.ok()) return ToAbslStatus(valid.status());
+  return std::move(*valid);
 }
 
 absl::Status ValidateTrainConfig(const v1::TrainConfig& config) {
@@ -145,8 +145,9 @@ absl::Status ValidateTrainConfig(const v1::TrainConfig& config) {
 }
 
 absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& config) {
-  absl::StatusOr<TrainSettings> s = SettingsFromProto(config);
-  if (!s.ok()) return s.status();
+  absl::StatusOr<trainer::ValidTrainSettings> valid = SettingsFromProto(config);
+  if (!valid.ok()) return valid.status();
+  const TrainSettings* s = &valid->get();
   v1::TrainConfig c;
   c.set_placement(PlacementName(s->model.placement));
   c.set_layers(s->model.layers);
@@ -187,12 +188,12 @@ absl::StatusOr<v1::TrainConfig> ResolvedTrainConfig(const v1::TrainConfig& confi
 }
 
 absl::StatusOr<std::string> FusionKey(const v1::TrainConfig& config) {
-  absl::StatusOr<TrainSettings> s = SettingsFromProto(config);
+  absl::StatusOr<trainer::ValidTrainSettings> s = SettingsFromProto(config);
   if (!s.ok()) return s.status();
   // The trainer's own list of what fused trials share (trainer::CheckFusable
   // compares the same), less what the worker sets.
   std::string key;
-  for (const auto& [name, value] : trainer::FusionSettings(*s)) {
+  for (const auto& [name, value] : trainer::FusionSettings(s->get())) {
     if (std::string_view(name) == "threads" || std::string_view(name) == "device") continue;
     key.append(name).append("=").append(value).append("\n");
   }

@@ -20,7 +20,7 @@ namespace normsweep::schema {
 absl::Status ToAbslStatus(const trainer::Status& status);
 
 // Applies defaults and validates; INVALID_ARGUMENT names the field.
-absl::StatusOr<trainer::TrainSettings> SettingsFromProto(const v1::TrainConfig& config);
+absl::StatusOr<trainer::ValidTrainSettings> SettingsFromProto(const v1::TrainConfig& config);
 
 // Validation only (what the scheduler checks before storing a sweep).
 absl::Status ValidateTrainConfig(const v1::TrainConfig& config);

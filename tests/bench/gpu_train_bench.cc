@@ -15,6 +15,7 @@
 
 #include "trainer/settings/config.h"
 #include "trainer/trainer.h"
+#include "tests/trainer/valid_settings.h"
 
 namespace tr = normsweep::trainer;
 
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
   if (warmup < 1 || warmup >= s.steps) return Fail("--warmup: must be in [1, steps)");
 
   StepTimes times;
-  const tr::FinalEvent final = tr::RunTraining(s, tr::RunOptions{}, times);
+  const tr::FinalEvent final = tr::RunTraining(Valid(s), tr::RunOptions{}, times);
   if (final.outcome != tr::Outcome::kSucceeded) return Fail(std::string("run ") + tr::OutcomeName(final.outcome) + ": " + final.error);
   std::vector<double> timed(times.tokens_per_s.begin() + warmup, times.tokens_per_s.end());
   std::sort(timed.begin(), timed.end());

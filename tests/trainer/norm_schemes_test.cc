@@ -16,6 +16,7 @@
 #include "trainer/param_layout.h"
 #include "trainer/trainer.h"
 #include "tests/trainer/recording_sink.h"
+#include "tests/trainer/valid_settings.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -208,13 +209,13 @@ TEST(NormSchemeTrainingTest, ResumeContinuesExactlyAcrossTheNewOptions) {
     SCOPED_TRACE(v.name);
     const TrainSettings full = SmallRun(v, 12);
     RecordingSink whole;
-    ASSERT_EQ(RunTraining(full, RunOptions{}, whole).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(full), RunOptions{}, whole).outcome, Outcome::kSucceeded);
     TrainSettings half = full;
     half.steps = 6;
     RunOptions save;
     save.checkpoint_out = TempPath(std::string(v.name) + ".safetensors");
     RecordingSink first;
-    ASSERT_EQ(RunTraining(half, save, first).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(half), save, first).outcome, Outcome::kSucceeded);
 
     // The checkpoint describes the model it holds.
     auto c = LoadCheckpoint(save.checkpoint_out);
@@ -229,7 +230,7 @@ TEST(NormSchemeTrainingTest, ResumeContinuesExactlyAcrossTheNewOptions) {
     RunOptions resume;
     resume.resume_from = save.checkpoint_out;
     RecordingSink second;
-    ASSERT_EQ(RunTraining(full, resume, second).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(full), resume, second).outcome, Outcome::kSucceeded);
     ASSERT_EQ(second.steps.size(), 6u);
     for (size_t i = 0; i < 6; ++i) {
       EXPECT_EQ(second.steps[i].train_loss, whole.steps[6 + i].train_loss) << "step " << 7 + i;
@@ -255,8 +256,8 @@ TEST(NormSchemeTrainingTest, SameConfigGivesBitIdenticalRunsWithDropout) {
     TrainSettings s = SmallRun(v, 8);
     s.model.dropout = 0.1f;
     RecordingSink a, b;
-    ASSERT_EQ(RunTraining(s, RunOptions{}, a).outcome, Outcome::kSucceeded);
-    ASSERT_EQ(RunTraining(s, RunOptions{}, b).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(s), RunOptions{}, a).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(s), RunOptions{}, b).outcome, Outcome::kSucceeded);
     ASSERT_EQ(a.steps.size(), b.steps.size());
     for (size_t i = 0; i < a.steps.size(); ++i) {
       EXPECT_EQ(a.steps[i].train_loss, b.steps[i].train_loss) << "step " << i + 1;
@@ -271,13 +272,13 @@ TEST(NormSchemeTrainingTest, ResumeRefusesAnotherModel) {
   RunOptions save;
   save.checkpoint_out = TempPath("qk.safetensors");
   RecordingSink sink;
-  ASSERT_EQ(RunTraining(SmallRun(qk, 2), save, sink).outcome, Outcome::kSucceeded);
+  ASSERT_EQ(RunTraining(Valid(SmallRun(qk, 2)), save, sink).outcome, Outcome::kSucceeded);
   for (const Variant& other : {Variant{"pre", Placement::kPreLN},
                                Variant{"pre_qknorm_rmsnorm", Placement::kPreLN, true, NormKind::kRmsNorm}}) {
     RunOptions resume;
     resume.resume_from = save.checkpoint_out;
     RecordingSink s;
-    const FinalEvent f = RunTraining(SmallRun(other, 4), resume, s);
+    const FinalEvent f = RunTraining(Valid(SmallRun(other, 4)), resume, s);
     EXPECT_EQ(f.outcome, Outcome::kFailed) << other.name;
     EXPECT_THAT(f.error, HasSubstr("differs")) << other.name;
   }
@@ -288,8 +289,8 @@ TEST(NormSchemeTrainingTest, ResumeRefusesAnotherModel) {
 TEST(NormSchemeTrainingTest, ZLossLeavesTheValidationLossPlain) {
   const Variant plain{"post", Placement::kPostLN}, z{"post_zloss", Placement::kPostLN, false, NormKind::kLayerNorm, 0.5};
   RecordingSink a, b;
-  RunTraining(SmallRun(plain, 1), RunOptions{}, a);
-  RunTraining(SmallRun(z, 1), RunOptions{}, b);
+  RunTraining(Valid(SmallRun(plain, 1)), RunOptions{}, a);
+  RunTraining(Valid(SmallRun(z, 1)), RunOptions{}, b);
   ASSERT_FALSE(a.evals.empty());
   ASSERT_FALSE(b.evals.empty());
   EXPECT_EQ(a.evals.front().step, 0);

@@ -467,6 +467,22 @@ TEST(TrainCliTest, FusedConfigsThatDifferInShapeOrPathCountsAreRefused) {
   EXPECT_THAT(empty.err, HasSubstr("--config: an empty path"));
 }
 
+// A fused run with a config the settings refuse (validated once, as the
+// trainer starts) runs no trial: exit 2, and that trial's FAILED final
+// event, which the worker reads as its outcome.
+TEST(TrainCliTest, FusedRunWithAnInvalidConfigIsRefusedWithThatTrialsFinalEvent) {
+  const fs::path a = SmallConfig("fused_valid_a.json", "\"lr\":0.001");
+  const fs::path b = SmallConfig("fused_valid_b.json", "\"lr\":-1");
+  Result r = RunTrainer({"train", "--config", a.string() + "," + b.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("config 1: lr"));
+  std::vector<v1::TrainEvent> events = Events(r.out);
+  ASSERT_EQ(events.size(), 1u) << r.out;
+  EXPECT_EQ(events[0].outcome(), "FAILED");
+  EXPECT_EQ(events[0].fused_index(), 1);
+  EXPECT_THAT(events[0].error(), HasSubstr("lr"));
+}
+
 // A refused fused run leaves an existing events file as it was (it used to
 // be opened, and so emptied, before the configs were checked), and two
 // trials given one checkpoint path are refused naming both (issue 34).

@@ -16,6 +16,7 @@
 #include "trainer/schedule.h"
 #include "trainer/trainer.h"
 #include "tests/trainer/recording_sink.h"
+#include "tests/trainer/valid_settings.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -205,7 +206,7 @@ TrainSettings SmallRun(Placement p, int steps) {
 
 TEST(TrainingTest, LearnsTheTranslateTaskAndEmitsEveryEvent) {
   RecordingSink sink;
-  FinalEvent f = RunTraining(SmallRun(Placement::kPreLN, 60), RunOptions{}, sink);
+  FinalEvent f = RunTraining(Valid(SmallRun(Placement::kPreLN, 60)), RunOptions{}, sink);
   ASSERT_EQ(f.outcome, Outcome::kSucceeded) << f.error;
   ASSERT_EQ(sink.steps.size(), 60u);
   EXPECT_EQ(sink.steps[0].step, 1);
@@ -231,8 +232,8 @@ TEST(TrainingTest, SameConfigAndThreadsGiveBitIdenticalRuns) {
     TrainSettings s = SmallRun(p, 20);
     s.model.dropout = 0.1f;  // the dropout masks must be deterministic too
     RecordingSink a, b;
-    RunTraining(s, RunOptions{}, a);
-    RunTraining(s, RunOptions{}, b);
+    RunTraining(Valid(s), RunOptions{}, a);
+    RunTraining(Valid(s), RunOptions{}, b);
     ASSERT_EQ(a.steps.size(), b.steps.size());
     for (size_t i = 0; i < a.steps.size(); ++i) {
       EXPECT_EQ(a.steps[i].train_loss, b.steps[i].train_loss) << "step " << i + 1;
@@ -249,7 +250,7 @@ TEST(TrainingTest, ResumeContinuesExactly) {
     full.optimizer.momentum = 0.9;
     full.schedule.kind = ScheduleKind::kCosine;
     RecordingSink whole;
-    RunTraining(full, RunOptions{}, whole);
+    RunTraining(Valid(full), RunOptions{}, whole);
 
     // First half: the same config (same schedule), stopped after 10 steps by
     // a run whose steps = 10 but whose schedule length is the full 20.
@@ -258,11 +259,11 @@ TEST(TrainingTest, ResumeContinuesExactly) {
     RunOptions save;
     save.checkpoint_out = TempPath("half.safetensors");
     RecordingSink first;
-    ASSERT_EQ(RunTraining(half, save, first).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(half), save, first).outcome, Outcome::kSucceeded);
     RunOptions resume;
     resume.resume_from = save.checkpoint_out;
     RecordingSink second;
-    ASSERT_EQ(RunTraining(full, resume, second).outcome, Outcome::kSucceeded);
+    ASSERT_EQ(RunTraining(Valid(full), resume, second).outcome, Outcome::kSucceeded);
     ASSERT_EQ(second.steps.size(), 10u);
     EXPECT_EQ(second.steps[0].step, 11);
     // A resumed run has no step-0 evaluation, so no l0.
@@ -291,8 +292,8 @@ TEST(TrainingTest, StepZeroLossAndTheDiagnosticsMatchTheBackend) {
     TrainSettings s9 = s;
     s9.steps = 9;
     RecordingSink sink9, sink;
-    ASSERT_EQ(RunTraining(s9, o9, sink9).outcome, Outcome::kSucceeded);
-    const FinalEvent f = RunTraining(s, o10, sink);
+    ASSERT_EQ(RunTraining(Valid(s9), o9, sink9).outcome, Outcome::kSucceeded);
+    const FinalEvent f = RunTraining(Valid(s), o10, sink);
     ASSERT_EQ(f.outcome, Outcome::kSucceeded) << f.error;
     ASSERT_EQ(sink.evals.size(), 2u);
     const EvalEvent &e0 = sink.evals[0], &e10 = sink.evals[1];
@@ -395,8 +396,8 @@ TEST(TrainingTest, WithoutDiagnosticsNoStepZeroNoDiagnostics) {
   RunOptions o;
   o.diagnostics = false;
   RecordingSink sink, with;
-  const FinalEvent f = RunTraining(SmallRun(Placement::kPostLN, 20), o, sink);
-  ASSERT_EQ(RunTraining(SmallRun(Placement::kPostLN, 20), RunOptions{}, with).outcome, Outcome::kSucceeded);
+  const FinalEvent f = RunTraining(Valid(SmallRun(Placement::kPostLN, 20)), o, sink);
+  ASSERT_EQ(RunTraining(Valid(SmallRun(Placement::kPostLN, 20)), RunOptions{}, with).outcome, Outcome::kSucceeded);
   ASSERT_EQ(with.steps.size(), sink.steps.size());
   for (size_t i = 0; i < sink.steps.size(); ++i) {
     EXPECT_EQ(with.steps[i].train_loss, sink.steps[i].train_loss) << "step " << i + 1;
@@ -421,11 +422,11 @@ TEST(TrainingTest, ResumeIntoADifferentModelIsAnError) {
   RunOptions save;
   save.checkpoint_out = TempPath("other.safetensors");
   RecordingSink sink;
-  RunTraining(s, save, sink);
+  RunTraining(Valid(s), save, sink);
   s.model.layers = 3;
   RunOptions resume;
   resume.resume_from = save.checkpoint_out;
-  FinalEvent f = RunTraining(s, resume, sink);
+  FinalEvent f = RunTraining(Valid(s), resume, sink);
   EXPECT_EQ(f.outcome, Outcome::kFailed);
   EXPECT_THAT(f.error, HasSubstr("resume"));
 }
@@ -437,7 +438,7 @@ TEST(TrainingTest, HugeLearningRateDiverges) {
   s.schedule.warmup_steps = 0;
   s.divergence_patience = 5;
   RecordingSink sink;
-  FinalEvent f = RunTraining(s, RunOptions{}, sink);
+  FinalEvent f = RunTraining(Valid(s), RunOptions{}, sink);
   EXPECT_EQ(f.outcome, Outcome::kDiverged);
   ASSERT_TRUE(f.diverged_step.has_value());
   EXPECT_LT(*f.diverged_step, 200);
@@ -449,18 +450,21 @@ TEST(TrainingTest, CancelStopsWithCancelled) {
   RunOptions o;
   o.cancel = &cancel;
   RecordingSink sink;
-  FinalEvent f = RunTraining(SmallRun(Placement::kPreLN, 50), o, sink);
+  FinalEvent f = RunTraining(Valid(SmallRun(Placement::kPreLN, 50)), o, sink);
   EXPECT_EQ(f.outcome, Outcome::kCancelled);
   EXPECT_TRUE(sink.steps.empty());
 }
 
-TEST(TrainingTest, InvalidSettingsFail) {
+// RunTraining takes only checked settings: the check names the field.
+TEST(TrainingTest, InvalidSettingsAreRefusedBeforeARun) {
   TrainSettings s = SmallRun(Placement::kPreLN, 5);
   s.model.heads = 3;
-  RecordingSink sink;
-  FinalEvent f = RunTraining(s, RunOptions{}, sink);
-  EXPECT_EQ(f.outcome, Outcome::kFailed);
-  EXPECT_THAT(f.error, HasSubstr("heads"));
+  const StatusOr<ValidTrainSettings> valid = ValidTrainSettings::Check(s);
+  ASSERT_FALSE(valid.ok());
+  EXPECT_EQ(valid.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(valid.status().message(), HasSubstr("heads"));
+  s.model.heads = 4;
+  EXPECT_TRUE(ValidTrainSettings::Check(s).ok());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "trainer/trainer.h"
+#include "tests/trainer/valid_settings.h"
 
 namespace normsweep::trainer {
 namespace {
@@ -80,7 +81,7 @@ TEST(WarmupEffectTest, PostLnNeedsWarmupWherePreLnDoesNot) {
     s.seed = 1;
     s.threads = 1;
     NullSink sink;
-    const FinalEvent f = RunTraining(s, RunOptions{}, sink);
+    const FinalEvent f = RunTraining(Valid(s), RunOptions{}, sink);
     ASSERT_EQ(f.outcome, Outcome::kSucceeded) << f.error;
     ASSERT_TRUE(f.final_val_loss.has_value());
     final_loss[p] = *f.final_val_loss;

@@ -342,6 +342,7 @@ int Train(const Args& args) {
   // checkpoint path) comes before --events is opened ("w" empties the file)
   // and leaves an existing events file as it was; a config the settings
   // refuse is its trial's FAILED final event, written to --events.
+  std::vector<tr::ValidTrainSettings> valid;  // validated here, once
   std::vector<tr::TrainSettings> settings;
   size_t bad_config = K;  // the config whose settings are refused, if any
   std::string settings_error;
@@ -352,7 +353,8 @@ int Train(const Args& args) {
       settings_error =
           (K > 1 ? "config " + std::to_string(k) + ": " : std::string()) + std::string(s.status().message());
     } else {
-      settings.push_back(*s);
+      settings.push_back(s->get());
+      valid.push_back(std::move(*s));
     }
   }
   if (bad_config == K && K > 1) {
@@ -383,16 +385,15 @@ int Train(const Args& args) {
   }
   g_trial_cancel = new std::atomic<bool>[K]();
   g_trials = K;
-  std::vector<tr::FusedTrial> trials(K);
+  std::vector<tr::FusedTrial> trials;
   for (size_t k = 0; k < K; ++k) {
+    trials.push_back({valid[k], {}, sinks[k].get()});
     tr::RunOptions& options = trials[k].options;
     options.checkpoint_out = checkpoint_out[k];
     options.resume_from = resume[k];
     options.cancel = &g_trial_cancel[k];
     options.diagnostics = !args.flags.count("no-diagnostics");
     options.checkpoint_metadata["config"] = schema::TrainConfigToJson(*schema::ResolvedTrainConfig(configs[k]));
-    trials[k].settings = settings[k];
-    trials[k].sink = sinks[k].get();
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
@@ -407,7 +408,7 @@ int Train(const Args& args) {
   }
   std::vector<tr::FinalEvent> finals;
   if (K == 1) {
-    finals.push_back(tr::RunTraining(settings[0], trials[0].options, *sinks[0]));
+    finals.push_back(tr::RunTraining(valid[0], trials[0].options, *sinks[0]));
   } else {
     finals = tr::RunFusedTraining(trials);
   }

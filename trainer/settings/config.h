@@ -122,6 +122,24 @@ inline constexpr int kMaxBatchSize = 1 << 16;
 Status ValidateModelConfig(const ModelConfig& model);
 Status ValidateTrainSettings(const TrainSettings& settings);
 
+// Settings that ValidateTrainSettings accepted. Only Check makes one, so a
+// function that takes one (RunTraining) does not check again: a process
+// validates its settings once, at its entry (normsweep-train as it parses
+// its configs, through schema::SettingsFromProto).
+class ValidTrainSettings {
+ public:
+  static StatusOr<ValidTrainSettings> Check(TrainSettings settings) {
+    TRAINER_RETURN_IF_ERROR(ValidateTrainSettings(settings));
+    return ValidTrainSettings(std::move(settings));
+  }
+  const TrainSettings& get() const { return settings_; }
+  const TrainSettings* operator->() const { return &settings_; }
+
+ private:
+  explicit ValidTrainSettings(TrainSettings settings) : settings_(std::move(settings)) {}
+  TrainSettings settings_;
+};
+
 // Names used in configs, events and checkpoint metadata.
 const char* PlacementName(Placement p);       // the canonical name (trainer/settings/schemes.h)
 const char* NormName(NormKind k);             // "layernorm" / "rmsnorm"
