@@ -365,7 +365,7 @@ Trace Record(const Scheme& scheme) {
   args.params = params.data();
   args.grads = grads.data();
   args.sin_pos = sin_pos.data();
-  args.dropout = m.dropout > 0.0f;
+  args.training = true;
   args.z_loss = scheme.z_loss;
   ops.Section("forward (training)");
   ForwardPass(m, layout, ops, acts, args);
@@ -375,9 +375,9 @@ Trace Record(const Scheme& scheme) {
   for (const TensorSpec& spec : layout.tensors()) {
     if (!ops.written().count("g:" + spec.name)) t.errors.push_back("no gradient for " + spec.name);
   }
-  if (args.dropout) {
+  if (m.dropout > 0.0f) {
     TraceOps eval(namer);
-    args.dropout = false;
+    args.training = false;
     eval.Section("forward (evaluation)");
     ForwardPass(m, layout, eval, acts, args);
     t.lines.insert(t.lines.end(), eval.lines().begin(), eval.lines().end());

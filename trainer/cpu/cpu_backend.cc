@@ -289,7 +289,7 @@ LossStats CpuBackend::RunPart(Part& part, const Batch& batch, Slice s, uint64_t 
   args.params = params_.data();
   args.grads = G;
   args.sin_pos = sin_pos_.data();
-  args.dropout = dropout_active_;
+  args.training = training_;
   args.z_loss = options_.z_loss;
   ForwardPass(model_, layout_, ops, part.acts, args);
   const CrossEntropyStats& ce = ops.loss();
@@ -306,7 +306,7 @@ LossStats CpuBackend::RunPart(Part& part, const Batch& batch, Slice s, uint64_t 
 StatusOr<LossStats> CpuBackend::ForwardBackward(const Batch& batch, uint64_t dropout_seed) {
   TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
   EnsureCapacity(batch.batch_size);
-  dropout_active_ = model_.dropout > 0.0f;
+  training_ = true;
   const std::vector<Slice> slices = SplitBatch(batch.batch_size);
   const int parts = static_cast<int>(slices.size());
   // The mean loss divides by the whole batch's target count, which each
@@ -356,7 +356,7 @@ StatusOr<LossStats> CpuBackend::ForwardBackward(const Batch& batch, uint64_t dro
 StatusOr<LossStats> CpuBackend::Evaluate(const Batch& batch) {
   TRAINER_RETURN_IF_ERROR(CheckBatch(batch, model_));
   EnsureCapacity(batch.batch_size);
-  dropout_active_ = false;
+  training_ = false;
   record_attn_max_ = options_.diagnostics;
   const std::vector<Slice> slices = SplitBatch(batch.batch_size);
   const int parts = static_cast<int>(slices.size());

@@ -72,7 +72,7 @@ class CpuBackend final : public Backend {
   // The batch's sequences cut into min(threads, B) contiguous parts.
   std::vector<Slice> SplitBatch(int B) const;
   // The block program on one part's sequences: the forward pass, with
-  // dropout when dropout_active_ (training, masks drawn from dropout_seed),
+  // dropout when training_ and the model has it (masks drawn from dropout_seed),
   // then with G the backward pass into the weight gradients G (layout
   // order); count is the whole batch's target count, which the mean loss
   // divides by.
@@ -93,7 +93,7 @@ class CpuBackend final : public Backend {
 
   int part_capacity_ = 0;  // sequences each part has buffers for
   std::vector<Part> parts_;
-  bool dropout_active_ = false;  // set before a step's parallel region, read inside it
+  bool training_ = false;  // set before a step's parallel region, read inside it
   bool record_attn_max_ = false;  // likewise: Forward keeps the attention-logit maxima
 };
 

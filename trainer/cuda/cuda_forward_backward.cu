@@ -256,7 +256,7 @@ PassArgs CudaBackend::PassFor(int B, int T, bool training) const {
   args.params = params_;
   args.grads = grads_;
   args.sin_pos = sin_pos_;
-  args.dropout = training && model_.dropout > 0.0f;
+  args.training = training;
   args.z_loss = options_.z_loss;
   return args;
 }

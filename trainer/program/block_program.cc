@@ -21,11 +21,12 @@ struct Pass {
   size_t NC;
   const float* P;
   float* G;
+  bool dropout;  // a training pass of a model with dropout
 
   Pass(const ModelConfig& model, const ParamLayout& l, Ops& o, Activations& a, const PassArgs& pa)
       : m(model), layout(l), ops(o), acts(a), args(pa), B(pa.B), T(pa.T), C(model.d_model), F(model.d_ff),
         H(model.heads), N(pa.B * pa.T), NC(static_cast<size_t>(pa.B) * pa.T * model.d_model), P(pa.params),
-        G(pa.grads) {}
+        G(pa.grads), dropout(pa.training && model.dropout > 0.0f) {}
 
   NormShape Rows() const { return {m.norm, N, C}; }
   NormWeights NormW(size_t w, size_t b) const { return {P + w, layout.norm_bias() ? P + b : nullptr}; }
@@ -78,7 +79,7 @@ struct Pass {
       ops.Norm(Rows(), a.ln1o_out, {a.ln1o_mean, a.ln1o_rstd}, a.attn_out, NormW(w.ln1o_w, w.ln1o_b));
       s1 = a.ln1o_out;
     }
-    if (args.dropout) ops.Dropout(s1, a.attn_mask, NC, m.dropout, static_cast<uint64_t>(2 * l + 1));
+    if (dropout) ops.Dropout(s1, a.attn_mask, NC, m.dropout, static_cast<uint64_t>(2 * l + 1));
     ops.Residual(a.res1, alpha, x, 1.0f, s1, NC);
     const float* x1 = a.res1;
     if (norm_after) {
@@ -100,7 +101,7 @@ struct Pass {
       ops.Norm(Rows(), a.ln2o_out, {a.ln2o_mean, a.ln2o_rstd}, a.ffn_out, NormW(w.ln2o_w, w.ln2o_b));
       s2 = a.ln2o_out;
     }
-    if (args.dropout) ops.Dropout(s2, a.ffn_mask, NC, m.dropout, static_cast<uint64_t>(2 * l + 2));
+    if (dropout) ops.Dropout(s2, a.ffn_mask, NC, m.dropout, static_cast<uint64_t>(2 * l + 2));
     ops.Residual(a.res2, alpha, x1, 1.0f, s2, NC);
     if (norm_after) ops.Norm(Rows(), a.ln2_out, {a.ln2_mean, a.ln2_rstd}, a.res2, NormW(w.ln2_w, w.ln2_b));
     return a.out();
@@ -126,7 +127,7 @@ struct Pass {
     auto sublayer_backward = [&](const float* dout, float* dinput, bool accumulate, const float* mask,
                                  size_t out_norm_w, size_t out_norm_b, const float* out_norm_in, NormStats stats,
                                  auto core) {
-      if (args.dropout) {
+      if (dropout) {
         ops.Multiply(acts.grad_masked, dout, mask, NC);
         dout = acts.grad_masked;
       }
@@ -200,7 +201,7 @@ struct Pass {
                NormW(layout.lnemb_w(), layout.lnemb_b()));
       x0 = acts.emb_ln_out;
     }
-    if (args.dropout) ops.Dropout(x0, acts.emb_mask, NC, m.dropout, 0);
+    if (dropout) ops.Dropout(x0, acts.emb_mask, NC, m.dropout, 0);
     const float* x = x0;
     for (int l = 0; l < m.layers; ++l) x = BlockForward(l, x);
     const float* h = x;
@@ -236,7 +237,7 @@ struct Pass {
     }
     // dx holds d(loss)/d(block output) on entry to each iteration.
     for (int l = m.layers - 1; l >= 0; --l) BlockBackward(l, dx, dtmp);
-    if (args.dropout) ops.Multiply(dx, dx, acts.emb_mask, NC);
+    if (dropout) ops.Multiply(dx, dx, acts.emb_mask, NC);
     if (layout.has_emb_ln()) {
       ops.Zero(dtmp, NC);
       ops.NormBackward(Rows(), dtmp, NormG(layout.lnemb_w(), layout.lnemb_b()), dx, acts.emb_out,

@@ -25,7 +25,7 @@ struct PassArgs {
   const float* params = nullptr;     // ParamLayout order
   float* grads = nullptr;            // BackwardPass: the weights' gradients (=), layout order
   const float* sin_pos = nullptr;    // the sinusoidal table (T,C), used without a learned pos_emb
-  bool dropout = false;              // training with model.dropout > 0
+  bool training = false;             // a training pass: dropout on where the model has it
   double z_loss = 0.0;               // BackwardPass: the z-loss coefficient, 0 = off
 };
 
