@@ -266,8 +266,10 @@ void ReadControlLines() {
 // Why a fused run's trials cannot run together ("" when they can): settings
 // that differ where fused trials must agree, or two trials writing one
 // checkpoint, which would overwrite each other.
-std::string FusedRunRefusal(const std::vector<tr::TrainSettings>& settings,
+std::string FusedRunRefusal(const std::vector<tr::ValidTrainSettings>& valid,
                             const std::vector<std::string>& checkpoint_out) {
+  std::vector<tr::TrainSettings> settings;
+  for (const tr::ValidTrainSettings& v : valid) settings.push_back(v.get());
   if (tr::Status fusable = tr::CheckFusable(settings); !fusable.ok()) return fusable.message();
   for (size_t a = 0; a < checkpoint_out.size(); ++a) {
     for (size_t b = a + 1; b < checkpoint_out.size(); ++b) {
@@ -343,7 +345,6 @@ int Train(const Args& args) {
   // and leaves an existing events file as it was; a config the settings
   // refuse is its trial's FAILED final event, written to --events.
   std::vector<tr::ValidTrainSettings> valid;  // validated here, once
-  std::vector<tr::TrainSettings> settings;
   size_t bad_config = K;  // the config whose settings are refused, if any
   std::string settings_error;
   for (size_t k = 0; k < K && bad_config == K; ++k) {
@@ -353,12 +354,11 @@ int Train(const Args& args) {
       settings_error =
           (K > 1 ? "config " + std::to_string(k) + ": " : std::string()) + std::string(s.status().message());
     } else {
-      settings.push_back(s->get());
       valid.push_back(std::move(*s));
     }
   }
   if (bad_config == K && K > 1) {
-    if (const std::string refusal = FusedRunRefusal(settings, checkpoint_out); !refusal.empty()) {
+    if (const std::string refusal = FusedRunRefusal(valid, checkpoint_out); !refusal.empty()) {
       return UsageError(refusal);
     }
   }
@@ -400,7 +400,7 @@ int Train(const Args& args) {
   // Only a fused run reads stdin: a solo run in the background of a shell
   // would stop on SIGTTIN, and in a pipeline it would eat its parent's input.
   if (K > 1) std::thread(ReadControlLines).detach();
-  if (settings[0].device.rfind("cpu", 0) == 0) {
+  if (valid[0]->device.rfind("cpu", 0) == 0) {
     // Which kernels and matrix product run (the final event's "kernels"):
     // what explains a slow trial first.
     std::fprintf(stderr, "normsweep-train: cpu kernels %s, gemm %s\n",
