@@ -144,7 +144,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(c
   if (!options.enabled()) return grpc::InsecureServerCredentials();
   if (!options.cert.given() || !options.key.given()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "TLS needs both a certificate and its private key (--tls_cert and --tls_key, or NORMSWEEP_TLS_CERT and "
+        "TLS needs both a certificate and its private key (--tls-cert and --tls-key, or NORMSWEEP_TLS_CERT and "
         "NORMSWEEP_TLS_KEY); given: ",
         Paths({{"certificate", &options.cert}, {"key", &options.key}, {"client CA", &options.client_ca}})));
   }

@@ -22,7 +22,7 @@
 
 namespace normsweep {
 
-// A PEM file and where its path came from ("--tls_cert", "NORMSWEEP_TLS_CERT"),
+// A PEM file and where its path came from ("--tls-cert", "NORMSWEEP_TLS_CERT"),
 // for error messages. An empty path: not given.
 struct TlsFile {
   std::string path;

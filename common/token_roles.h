@@ -1,7 +1,7 @@
 // Who may do what on the scheduler's API (issue 25): roles, the role each
 // RPC needs, and the token roles file that names the callers.
 //
-// The file (normsweep-scheduler --token_roles_file, or
+// The file (normsweep-scheduler --token-roles-file, or
 // NORMSWEEP_TOKEN_ROLES_FILE) has one caller a line, `#` starting a comment:
 //   NAME ROLE SHA256HEX      a bearer token, stored as the hex SHA-256 of its text
 //   NAME ROLE cn:COMMON_NAME  under mutual TLS, a client certificate with that subject CN

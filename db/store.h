@@ -1,5 +1,5 @@
 // The scheduler's durable state behind one interface, with two
-// implementations that one test suite checks alike (tests/db/store_test.cc):
+// implementations that one test suite checks alike (tests/db/store_*_test.cc):
 // MemoryStore (fast unit tests) and PostgresStore (production, libpq).
 //
 // Every method is one atomic step; time is passed in (the caller's injected

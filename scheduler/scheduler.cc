@@ -39,9 +39,9 @@ void Scheduler::NotifyChange() {
 
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitSweepRequest& request,
                                                                const std::string& submitted_by) {
-  RETURN_IF_ERROR(ValidateSubmitSweep(request));
-  ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials, ExpandSweep(request.spec()));
-  const v1::SweepSpec spec = NormalizedSpec(request.spec());
+  ASSIGN_OR_RETURN(const ValidSpec valid, ValidateSubmitSweep(request));
+  ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials, ExpandSweep(valid));
+  const v1::SweepSpec& spec = valid.spec();
   v1::SubmitSweepResponse response;
   if (request.validate_only()) {
     v1::Sweep* sweep = response.mutable_sweep();

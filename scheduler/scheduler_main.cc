@@ -4,29 +4,32 @@
 // a command line is visible to every user of the machine):
 // NORMSWEEP_DATABASE_URL (a libpq URL or key=value string), or else libpq's
 // own PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGPASSFILE...
-// TLS files (common/tls.h) from --tls_cert/--tls_key/--tls_client_ca or
+// TLS files (common/tls.h) from --tls-cert/--tls-key/--tls-client-ca or
 // NORMSWEEP_TLS_CERT/NORMSWEEP_TLS_KEY/NORMSWEEP_TLS_CLIENT_CA. Who may call
 // what: the shared API token (NORMSWEEP_API_TOKEN, NORMSWEEP_API_TOKEN_FILE)
-// and the token roles file (--token_roles_file or NORMSWEEP_TOKEN_ROLES_FILE,
+// and the token roles file (--token-roles-file or NORMSWEEP_TOKEN_ROLES_FILE,
 // common/token_roles.h), read again on SIGHUP. Every line it writes to
 // stderr starts with a UTC timestamp (common/log.h).
+//
+// Flags are spelled with dashes (common/flags.h); the underscore forms of
+// earlier releases (--tls_cert) are aliases.
 #include <signal.h>
 
 #include <cstdio>  // std::rename
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/api_token.h"
 #include "common/clock.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/tls.h"
 #include "common/token_roles.h"
@@ -86,9 +89,9 @@ Options OptionsFromFlags() {
   o.store.connect.statement_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_statement_timeout_ms));
   o.store.pool_size = absl::GetFlag(FLAGS_db_pool_size);
   o.port_file = absl::GetFlag(FLAGS_port_file);
-  o.tls.cert = FlagFile(FLAGS_tls_cert, "--tls_cert");
-  o.tls.key = FlagFile(FLAGS_tls_key, "--tls_key");
-  o.tls.client_ca = FlagFile(FLAGS_tls_client_ca, "--tls_client_ca");
+  o.tls.cert = FlagFile(FLAGS_tls_cert, "--tls-cert");
+  o.tls.key = FlagFile(FLAGS_tls_key, "--tls-key");
+  o.tls.client_ca = FlagFile(FLAGS_tls_client_ca, "--tls-client-ca");
   o.tls = normsweep::TlsServerOptionsWithEnvironment(o.tls);
   o.token_roles_file = absl::GetFlag(FLAGS_token_roles_file);
   if (const char* file = std::getenv("NORMSWEEP_TOKEN_ROLES_FILE"); o.token_roles_file.empty() && file != nullptr) {
@@ -107,7 +110,7 @@ std::string DescribeRoles(const normsweep::TokenRoles& roles) {
 // once it is in force (tests wait for that line).
 std::shared_ptr<const normsweep::TokenRoles> ReadTokenRolesAgain(const Options& options) {
   if (options.token_roles_file.empty()) {
-    Log("SIGHUP: no token roles file to read again (--token_roles_file, NORMSWEEP_TOKEN_ROLES_FILE)");
+    Log("SIGHUP: no token roles file to read again (--token-roles-file, NORMSWEEP_TOKEN_ROLES_FILE)");
     return nullptr;
   }
   absl::StatusOr<normsweep::TokenRoles> roles = normsweep::TokenRoles::Load(options.token_roles_file);
@@ -123,17 +126,18 @@ void LogReloaded(const Options& options, const normsweep::TokenRoles& roles) {
   Log(absl::StrCat("SIGHUP: token roles file ", options.token_roles_file, " reloaded (", DescribeRoles(roles), ")"));
 }
 
+constexpr char kUsage[] =
+    "normsweep-scheduler [flags]\n"
+    "Database: NORMSWEEP_DATABASE_URL or the PG* environment variables.\n"
+    "API token (optional): NORMSWEEP_API_TOKEN or NORMSWEEP_API_TOKEN_FILE; when set, every call must carry it.\n"
+    "Token roles (optional): --token-roles-file (or NORMSWEEP_TOKEN_ROLES_FILE), read again on SIGHUP.\n"
+    "TLS (optional): --tls-cert and --tls-key (or NORMSWEEP_TLS_CERT, NORMSWEEP_TLS_KEY), PEM files;\n"
+    "  --tls-client-ca (or NORMSWEEP_TLS_CLIENT_CA) also requires a client certificate signed by that CA.";
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "normsweep-scheduler [flags]\n"
-      "Database: NORMSWEEP_DATABASE_URL or the PG* environment variables.\n"
-      "API token (optional): NORMSWEEP_API_TOKEN or NORMSWEEP_API_TOKEN_FILE; when set, every call must carry it.\n"
-      "Token roles (optional): --token_roles_file (or NORMSWEEP_TOKEN_ROLES_FILE), read again on SIGHUP.\n"
-      "TLS (optional): --tls_cert and --tls_key (or NORMSWEEP_TLS_CERT, NORMSWEEP_TLS_KEY), PEM files;\n"
-      "  --tls_client_ca (or NORMSWEEP_TLS_CLIENT_CA) also requires a client certificate signed by that CA.");
-  absl::ParseCommandLine(argc, argv);
+  if (std::optional<int> exit_code = normsweep::ParseFlagsForMain(argc, argv, kUsage)) return *exit_code;
   // Debian's Abseil checks every Mutex for lock-order cycles; measurable on hot paths.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Options options = OptionsFromFlags();
@@ -146,11 +150,11 @@ int main(int argc, char** argv) {
   if (!options.token_roles_file.empty()) {
     absl::StatusOr<normsweep::TokenRoles> roles = normsweep::TokenRoles::Load(options.token_roles_file);
     if (!roles.ok()) {
-      Log(absl::StrCat("--token_roles_file: ", roles.status().message()));
+      Log(absl::StrCat("--token-roles-file: ", roles.status().message()));
       return 2;
     }
     if (roles->common_names() > 0 && !options.tls.client_ca.given()) {
-      Log("WARNING: the token roles file has cn: lines, but without mutual TLS (--tls_client_ca) no client "
+      Log("WARNING: the token roles file has cn: lines, but without mutual TLS (--tls-client-ca) no client "
           "certificate is ever presented: they match no call");
     }
     options.server.token_roles = std::make_shared<const normsweep::TokenRoles>(*std::move(roles));
@@ -163,7 +167,7 @@ int main(int argc, char** argv) {
   options.server.credentials = *credentials;
   if ((!options.server.api_token.empty() || options.server.token_roles != nullptr) && !options.tls.enabled()) {
     Log("WARNING: an API token is set but TLS is off: the token travels in the clear on every call "
-        "(set --tls_cert and --tls_key, or NORMSWEEP_TLS_CERT and NORMSWEEP_TLS_KEY)");
+        "(set --tls-cert and --tls-key, or NORMSWEEP_TLS_CERT and NORMSWEEP_TLS_KEY)");
   }
 
   // Signals are taken by sigwait below; block them before any thread starts.

@@ -10,8 +10,7 @@
 #include "proto/schema/boundary_search.h"
 #include "proto/schema/train_config.h"
 #include "scheduler/sweep_expander_internal.h"
-#include "scheduler/validation.h"
-#include "trainer/settings/config.h"
+#include "scheduler/field_errors.h"
 
 namespace normsweep::scheduler {
 namespace internal {
@@ -116,6 +115,14 @@ absl::StatusOr<std::vector<db::NewTrial>> ExpandTrials(const v1::SweepSpec& spec
   return trials;
 }
 
+absl::Status DistinctTrialConfigs::Add(int32_t index, const v1::TrainConfig& resolved, const std::string& described) {
+  auto [seen, inserted] = first_.emplace(resolved.SerializeAsString(), index);
+  if (inserted) return absl::OkStatus();
+  return Invalid(field_, absl::StrCat("trials ", seen->second, " and ", index,
+                                      " would have the same resolved config (placement=", resolved.placement(), ", ",
+                                      described, ")"));
+}
+
 std::vector<WarmupLr> BoundarySettingsGrid(const v1::SweepSpec& spec) {
   const std::vector<double> lrs = schema::InitialLrs(schema::BoundarySettingsOf(spec.boundary_search()));
   std::vector<WarmupLr> settings;
@@ -141,40 +148,19 @@ void AssignBoundaryLines(const v1::SweepSpec& spec, std::vector<db::NewTrial>& t
 
 }  // namespace internal
 
-v1::SweepSpec NormalizedSpec(const v1::SweepSpec& spec) {
-  v1::SweepSpec s = spec;
-  if (s.max_attempts() == 0) s.set_max_attempts(schema::kDefaultMaxAttempts);
-  if (s.max_interruptions() == 0) s.set_max_interruptions(schema::kDefaultMaxInterruptions);
-  // Each placement by its canonical name, as its trials' resolved configs
-  // say it ("sandwich" is stored as "peri", "post-ln" as "post").
-  for (std::string& placement : *s.mutable_placements()) {
-    trainer::StatusOr<trainer::Placement> p = trainer::ParsePlacement(placement);
-    if (p.ok()) placement = trainer::PlacementName(*p);
-  }
-  if (s.has_boundary_search()) {
-    // The defaults as the search uses them (schema::BoundarySettingsOf), so
-    // that the stored spec says them.
-    const schema::BoundarySettings b = schema::BoundarySettingsOf(s.boundary_search());
-    s.mutable_boundary_search()->set_resolution(b.resolution);
-    s.mutable_boundary_search()->set_initial_points(b.initial_points);
-    s.mutable_boundary_search()->set_min_improvement(b.min_improvement);
-  }
-  return s;
-}
-
-absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec) {
-  ASSIGN_OR_RETURN(ValidSpec valid, ValidateSweepSpec(spec));
+absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const ValidSpec& valid) {
+  const v1::SweepSpec& spec = valid.spec();
   if (spec.has_boundary_search()) {
     ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials,
-                     internal::ExpandTrials(spec, internal::BoundarySettingsGrid(spec), valid.extra,
-                                            valid.trial_count));
+                     internal::ExpandTrials(spec, internal::BoundarySettingsGrid(spec), valid.extra(),
+                                            valid.trial_count()));
     internal::AssignBoundaryLines(spec, trials);
     return trials;
   }
   const std::vector<internal::WarmupLr> settings = spec.has_random_search()
                                                        ? internal::SampleRandomSearch(spec.random_search())
                                                        : internal::GridSettings(spec);
-  return internal::ExpandTrials(spec, settings, valid.extra, valid.trial_count);
+  return internal::ExpandTrials(spec, settings, valid.extra(), valid.trial_count());
 }
 
 }  // namespace normsweep::scheduler

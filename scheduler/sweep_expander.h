@@ -1,8 +1,7 @@
-// Turns a SweepSpec into trials: defaults, and the expansion of the grid,
-// the random search or a boundary search's coarse start into one resolved
-// TrainConfig per trial. Pure functions; no I/O. The spec's checks are
-// scheduler/validation.h's (ValidateSweepSpec, which ExpandSweep runs first);
-// the pieces of the expansion are in sweep_expander_internal.h.
+// Turns a parsed sweep spec (sweep_spec.h) into trials: the grid, the random
+// search or a boundary search's coarse start, one resolved TrainConfig per
+// trial. Pure functions; no I/O; no checks of the spec (ValidSpec::Parse made
+// them). The pieces are in sweep_expander_internal.h.
 #ifndef NORMSWEEP_SCHEDULER_SWEEP_EXPANDER_H_
 #define NORMSWEEP_SCHEDULER_SWEEP_EXPANDER_H_
 
@@ -10,18 +9,16 @@
 
 #include "absl/status/statusor.h"
 #include "db/store.h"
-#include "normsweep/v1/sweep.pb.h"
+#include "scheduler/sweep_spec.h"
 
 namespace normsweep::scheduler {
 
-// The spec with defaults applied (max_attempts) and each placement by its
-// canonical name ("sandwich" -> "peri"), as it is stored.
-v1::SweepSpec NormalizedSpec(const v1::SweepSpec& spec);
-
-// Validates the spec and expands it. Trials are ordered seed-major, then
-// extra axes, warm-up, lr, placement (innermost), so that the first trials
-// of a sweep already compare both placements on the whole grid.
-absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const v1::SweepSpec& spec);
+// The trials of spec, ordered seed-major, then extra axes, warm-up, lr,
+// placement (innermost), so that the first trials of a sweep already
+// compare both placements on the whole grid. An error only for a config the
+// trainer refuses after all or two trials of one resolved config (two
+// random-search samples that coincide).
+absl::StatusOr<std::vector<db::NewTrial>> ExpandSweep(const ValidSpec& spec);
 
 }  // namespace normsweep::scheduler
 

@@ -4,7 +4,7 @@
 // scheduler acknowledges it (Peek, then Ack), so a failed call re-sends
 // exactly what it lost and an acknowledged item is never sent again.
 //
-// Not thread-safe: the Worker guards each buffer with its mutex.
+// Not thread-safe: the LeaseTable's mutex (lease.h) guards each buffer.
 #ifndef NORMSWEEP_WORKER_PROGRESS_BUFFER_H_
 #define NORMSWEEP_WORKER_PROGRESS_BUFFER_H_
 

@@ -3,8 +3,8 @@
 // worker stops the trial (lease lost, sweep cancelled, drain over, the
 // watchdog's limits) with SIGTERM, when SIGKILL follows (kill_after after
 // SIGTERM, or after the final event when the process lingers), and when to
-// lease the slot's next trial meanwhile. Worker::RunTrial's loop reads the
-// process and carries out what OnPoll says.
+// lease the slot's next trial meanwhile. GroupSupervisor holds one per
+// trial of a group and turns what OnPoll says into the group's action.
 //
 // Owned by the slot thread that runs the trial; not thread-safe.
 #ifndef NORMSWEEP_WORKER_TRIAL_SUPERVISOR_H_

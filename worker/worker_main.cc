@@ -1,9 +1,10 @@
 // normsweep-worker: the worker daemon. Registers with the scheduler, keeps
 // every slot (GPU, or CPU share) busy with normsweep-train processes, exports
-// Prometheus /metrics. SIGTERM/SIGINT drain it (see worker/worker.h); a
+// Prometheus /metrics. SIGTERM/SIGINT drain it (see worker/README.md); a
 // second signal exits at once (running trainers die with it).
 //
-// Flags are spelled with dashes or underscores (--cpu-slots = --cpu_slots).
+// Flags are spelled with dashes (common/flags.h); underscores (--cpu_slots)
+// are accepted as aliases.
 // TLS to the scheduler (common/tls.h): --tls-ca, and for a scheduler that
 // requires client certificates --tls-cert/--tls-key, or NORMSWEEP_TLS_CA,
 // NORMSWEEP_TLS_CERT, NORMSWEEP_TLS_KEY. Every line it writes to stderr
@@ -15,18 +16,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/api_token.h"
 #include "common/clock.h"
+#include "common/flags.h"
 #include "common/log.h"
 #include "common/tls.h"
 #include "common/wake_listener.h"
@@ -106,33 +107,21 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+constexpr char kUsage[] =
+    "normsweep-worker --scheduler host:port [--name NAME] [--cpu-slots N | --gpus all|none|0,2]\n"
+    "  [--threads-per-slot N] [--fuse K] [--trainer PATH] [--work-dir DIR] [--metrics-port P]\n"
+    "  [--trial-timeout-s S] [--stall-timeout-s S] [--grace-period-s S]\n"
+    "  [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]]\n"
+    "TLS: --tls-ca (or NORMSWEEP_TLS_CA) verifies the scheduler; --tls-cert/--tls-key (or NORMSWEEP_TLS_CERT,\n"
+    "NORMSWEEP_TLS_KEY) present a client certificate to a scheduler that requires one.\n"
+    "SIGTERM/SIGINT drain: no new leases; running trials get --grace-period-s to finish, then are\n"
+    "stopped and handed back (FinishTrial with the interruption worker_drained: the scheduler re-queues them\n"
+    "at once without counting an attempt).";
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "normsweep-worker --scheduler host:port [--name NAME] [--cpu-slots N | --gpus all|none|0,2]\n"
-      "  [--threads-per-slot N] [--fuse K] [--trainer PATH] [--work-dir DIR] [--metrics-port P]\n"
-      "  [--trial-timeout-s S] [--stall-timeout-s S] [--grace-period-s S]\n"
-      "  [--tls-ca CA.pem [--tls-cert CERT.pem --tls-key KEY.pem]]\n"
-      "TLS: --tls-ca (or NORMSWEEP_TLS_CA) verifies the scheduler; --tls-cert/--tls-key (or NORMSWEEP_TLS_CERT,\n"
-      "NORMSWEEP_TLS_KEY) present a client certificate to a scheduler that requires one.\n"
-      "SIGTERM/SIGINT drain: no new leases; running trials get --grace-period-s to finish, then are\n"
-      "stopped and handed back (FinishTrial with the interruption worker_drained: the scheduler re-queues them\n"
-      "at once without counting an attempt).");
-  // absl spells flags with underscores; accept the dashed names too.
-  std::vector<std::string> args(argv, argv + argc);
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string& a = args[i];
-    if (a == "--") break;
-    if (a.rfind("--", 0) != 0) continue;
-    const size_t end = std::min(a.find('='), a.size());
-    for (size_t j = 2; j < end; ++j) {
-      if (a[j] == '-') a[j] = '_';
-    }
-  }
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+  if (std::optional<int> exit_code = normsweep::ParseFlagsForMain(argc, argv, kUsage)) return *exit_code;
 
   WorkerOptions options;
   options.hostname = Hostname();

@@ -1,21 +1,6 @@
-// The worker's Prometheus metrics, on a registry the caller owns (worker_main
-// exposes it on /metrics; tests serialise it).
-//   normsweep_trial_{train_loss,val_loss,learning_rate,grad_norm,step}
-//       per live trial, labels sweep, trial, placement, warmup_steps, peak_lr,
-//       seed; removed when the trial ends
-//   normsweep_worker_trial_output_log_z             the same labels
-//   normsweep_worker_trial_max_attn_logit{...,layer}
-//   normsweep_worker_trial_update_ratio{...,layer,matrix}   matrix qkv, proj, fc1, fc2
-//       the latest evaluation's diagnostics of a live trial, removed with its
-//       other series; layers below the trial's TrainConfig.layers only, so a
-//       trial exports at most 5 series per block
-//   normsweep_worker_tokens_per_second{device}   summed over the device's slots
-//   normsweep_worker_busy_slots{device}
-//   normsweep_worker_trials_finished_total{outcome}
-//   normsweep_worker_interruptions_total{cause}   attempts this worker ended as
-//       interruptions (FinishTrialRequest.interruption; schema/interruptions.h)
-//   normsweep_worker_slot_idle_seconds            histogram: a slot's gap between
-//       one trial's process ending and the next one starting
+// The worker's Prometheus metrics (every series is listed in
+// worker/README.md, "Metrics"), on a registry the caller owns: worker_main
+// exposes it on /metrics, tests serialise it.
 // Thread-safe: mu_ guards the per-trial and per-slot bookkeeping; the
 // prometheus-cpp families synchronise themselves.
 #ifndef NORMSWEEP_WORKER_WORKER_METRICS_H_

@@ -98,7 +98,7 @@ restart_if_rebuilt worker "$build/worker/normsweep-worker" "$local_dir/worker-0.
 # ---- scheduler ----
 if ! running "$local_dir/scheduler.pid"; then
   NORMSWEEP_DATABASE_URL="$db_url" nohup "$build/scheduler/normsweep-scheduler" --port "$grpc_port" \
-    --metrics_port "$metrics_port" >"$logs/scheduler.log" 2>&1 &
+    --metrics-port "$metrics_port" >"$logs/scheduler.log" 2>&1 &
   echo $! >"$local_dir/scheduler.pid"
 fi
 export NORMSWEEP_SCHEDULER="localhost:$grpc_port"

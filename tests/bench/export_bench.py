@@ -21,8 +21,8 @@ Figures:
      study.trials_dataframe() plus every trial's intermediate values into a
      long DataFrame; the ratio Optuna / Client.metrics;
   5. the existing reads: `normsweep report ID --out DIR` (target < 2 s,
-     killed after --report_timeout s) and `normsweep results ID` (target
-     <= 200 ms, --results_runs runs).
+     killed after --report-timeout s) and `normsweep results ID` (target
+     <= 200 ms, --results-runs runs).
 
 Each figure that cannot run (e.g. a CLI without `export`) prints
 "not available: <reason>" and the others still run.
@@ -186,7 +186,7 @@ class Bench:
     def populate(self) -> None:
         load = self.build / "tests" / "normsweep-scheduler-load"
         argv = [str(load), f"--scheduler={self.stack.address}", f"--trials={self.args.trials}", "--batches=10",
-                "--steps_per_batch=10", f"--val_every={VAL_EVERY}"]
+                "--steps-per-batch=10", f"--val-every={VAL_EVERY}"]
         print(f"\npopulating: {' '.join(argv[1:])}", flush=True)
         t0 = time.perf_counter()
         done = subprocess.run(argv, capture_output=True, text=True)
@@ -505,9 +505,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=10000, help="trials of 100 steps (a multiple of 10, <= 10000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of Client.metrics + normsweep export")
-    parser.add_argument("--optuna_rounds", type=int, default=1, help="timed Optuna reads (0: skip the anchor)")
-    parser.add_argument("--report_timeout", type=int, default=300, help="seconds before normsweep report is killed")
-    parser.add_argument("--results_runs", type=int, default=5)
+    parser.add_argument("--optuna-rounds", type=int, default=1, help="timed Optuna reads (0: skip the anchor)")
+    parser.add_argument("--report-timeout", type=int, default=300, help="seconds before normsweep report is killed")
+    parser.add_argument("--results-runs", type=int, default=5)
     parser.add_argument("--build", default=str(REPO / "build"), help="the build tree (binaries and python stubs)")
     parser.add_argument("--tmp", default="/tmp", help="where the CSV export is written")
     parser.add_argument("--keep", action="store_true", help="leave the stack running at the end (Ctrl-C stops it)")

@@ -99,7 +99,7 @@ def server_order(trials: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def chunks_of(trial: np.ndarray, step: np.ndarray, seed: int) -> List[bytes]:
-    """The rows as serialized ExportChunks of about CHUNK_BYTES each (--chunk_bytes)."""
+    """The rows as serialized ExportChunks of about CHUNK_BYTES each (--chunk-bytes)."""
     rng = np.random.default_rng(seed)
     n = len(trial)
     values = {m: rng.random(n) for m in METRICS}
@@ -179,7 +179,7 @@ def time_grpc(order: str, rows: int, expect_rows: int, rounds: int, clients: Dic
     """Client.metrics() against a server process sending the payloads, for each client copy
     (name -> its python/ directory), rounds interleaved."""
     server = subprocess.Popen([sys.executable, __file__, "--serve", order, "--rows", str(rows),
-                               "--chunk_bytes", str(CHUNK_BYTES)],
+                               "--chunk-bytes", str(CHUNK_BYTES)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     calls: Dict[str, List[List[List[float]]]] = {name: [] for name in clients}
     try:
@@ -224,7 +224,7 @@ def main() -> None:
     parser.add_argument("--grpc", action="store_true", help="also time Client.metrics() over a loopback stream")
     parser.add_argument("--clients", default=f"this={REPO / 'python'}",
                         help="--grpc: NAME=DIR,... client copies (DIR holds normsweep/) to time, interleaved")
-    parser.add_argument("--chunk_bytes", type=int, default=CHUNK_BYTES,
+    parser.add_argument("--chunk-bytes", type=int, default=CHUNK_BYTES,
                         help="serialized chunk size (the server's max_chunk_bytes, ~1 MB)")
     parser.add_argument("--serve", metavar="ORDER", help=argparse.SUPPRESS)  # --grpc's server process
     args = parser.parse_args()

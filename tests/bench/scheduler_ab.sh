@@ -46,7 +46,7 @@ printf '%-2s %4s %12s %8s %10s %9s %28s\n' "" run lifecycles/s steady points/s "
 for ((i = 1; i <= runs; ++i)); do
   for side in A B; do
     bin="$a"; [[ "$side" == B ]] && bin="$b"
-    out=$("$load" --scheduler_binary="$bin" "$@" 2>&1) || { echo "$out" >&2; echo "$0: run $i of $side failed" >&2; exit 1; }
+    out=$("$load" --scheduler-binary="$bin" "$@" 2>&1) || { echo "$out" >&2; echo "$0: run $i of $side failed" >&2; exit 1; }
     rate=$(awk '/trial lifecycles\/s/ {print $3}' <<<"$out")
     steady=$(awk '/steady lifecycles\/s/ {print $3}' <<<"$out")
     points=$(awk '/metric points\/s/ {print $3}' <<<"$out")
@@ -54,7 +54,7 @@ for ((i = 1; i <= runs; ++i)); do
     read -r sched pg workers < <(sed -n 's/.*CPU per lifecycle *\([0-9]*\) us normsweep-scheduler, \([0-9]*\) us PostgreSQL, \([0-9]*\) us simulated workers.*/\1 \2 \3/p' <<<"$out")
     if [[ -z "$rate" || -z "${workers:-}" ]]; then
       echo "$out" >&2
-      echo "$0: run $i of $side printed no figures (a scheduler binary, so --scheduler_binary, is needed)" >&2
+      echo "$0: run $i of $side printed no figures (a scheduler binary, so --scheduler-binary, is needed)" >&2
       exit 1
     fi
     printf '%-2s %4d %12s %8s %10s %9s %12s / %s / %s\n' "$side" "$i" "$rate" "${steady:--}" "$points" "${p99:--}" "$sched" "$pg" "$workers"

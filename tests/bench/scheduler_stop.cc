@@ -9,7 +9,8 @@
 // the machine (nproc, CPU model, load) and the scheduler's "stopping:" line
 // of the last round.
 //
-//   build/tests/normsweep-scheduler-stop [--watch=0,10,100] [--progress=4] [--health=1] [--callers=0] [--rounds=5]
+//   build/tests/bench/normsweep-scheduler-stop [--watch=0,10,100] [--progress=4] [--health=1] [--callers=0]
+//       [--rounds=5]
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -27,12 +29,11 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "normsweep/v1/sweep_service.grpc.pb.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/bench/bench_setup.h"
 #include "tests/common/scheduler_process.h"
 #include "tests/common/specs.h"
 #include "tests/common/subprocess.h"
@@ -45,6 +46,10 @@ ABSL_FLAG(int, health, 1, "Open health Watch calls");
 ABSL_FLAG(int, callers, 0, "Clients submitting sweeps in a loop while the scheduler stops");
 ABSL_FLAG(int, rounds, 5, "Stops per series");
 ABSL_FLAG(std::string, bin_dir, NORMSWEEP_BINARY_DIR_DEFAULT, "The build directory holding the binaries");
+
+constexpr char kUsage[] =
+    "normsweep-scheduler-stop [flags]: the time from SIGTERM to a real scheduler's exit, with streams open "
+    "(tests/bench/scheduler_stop.cc)";
 
 namespace normsweep {
 namespace {
@@ -95,16 +100,8 @@ void SubmitUntilStopped(const std::string& address, int caller, std::atomic<int>
 
 int Run() {
   const std::string bin = absl::GetFlag(FLAGS_bin_dir);
-  auto pg = testing::PostgresInstance::Start();
-  if (!pg.ok()) {
-    std::fprintf(stderr, "PostgreSQL: %s\n", pg.status().ToString().c_str());
-    return 1;
-  }
-  auto conninfo = (*pg)->CreateDatabase("stop_bench");
-  if (!conninfo.ok()) {
-    std::fprintf(stderr, "database: %s\n", conninfo.status().ToString().c_str());
-    return 1;
-  }
+  std::optional<bench::BenchDatabase> db = bench::StartDatabase("stop_bench");
+  if (!db.has_value()) return 1;
   std::printf("machine: nproc %u, %s, load %s (before)\n", std::thread::hardware_concurrency(), CpuModel().c_str(),
               LoadAverage().c_str());
   const int progress = absl::GetFlag(FLAGS_progress);
@@ -116,11 +113,11 @@ int Run() {
     const int watches = std::atoi(w.c_str());
     std::vector<double> ms;
     for (int r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
-      const std::string dir = absl::StrCat((*pg)->dir(), "/round-", ++round_number);
+      const std::string dir = absl::StrCat(db->server->dir(), "/round-", ++round_number);
       mkdir(dir.c_str(), 0755);
-      auto scheduler = testing::StartScheduler(
-          bin, *conninfo, dir,
-          {"--metrics_port=0", "--lease_seconds=60", "--heartbeat_interval_ms=15000", "--maintenance_interval_ms=5000"});
+      std::vector<std::string> flags = bench::DeployedSchedulerFlags();
+      flags.push_back("--metrics-port=0");
+      auto scheduler = testing::StartScheduler(bin, db->conninfo, dir, flags);
       if (!scheduler.ok()) {
         std::fprintf(stderr, "scheduler: %s\n", scheduler.status().ToString().c_str());
         return 1;
@@ -157,7 +154,4 @@ int Run() {
 }  // namespace
 }  // namespace normsweep
 
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return normsweep::Run();
-}
+int main(int argc, char** argv) { return normsweep::bench::Main(argc, argv, kUsage, normsweep::Run); }

@@ -6,34 +6,32 @@
 // --restarts times. For each restart it prints the time from the new
 // scheduler's port file (written once it listens) to the worker's first
 // call that the new scheduler handled: its progress or lease counter on
-// /metrics leaving zero, scraped every --scrape_ms. Then min/median/max.
+// /metrics leaving zero, scraped every --scrape-ms. Then min/median/max.
 // The worker reports progress continuously, so the figure is how long its
 // channel takes to reconnect, not how long it waits between calls.
 //
 //   build/tests/normsweep-worker-reconnect [--restarts=10] [--tls]
 #include <grpcpp/create_channel.h>
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/tls.h"
 #include "normsweep/v1/sweep_service.grpc.pb.h"
+#include "tests/bench/bench_setup.h"
 #include "tests/common/http_get.h"
-#include "tests/common/postgres_instance.h"
+#include "tests/common/read_file.h"
 #include "tests/common/scheduler_process.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/test_certificates.h"
@@ -46,36 +44,21 @@ ABSL_FLAG(std::string, bin_dir, NORMSWEEP_BINARY_DIR_DEFAULT, "The build directo
 ABSL_FLAG(std::vector<std::string>, worker_env, {},
           "NAME=VALUE pairs for the worker's environment, e.g. GRPC_TRACE=subchannel");
 
+constexpr char kUsage[] =
+    "normsweep-worker-reconnect [flags]: how long a worker takes to reach a restarted scheduler "
+    "(tests/bench/worker_reconnect.cc)";
+
 namespace normsweep {
 namespace {
 
-struct Scheduler {
-  testing::Subprocess process;
-  int grpc_port = 0;
-  int metrics_port = 0;
-  absl::Time listening;  // the port file's modification time
-};
-
-absl::StatusOr<Scheduler> StartScheduler(const std::string& bin, const std::string& conninfo,
-                                         const std::string& dir, int port, const std::vector<std::string>& tls) {
-  const std::string port_file = dir + "/scheduler.ports";
-  ::unlink(port_file.c_str());
-  std::vector<std::string> argv = {bin + "/scheduler/normsweep-scheduler", "--host=127.0.0.1",
-                                   absl::StrCat("--port=", port), "--metrics_port=0", "--port_file=" + port_file};
-  argv.insert(argv.end(), tls.begin(), tls.end());
-  absl::StatusOr<testing::Subprocess> p =
-      testing::Subprocess::Start(argv, {{"NORMSWEEP_DATABASE_URL", conninfo}}, dir + "/scheduler.log");
-  if (!p.ok()) return p.status();
-  absl::StatusOr<std::string> text = testing::WaitForFile(port_file, 30);
-  if (!text.ok()) return absl::DeadlineExceededError("the scheduler wrote no port file (see scheduler.log)");
-  struct stat st {};
-  if (::stat(port_file.c_str(), &st) != 0) return absl::InternalError("cannot stat the port file");
-  Scheduler s{std::move(*p), 0, 0, absl::TimeFromTimespec(st.st_mtim)};
-  std::vector<std::string> parts = absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
-  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &s.grpc_port) || !absl::SimpleAtoi(parts[1], &s.metrics_port)) {
-    return absl::InternalError("unreadable port file: " + *text);
-  }
-  return s;
+// The scheduler as deployed, on `port`, /metrics on a free port.
+absl::StatusOr<testing::SchedulerProcess> StartScheduler(const std::string& bin, const std::string& conninfo,
+                                                         const std::string& dir, int port,
+                                                         const std::vector<std::string>& tls) {
+  std::vector<std::string> flags = bench::DeployedSchedulerFlags();
+  flags.insert(flags.end(), {absl::StrCat("--port=", port), "--metrics-port=0"});
+  flags.insert(flags.end(), tls.begin(), tls.end());
+  return testing::StartScheduler(bin, conninfo, dir, flags);
 }
 
 // The sum of a counter's samples in a /metrics text (0 when absent).
@@ -106,23 +89,12 @@ absl::StatusOr<absl::Time> FirstWorkerCall(int metrics_port, absl::Duration scra
   return absl::DeadlineExceededError("no call from the worker");
 }
 
-bool LogContains(const std::string& path, const std::string& text) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str().find(text) != std::string::npos;
-}
-
-int Main() {
+int Run() {
   const std::string bin = absl::GetFlag(FLAGS_bin_dir);
-  auto pg = testing::PostgresInstance::Start();
-  if (!pg.ok()) {
-    std::fprintf(stderr, "PostgreSQL: %s\n", pg.status().ToString().c_str());
-    return 1;
-  }
-  auto conninfo = (*pg)->CreateDatabase("reconnect");
-  if (!conninfo.ok()) return 1;
-  const std::string dir = (*pg)->dir();
+  std::optional<bench::BenchDatabase> db = bench::StartDatabase("reconnect");
+  if (!db.has_value()) return 1;
+  const std::string& conninfo = db->conninfo;
+  const std::string dir = db->server->dir();
 
   std::vector<std::string> scheduler_tls, worker_tls;
   TlsClientOptions client_tls;
@@ -132,14 +104,14 @@ int Main() {
       std::fprintf(stderr, "%s\n", certs.status().ToString().c_str());
       return 1;
     }
-    scheduler_tls = {"--tls_cert=" + certs->server_cert, "--tls_key=" + certs->server_key};
+    scheduler_tls = {"--tls-cert=" + certs->server_cert, "--tls-key=" + certs->server_key};
     worker_tls = {"--tls-ca=" + certs->ca};
     client_tls.ca = {certs->ca, "--tls"};
   }
 
   const int port = testing::FreePort();
-  std::optional<Scheduler> scheduler;  // Subprocess moves but does not assign
-  if (auto started = StartScheduler(bin, *conninfo, dir, port, scheduler_tls); started.ok()) {
+  std::optional<testing::SchedulerProcess> scheduler;  // Subprocess moves but does not assign
+  if (auto started = StartScheduler(bin, conninfo, dir, port, scheduler_tls); started.ok()) {
     scheduler.emplace(*std::move(started));
   } else {
     std::fprintf(stderr, "scheduler: %s\n", started.status().ToString().c_str());
@@ -187,7 +159,7 @@ int Main() {
   if (!worker.ok()) return 1;
   // Training: its progress reaches the first scheduler.
   if (!FirstWorkerCall(scheduler->metrics_port, absl::Milliseconds(20), absl::Seconds(30)).ok() ||
-      !LogContains(worker_log, "started on cpu")) {
+      !absl::StrContains(testing::ReadFile(worker_log), "started on cpu")) {
     std::fprintf(stderr, "the worker did not start its trial; see %s\n", worker_log.c_str());
     return 1;
   }
@@ -201,7 +173,7 @@ int Main() {
     scheduler->process.Stop(SIGTERM);
     const absl::Time stopped = absl::Now();
     scheduler.reset();
-    auto started = StartScheduler(bin, *conninfo, dir, port, scheduler_tls);
+    auto started = StartScheduler(bin, conninfo, dir, port, scheduler_tls);
     if (!started.ok()) {
       std::fprintf(stderr, "restart %d: %s\n", i, started.status().ToString().c_str());
       return 1;
@@ -232,7 +204,4 @@ int Main() {
 }  // namespace
 }  // namespace normsweep
 
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  return normsweep::Main();
-}
+int main(int argc, char** argv) { return normsweep::bench::Main(argc, argv, kUsage, normsweep::Run); }

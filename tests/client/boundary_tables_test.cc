@@ -6,12 +6,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/text_checks.h"
 
 namespace normsweep::client {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
+using testing::Count;
+using testing::HasSubstrs;
 
 v1::BoundaryLine Line(int line, const std::string& placement, int warmup, int seed, const std::string& state,
                       std::optional<double> lo, std::optional<double> hi, int trials, const std::string& variant = "") {
@@ -81,12 +83,13 @@ TEST(BoundaryTablesTest, LrTexts) {
 
 TEST(BoundaryTablesTest, ResultsTable) {
   const std::string t = RenderBoundaryTable(Analysis());
-  EXPECT_THAT(t, HasSubstr("max trainable lr by warm-up"));
-  EXPECT_THAT(t, HasSubstr("\nPost-LN\nwarmup  seeds  min"));
-  EXPECT_THAT(t, HasSubstr("0       3/3    <1.00e-04  1.78e-03  3.16e-03  [1.78e-03, 2.11e-03)  20      FOUND x2, NOWHERE_TRAINABLE x1\n"));
-  EXPECT_THAT(t, HasSubstr("400     1/2    1.00e-02   1.00e-02  1.00e-02  [1.00e-02, 1.19e-02)  14      FOUND x1, SEARCHING x1\n"));
-  EXPECT_THAT(t, HasSubstr("\nPre-LN\n"));
-  EXPECT_THAT(t, HasSubstr(">=1.00e-01"));
+  EXPECT_THAT(
+      t, HasSubstrs(
+             {"max trainable lr by warm-up", "\nPost-LN\nwarmup  seeds  min",
+              "0       3/3    <1.00e-04  1.78e-03  3.16e-03  [1.78e-03, 2.11e-03)  20      FOUND x2, NOWHERE_TRAINABLE "
+              "x1\n",
+              "400     1/2    1.00e-02   1.00e-02  1.00e-02  [1.00e-02, 1.19e-02)  14      FOUND x1, SEARCHING x1\n",
+              "\nPre-LN\n", ">=1.00e-01"}));
   EXPECT_EQ(RenderBoundaryTable(v1::GetSweepAnalysisResponse()), "");
   v1::GetSweepAnalysisResponse variants;
   *variants.add_boundary() = Line(0, "pre", 0, 0, "FOUND", 2e-2, 2.4e-2, 8, "layers=12");
@@ -97,7 +100,7 @@ TEST(BoundaryTablesTest, WatchProgress) {
   const std::string p = RenderBoundaryProgress(Analysis());
   EXPECT_THAT(p, HasSubstr("line  placement  variant  warmup  seed  state"));
   EXPECT_THAT(p, HasSubstr("4     post       -        400     1     SEARCHING             [1.00e-02, 3.16e-02)  5/6\n"));
-  EXPECT_THAT(p, Not(HasSubstr("line 6")));
+  EXPECT_THAT(p, ::testing::Not(HasSubstr("line 6")));
 }
 
 TEST(BoundaryTablesTest, WatchReadsTheLinesWhenABoundaryTrialEnds) {
@@ -114,44 +117,37 @@ TEST(BoundaryTablesTest, WatchReadsTheLinesWhenABoundaryTrialEnds) {
   EXPECT_TRUE(BoundaryLinesChanged(e));
 }
 
-int Count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
 TEST(BoundaryReportTest, ChartOfMaxTrainableLrAgainstWarmup) {
   const std::string svg = BoundarySvg(Analysis());
   EXPECT_EQ(BoundarySvg(v1::GetSweepAnalysisResponse()), "");
   EXPECT_THAT(svg, HasSubstr("aria-label=\"max trainable lr against warm-up steps\""));
   // One line per placement, red for Post-LN and blue for Pre-LN; the median
   // seed's point at each warm-up (Post-LN 0 and 400, Pre-LN 0).
-  EXPECT_EQ(Count(svg, "<polyline class=\"boundary-line\""), 2);
+  EXPECT_EQ(Count(svg, "<polyline class=\"boundary-line\""), 2u);
   EXPECT_THAT(svg, HasSubstr("stroke=\"#d55e00\" points=\""));
   EXPECT_THAT(svg, HasSubstr("stroke=\"#0072b2\" points=\""));
-  EXPECT_EQ(Count(svg, "<circle class=\"boundary-point\""), 3);
+  EXPECT_EQ(Count(svg, "<circle class=\"boundary-point\""), 3u);
   // Brackets as error bars: Post-LN's two with a cap at U, Pre-LN's open upwards.
-  EXPECT_EQ(Count(svg, "class=\"bracket\""), 3);
-  EXPECT_THAT(svg, HasSubstr("Post-LN, warm-up 0: max trainable lr 1.78e-03, bracket [1.78e-03, 2.11e-03) (median of 3 seeds"));
-  EXPECT_THAT(svg, HasSubstr("Pre-LN, warm-up 0: max trainable lr &gt;=1.00e-01"));
-  // Log y over the decades the brackets span, warm-ups on x.
-  EXPECT_THAT(svg, HasSubstr(">1e-04</text>"));
-  EXPECT_THAT(svg, HasSubstr(">1e-01</text>"));
-  EXPECT_THAT(svg, HasSubstr(">400</text>"));
+  EXPECT_EQ(Count(svg, "class=\"bracket\""), 3u);
+  EXPECT_THAT(
+      svg, HasSubstrs({"Post-LN, warm-up 0: max trainable lr 1.78e-03, bracket [1.78e-03, 2.11e-03) (median of 3 seeds",
+                       "Pre-LN, warm-up 0: max trainable lr &gt;=1.00e-01",
+                       // Log y over the decades the brackets span, warm-ups on x.
+                       ">1e-04</text>", ">1e-01</text>", ">400</text>"}));
   // A placement trainable nowhere is a hollow marker at lr_min.
   v1::GetSweepAnalysisResponse nowhere;
   *nowhere.add_boundary() = Line(0, "post", 0, 0, "NOWHERE_TRAINABLE", std::nullopt, 1e-4, 4);
   *nowhere.add_boundary() = Line(1, "pre", 0, 0, "FOUND", 1e-2, 1.2e-2, 8);
   const std::string n = BoundarySvg(nowhere);
-  EXPECT_EQ(Count(n, "class=\"boundary-nowhere\""), 1);
-  EXPECT_EQ(Count(n, "<polyline class=\"boundary-line\""), 1);
+  EXPECT_EQ(Count(n, "class=\"boundary-nowhere\""), 1u);
+  EXPECT_EQ(Count(n, "<polyline class=\"boundary-line\""), 1u);
   // Variants: the second variant's lines dashed.
   v1::GetSweepAnalysisResponse variants;
   *variants.add_boundary() = Line(0, "post", 0, 0, "FOUND", 1e-3, 1.2e-3, 8, "layers=2");
   *variants.add_boundary() = Line(1, "post", 0, 0, "FOUND", 2e-3, 2.4e-3, 8, "layers=4");
   const std::string v = BoundarySvg(variants);
-  EXPECT_EQ(Count(v, "<polyline class=\"boundary-line\""), 2);
-  EXPECT_EQ(Count(v, "stroke-dasharray"), 2);  // the line and its legend
+  EXPECT_EQ(Count(v, "<polyline class=\"boundary-line\""), 2u);
+  EXPECT_EQ(Count(v, "stroke-dasharray"), 2u);  // the line and its legend
   EXPECT_THAT(v, HasSubstr(">Post-LN (layers=4)</text>"));
   const std::string section = BoundaryReportSection(Analysis());
   EXPECT_THAT(section, HasSubstr("<h2>Stability boundary: max trainable lr by warm-up</h2>"));

@@ -21,9 +21,12 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/fresh_database.h"
+#include "tests/common/leased_sweep.h"
+#include "tests/common/metric_points.h"
 #include "tests/common/process_test.h"
 #include "tests/common/read_file.h"
+#include "tests/common/requests.h"
+#include "tests/common/served_store_test.h"
 #include "tests/common/subprocess.h"
 
 namespace normsweep {
@@ -44,13 +47,11 @@ using Row = std::vector<std::string>;
 // What a test wrote for a (trial, step): every metric by column name.
 using Written = std::map<std::pair<int64_t, int>, std::map<std::string, double>>;
 
-class ExportCliTest : public testing::ProcessTest {
+class ExportCliTest : public testing::ServedStoreTest {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
-    auto opened = testing::OpenStore(conninfo_);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    store_ = *std::move(opened);
+  // A sweep of two trials (post, pre; lr 1e-3, 100 steps), both leased by
+  // worker "export-test", written through the store as a worker would.
+  void WriteRows() override {
     v1::SweepSpec spec;
     spec.set_name("export");
     spec.set_max_attempts(1);
@@ -63,34 +64,21 @@ class ExportCliTest : public testing::ProcessTest {
       t.config.set_steps(100);
       trials.push_back(t);
     }
-    auto sweep = store_->CreateSweep("", spec, trials, absl::Now());
+    auto sweep = testing::CreateLeasedSweep(*store_, spec, trials, "export-test", absl::Now());
     ASSERT_TRUE(sweep.ok()) << sweep.status();
-    sweep_id_ = sweep->sweep.id();
-    v1::RegisterWorkerRequest reg;
-    reg.set_name("export-test");
-    auto worker = store_->RegisterWorker(reg, absl::Now());
-    ASSERT_TRUE(worker.ok()) << worker.status();
-    worker_ = *worker;
-    for (int i = 0; i < 2; ++i) {
-      auto leased = store_->LeaseTrial(worker_, absl::Now(), absl::Minutes(10));
-      ASSERT_TRUE(leased.ok() && leased->has_value()) << leased.status();
-      leased_.push_back(**leased);
-    }
-    scheduler_ = StartScheduler();
-    ASSERT_NE(scheduler_, nullptr);
+    sweep_id_ = sweep->sweep_id;
+    worker_ = sweep->worker;
+    leased_ = sweep->trials;
+    ASSERT_EQ(leased_.size(), 2u);
   }
 
   // Steps [from, to) of trial i: values that %.6g would round, NaN, the
   // largest and the smallest doubles, and absent ones.
   void Report(int i, int from, int to) {
-    v1::ReportProgressRequest progress;
-    progress.set_worker_id(worker_);
-    progress.set_trial_id(leased_[i].id());
-    progress.set_attempt(leased_[i].attempts());
+    v1::ReportProgressRequest progress = testing::ProgressOf(worker_, leased_[i]);
     for (int step = from; step < to; ++step) {
-      v1::MetricPoint* m = progress.add_points();
+      v1::MetricPoint* m = testing::AddPoint(progress, step);
       std::map<std::string, double>& w = written_[{leased_[i].id(), step}];
-      m->set_step(step);
       m->set_lr(w["lr"] = 1e-3 * step / 7.0);
       m->set_train_loss(w["train_loss"] = step == 13 ? std::numeric_limits<double>::quiet_NaN() : 1.0 / 3 + step);
       if (step % 10 == 0) m->set_val_loss(w["val_loss"] = 2.0 + i + 1.0 / (step + 3));
@@ -102,18 +90,11 @@ class ExportCliTest : public testing::ProcessTest {
   }
 
   void Finish(int i) {
-    v1::FinishTrialRequest finish;
-    finish.set_worker_id(worker_);
-    finish.set_trial_id(leased_[i].id());
-    finish.set_attempt(leased_[i].attempts());
-    finish.set_outcome(v1::TRIAL_SUCCEEDED);
+    v1::FinishTrialRequest finish = testing::FinishOf(worker_, leased_[i], v1::TRIAL_SUCCEEDED);
     finish.mutable_result()->set_final_val_loss(2.5);
     ASSERT_TRUE(store_->FinishTrial(finish, absl::Now()).ok());
   }
 
-  CommandResult Cli(const std::vector<std::string>& args) {
-    return ProcessTest::Cli(args, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}}, 120);
-  }
   std::string Id() const { return std::to_string(sweep_id_); }
 
   // The CSV lines of file, the header checked and left out.
@@ -169,12 +150,10 @@ class ExportCliTest : public testing::ProcessTest {
     return keys;
   }
 
-  std::unique_ptr<db::Store> store_;
   int64_t sweep_id_ = 0;
   int64_t worker_ = 0;
   std::vector<v1::Trial> leased_;
   Written written_;
-  testing::SchedulerProcess* scheduler_ = nullptr;
 };
 
 TEST_F(ExportCliTest, MetricsReadBackExactlyAndSinceContinuesAfterTheCursor) {

@@ -10,12 +10,14 @@
 #include "absl/strings/str_split.h"
 #include "client/results.h"
 #include "tests/common/views_fixture.h"
+#include "tests/common/text_checks.h"
 
 namespace normsweep::client {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::HasSubstrs;
 
 v1::Trial MakeTrial(const std::string& placement, int warmup, double lr, int seed, v1::TrialState state,
                     double loss = 0) {
@@ -75,12 +77,7 @@ TEST(ResultsTest, MeanOverSeedsAndDivergenceCounts) {
   sweep.set_id(7);
   sweep.set_name("s");
   const std::string table = RenderResultsTable(sweep, *analysis);
-  EXPECT_THAT(table, HasSubstr("Post-LN"));
-  EXPECT_THAT(table, HasSubstr("Pre-LN"));
-  EXPECT_THAT(table, HasSubstr("2.100±0.141"));
-  EXPECT_THAT(table, HasSubstr("diverged"));
-  EXPECT_THAT(table, HasSubstr("1.900 (1 div)"));
-  EXPECT_THAT(table, HasSubstr("1e-02"));
+  EXPECT_THAT(table, HasSubstrs({"Post-LN", "Pre-LN", "2.100±0.141", "diverged", "1.900 (1 div)", "1e-02"}));
 
   const std::string csv = RenderResultsCsv(*analysis);
   // plateaued 0, divergence_rate 0, then failure_rate (0 from a view with
@@ -137,9 +134,9 @@ TEST(ResultsTest, LrSensitivityAndVarianceSharesUnderEachGrid) {
                                    " seeds 65.8% (total variance 1.18"));
   // One lr: the 0 is marked, and no warm-up makes the summary.
   EXPECT_TRUE(HasRow(pre_part, {"0", "1", "6.000", "2.100", "1e-03", "0.000", "(one", "lr)", "0", "0"})) << table;
-  EXPECT_THAT(pre_part, HasSubstr("over warm-ups: no warm-up with LRS from two lrs or more"));
-  EXPECT_THAT(pre_part, HasSubstr("warm-up 0.0%, peak lr 0.0%, interaction 0.0%, seeds 100.0%"));
-  EXPECT_THAT(pre_part, HasSubstr("; one cell: only the seeds vary"));
+  EXPECT_THAT(pre_part, HasSubstrs({"over warm-ups: no warm-up with LRS from two lrs or more",
+                                    "warm-up 0.0%, peak lr 0.0%, interaction 0.0%, seeds 100.0%",
+                                    "; one cell: only the seeds vary"}));
   EXPECT_THAT(post_part, Not(HasSubstr("(one lr)")));
 
   // CSV: the line's figures, the summary and the shares on each cell's row.
@@ -162,15 +159,15 @@ TEST(ResultsTest, LrSensitivityAndVarianceSharesUnderEachGrid) {
   EXPECT_THAT(lines[5], HasSubstr(",\"one cell: only the seeds vary\""));
 
   const std::string json = RenderResultsJson(sweep, *analysis);
-  EXPECT_THAT(json, HasSubstr("{\"placement\":\"post\",\"variant\":\"\",\"warmup_steps\":0,\"lrs\":2,"
-                              "\"init_val_loss\":6,\"best_val_loss\":3.25,\"best_lr\":0.001,"
-                              "\"lr_sensitivity\":0.5,\"one_lr\":false,\"points_at_l0\":1,\"lrs_pending\":0}"));
-  EXPECT_THAT(json, HasSubstr("\"one_lr\":true"));
-  EXPECT_THAT(json, HasSubstr("{\"placement\":\"post\",\"variant\":\"\",\"warmups\":2,"
-                              "\"mean_lr_sensitivity\":0.375,\"min_lr_sensitivity\":0.25,"
-                              "\"max_lr_sensitivity\":0.5,\"warmup_of_min\":100,\"best_val_loss\":2.5}"));
-  EXPECT_THAT(json, HasSubstr("\"share_warmup\":0.210526,\"share_lr\":0.0131579,\"share_interaction\":0.118421,"
-                              "\"share_seed\":0.657895,\"note\":\"\"}"));
+  EXPECT_THAT(json, HasSubstrs({"{\"placement\":\"post\",\"variant\":\"\",\"warmup_steps\":0,\"lrs\":2,"
+                                "\"init_val_loss\":6,\"best_val_loss\":3.25,\"best_lr\":0.001,"
+                                "\"lr_sensitivity\":0.5,\"one_lr\":false,\"points_at_l0\":1,\"lrs_pending\":0}",
+                                "\"one_lr\":true",
+                                "{\"placement\":\"post\",\"variant\":\"\",\"warmups\":2,"
+                                "\"mean_lr_sensitivity\":0.375,\"min_lr_sensitivity\":0.25,"
+                                "\"max_lr_sensitivity\":0.5,\"warmup_of_min\":100,\"best_val_loss\":2.5}",
+                                "\"share_warmup\":0.210526,\"share_lr\":0.0131579,\"share_interaction\":0.118421,"
+                                "\"share_seed\":0.657895,\"note\":\"\"}"}));
 }
 
 // Without l0 (trials of a trainer that sent none) nothing counts yet; a
@@ -261,11 +258,13 @@ TEST(ResultsTest, PlateauedAndFailureRateColumns) {
   EXPECT_TRUE(absl::EndsWith(lines[4], ",1")) << lines[4];  // not_converged, the last column
 
   const std::string json = RenderResultsJson(sweep, a);
-  EXPECT_THAT(json, HasSubstr("\"diverged\":0,\"plateaued\":1,\"not_converged\":0,\"failed\":0,\"cancelled\":0,"
-                              "\"unfinished\":0,\"divergence_rate\":0,\"failure_rate\":0.5,"));
-  EXPECT_THAT(json, HasSubstr("\"diverged\":2,\"plateaued\":0,\"not_converged\":0,\"failed\":0,\"cancelled\":0,"
-                              "\"unfinished\":0,\"divergence_rate\":1,\"failure_rate\":1,"));
-  EXPECT_THAT(json, HasSubstr("\"plateaued\":0,\"not_converged\":1,"));
+  EXPECT_THAT(json, HasSubstrs({
+      "\"diverged\":0,\"plateaued\":1,\"not_converged\":0,\"failed\":0,\"cancelled\":0,"
+                              "\"unfinished\":0,\"divergence_rate\":0,\"failure_rate\":0.5,",
+      "\"diverged\":2,\"plateaued\":0,\"not_converged\":0,\"failed\":0,\"cancelled\":0,"
+                              "\"unfinished\":0,\"divergence_rate\":1,\"failure_rate\":1,",
+      "\"plateaued\":0,\"not_converged\":1,"
+  }));
 
   // A scheduler before the rule sends no rates: no second grid, nulls.
   v1::GetSweepAnalysisResponse old = a;

@@ -13,8 +13,7 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/fresh_database.h"
-#include "tests/common/process_test.h"
+#include "tests/common/served_store_test.h"
 
 namespace normsweep {
 namespace {
@@ -40,17 +39,8 @@ base:
   norm: rmsnorm
 )";
 
-class SubmitCliTest : public testing::ProcessTest {
+class SubmitCliTest : public testing::ServedStoreTest {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
-    scheduler_ = StartScheduler();
-    ASSERT_NE(scheduler_, nullptr);
-    auto store = testing::OpenStore(conninfo_, 1);
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-  }
-
   std::string WriteSweep(const std::string& yaml) {
     const std::string path = dir_ + "/sweep" + std::to_string(files_++) + ".yaml";
     std::ofstream(path) << yaml;
@@ -60,11 +50,9 @@ class SubmitCliTest : public testing::ProcessTest {
   CommandResult Submit(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {"submit"};
     argv.insert(argv.end(), args.begin(), args.end());
-    return Cli(argv, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}});
+    return Cli(argv);
   }
 
-  testing::SchedulerProcess* scheduler_ = nullptr;
-  std::unique_ptr<db::Store> store_;
   int files_ = 0;
 };
 

@@ -1,5 +1,5 @@
 // Where the API token comes from (the check itself is exercised over real
-// gRPC in tests/scheduler/grpc_api_test.cc).
+// gRPC in tests/scheduler/grpc_sweep_api_test.cc and grpc_worker_api_test.cc).
 #include "common/api_token.h"
 
 #include <gmock/gmock.h>

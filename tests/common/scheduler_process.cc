@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/numbers.h"
@@ -16,18 +17,19 @@ absl::StatusOr<SchedulerProcess> StartScheduler(const std::string& bin_dir, cons
   const std::string port_file = dir + "/scheduler.ports";
   ::unlink(port_file.c_str());
   std::vector<std::string> argv = {bin_dir + "/scheduler/normsweep-scheduler", "--host=127.0.0.1", "--port=0",
-                                   "--metrics_port=-1", "--port_file=" + port_file, "--lease_seconds=2",
-                                   "--heartbeat_interval_ms=300", "--maintenance_interval_ms=200"
-                                   };
+                                   "--metrics-port=-1", "--port-file=" + port_file, "--lease-seconds=2",
+                                   "--heartbeat-interval-ms=300", "--maintenance-interval-ms=200"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   absl::StatusOr<Subprocess> process =
       Subprocess::Start(argv, {{"NORMSWEEP_DATABASE_URL", conninfo}}, dir + "/scheduler.log");
   if (!process.ok()) return process.status();
   absl::StatusOr<std::string> text = WaitForFile(port_file, 30);
   if (!text.ok()) return absl::DeadlineExceededError("the scheduler did not write " + port_file);
+  struct stat written {};
+  if (::stat(port_file.c_str(), &written) != 0) return absl::InternalError("cannot stat " + port_file);
+  SchedulerProcess s{std::move(*process), 0, 0, absl::TimeFromTimespec(written.st_mtim)};
   std::vector<std::string> parts = absl::StrSplit(*text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
-  SchedulerProcess s{std::move(*process), 0};
-  if (parts.empty() || !absl::SimpleAtoi(parts[0], &s.grpc_port)) {
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &s.grpc_port) || !absl::SimpleAtoi(parts[1], &s.metrics_port)) {
     return absl::InternalError("unreadable port file: " + *text);
   }
   return s;

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "db/store.h"
 #include "gtest/gtest.h"
-#include "scheduler/sweep_expander.h"
+#include "tests/common/expand_sweep.h"
 #include "tests/common/store_kinds.h"
 #include "tests/common/specs.h"
 #include "tests/common/test_time.h"
@@ -50,10 +50,10 @@ class BoundaryL0Test : public testing::BothStoresTest {
   // sweep's id.
   int64_t RunSweep(L0 l0) {
     const v1::SweepSpec spec = testing::BoundarySpec("l0", /*seeds=*/1);
-    auto trials = scheduler::ExpandSweep(spec);
+    auto trials = testing::Expand(spec);
     EXPECT_TRUE(trials.ok()) << trials.status();
     if (!trials.ok()) return 0;
-    auto sweep = store_->CreateSweep("", scheduler::NormalizedSpec(spec), *trials, kT0);
+    auto sweep = store_->CreateSweep("", testing::StoredSpec(spec), *trials, kT0);
     EXPECT_TRUE(sweep.ok()) << sweep.status();
     if (!sweep.ok()) return 0;
     v1::RegisterWorkerRequest reg;

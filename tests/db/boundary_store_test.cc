@@ -26,7 +26,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/schema/boundary_search.h"
-#include "scheduler/sweep_expander.h"
+#include "tests/common/expand_sweep.h"
 #include "tests/common/fresh_database.h"
 #include "tests/common/specs.h"
 #include "tests/common/store_kinds.h"
@@ -76,10 +76,10 @@ v1::FinishTrialRequest Outcome(const v1::Trial& t, int64_t worker) {
 class BoundaryStoreTest : public testing::BothStoresTest {
  protected:
   v1::Sweep Create(const v1::SweepSpec& raw, Store* store = nullptr) {
-    auto trials = scheduler::ExpandSweep(raw);
+    auto trials = testing::Expand(raw);
     EXPECT_TRUE(trials.ok()) << trials.status();
     if (!trials.ok()) return v1::Sweep();
-    auto r = (store ? store : store_.get())->CreateSweep("", scheduler::NormalizedSpec(raw), *trials, kT0);
+    auto r = (store ? store : store_.get())->CreateSweep("", testing::StoredSpec(raw), *trials, kT0);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? r->sweep : v1::Sweep();
   }

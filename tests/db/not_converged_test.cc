@@ -32,6 +32,7 @@
 #include "tests/common/store_kinds.h"
 #include "tests/common/test_time.h"
 #include "tests/common/views_test.h"
+#include "tests/db/failure_views_test.h"
 #include "trainer/settings/val_loss_progress.h"
 
 namespace normsweep::db {
@@ -44,7 +45,6 @@ using testing::kT0;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kUnigram = 3.41;
 
 // A sweep of n Pre-LN trials (lr 1e-3, seeds 0 .. n-1, `steps` steps unless
 // 0) in `store`, and a worker to lease them.
@@ -157,28 +157,20 @@ INSTANTIATE_TEST_SUITE_P(Stores, NotConvergedStoreTest, testing::BothStores(), t
 
 // ---------------------------------------------------------------- the views
 
-class NotConvergedViewsTest : public testing::ViewsTest {
- protected:
-  int64_t Add(int64_t sweep, const std::string& placement, double lr, int seed, const std::string& state,
-              std::optional<double> final_val_loss, std::optional<double> progress) {
-    return AddTrial(sweep, {.placement = placement, .peak_lr = lr, .seed = seed, .state = state,
-                            .final_val_loss = final_val_loss, .unigram_loss = kUnigram,
-                            .val_loss_progress = progress});
-  }
-};
+class NotConvergedViewsTest : public FailureViewsTest {};
 
 // post lr 1e-3, four seeds: not converged (3.35, still falling 0.2), the
 // plateau (3.40, falling 0.01), the plateau without a measured progress,
 // trained (2.5); post lr 1e-2: diverged and not converged. pre: trained.
 TEST_F(NotConvergedViewsTest, NotConvergedIsCountedApartAndIsNoFailure) {
   const int64_t s = AddSweep("grid");
-  const int64_t learning = Add(s, "post", 1e-3, 0, "SUCCEEDED", 3.35, 0.2);
-  const int64_t flat = Add(s, "post", 1e-3, 1, "SUCCEEDED", 3.40, 0.01);
-  const int64_t unjudged = Add(s, "post", 1e-3, 2, "SUCCEEDED", 3.40, std::nullopt);
-  const int64_t trained = Add(s, "post", 1e-3, 3, "SUCCEEDED", 2.5, 0.3);
-  const int64_t diverged = Add(s, "post", 1e-2, 0, "DIVERGED", std::nullopt, std::nullopt);
-  const int64_t learning2 = Add(s, "post", 1e-2, 1, "SUCCEEDED", 3.45, kProgressMargin);
-  const int64_t pre = Add(s, "pre", 1e-3, 0, "SUCCEEDED", 2.0, 0.1);
+  const int64_t learning = Add(s, "post", 1e-3, 0, "SUCCEEDED", 3.35, kUnigram, 0.2);
+  const int64_t flat = Add(s, "post", 1e-3, 1, "SUCCEEDED", 3.40, kUnigram, 0.01);
+  const int64_t unjudged = Add(s, "post", 1e-3, 2, "SUCCEEDED", 3.40, kUnigram, std::nullopt);
+  const int64_t trained = Add(s, "post", 1e-3, 3, "SUCCEEDED", 2.5, kUnigram, 0.3);
+  const int64_t diverged = Add(s, "post", 1e-2, 0, "DIVERGED", std::nullopt, kUnigram, std::nullopt);
+  const int64_t learning2 = Add(s, "post", 1e-2, 1, "SUCCEEDED", 3.45, kUnigram, kProgressMargin);
+  const int64_t pre = Add(s, "pre", 1e-3, 0, "SUCCEEDED", 2.0, kUnigram, 0.1);
   EXPECT_EQ(Failures(s), (std::map<int64_t, std::string>{{learning, "not_converged"},
                                                          {flat, "plateau"},
                                                          {unjudged, "plateau"},
@@ -187,19 +179,17 @@ TEST_F(NotConvergedViewsTest, NotConvergedIsCountedApartAndIsNoFailure) {
                                                          {learning2, "not_converged"},
                                                          {pre, ""}}));
   const v1::GetSweepAnalysisResponse a = Analysis(s);
-  std::map<std::pair<std::string, double>, const v1::GridCell*> cells;
-  for (const v1::GridCell& c : a.cells()) cells[{c.placement(), c.peak_lr()}] = &c;
-  const v1::GridCell* c = cells[{"post", 1e-3}];
+  const v1::GridCell* c = Cell(a, "post", 1e-3);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->plateaued(), 2);
   EXPECT_EQ(c->not_converged(), 1);
   EXPECT_DOUBLE_EQ(c->failure_rate(), 2.0 / 4.0);
-  c = cells[{"post", 1e-2}];
+  c = Cell(a, "post", 1e-2);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->plateaued(), 0);
   EXPECT_EQ(c->not_converged(), 1);
   EXPECT_DOUBLE_EQ(c->failure_rate(), 1.0 / 2.0);  // the divergence only
-  c = cells[{"pre", 1e-3}];
+  c = Cell(a, "pre", 1e-3);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->not_converged(), 0);
   EXPECT_DOUBLE_EQ(c->failure_rate(), 0.0);
@@ -221,9 +211,9 @@ TEST_F(NotConvergedViewsTest, NotConvergedIsCountedApartAndIsNoFailure) {
 TEST_F(NotConvergedViewsTest, MaxValLossKeepsPrecedence) {
   const int64_t s = AddSweep(
       "boundary", R"({"boundary_search": {"lr_min": 0.0001, "lr_max": 0.1, "max_val_loss": 3.0}})");
-  const int64_t above = Add(s, "post", 1e-3, 0, "SUCCEEDED", 3.35, 0.2);
+  const int64_t above = Add(s, "post", 1e-3, 0, "SUCCEEDED", 3.35, kUnigram, 0.2);
   const int64_t ok = AddSweep("loose", R"({"boundary_search": {"lr_min": 0.0001, "lr_max": 0.1, "max_val_loss": 3.4}})");
-  const int64_t learning = Add(ok, "post", 1e-3, 0, "SUCCEEDED", 3.35, 0.2);
+  const int64_t learning = Add(ok, "post", 1e-3, 0, "SUCCEEDED", 3.35, kUnigram, 0.2);
   EXPECT_EQ(Failures(s), (std::map<int64_t, std::string>{{above, "above_max_val_loss"}}));
   EXPECT_EQ(Failures(ok), (std::map<int64_t, std::string>{{learning, "not_converged"}}));
 }

@@ -27,7 +27,8 @@
 #include "tests/common/requests.h"
 #include "tests/common/store_kinds.h"
 #include "tests/common/test_time.h"
-#include "tests/common/views_test.h"
+#include "tests/db/failure_views_test.h"
+#include "tests/db/migration_test.h"
 
 namespace normsweep::db {
 namespace {
@@ -37,7 +38,6 @@ using schema::TrainingFailure;
 using testing::kT0;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kUnigram = 3.41;  // the paper sweep's data: stalled runs end at 3.40-3.45
 
 // ---------------------------------------------------------------- both stores
 
@@ -156,29 +156,7 @@ INSTANTIATE_TEST_SUITE_P(Stores, TrainingFailureStoreTest, testing::BothStores()
 
 // ---------------------------------------------------------------- the views
 
-class TrainingFailureViewsTest : public testing::ViewsTest {
- protected:
-  // A trial as the views read it, with the unigram loss its finish stored.
-  int64_t Add(int64_t sweep, const std::string& placement, double lr, int seed, const std::string& state,
-              std::optional<double> final_val_loss, std::optional<double> unigram_loss) {
-    return AddTrial(sweep, {.placement = placement, .peak_lr = lr, .seed = seed, .state = state,
-                            .final_val_loss = final_val_loss, .unigram_loss = unigram_loss});
-  }
-
-  static const v1::GridCell* Cell(const v1::GetSweepAnalysisResponse& a, const std::string& placement, double lr) {
-    for (const v1::GridCell& c : a.cells()) {
-      if (c.placement() == placement && c.peak_lr() == lr) return &c;
-    }
-    return nullptr;
-  }
-  static const v1::PlacementSensitivity* Placement(const v1::GetSweepAnalysisResponse& a,
-                                                   const std::string& placement) {
-    for (const v1::PlacementSensitivity& p : a.placements()) {
-      if (p.placement() == placement) return &p;
-    }
-    return nullptr;
-  }
-};
+class TrainingFailureViewsTest : public FailureViewsTest {};
 
 TEST_F(TrainingFailureViewsTest, TheSqlRuleIsTheCppRule) {
   const std::optional<double> finals[] = {std::nullopt, kNaN, 2.0, 3.0, 3.2, 3.31, kUnigram - 0.1, 3.32, 3.40, 3.5};
@@ -351,47 +329,39 @@ TEST_F(TrainingFailureViewsTest, OnlyReadersOfFailureJoinTheSweeps) {
 // 0016 on a database at 0015 with a finished trial and its metrics (a batch
 // and a late row): the trial has no unigram loss (judged without the plateau
 // rule), its steps no z term, and new progress stores one.
-TEST(TrainingFailureMigrationTest, AppliesOnADatabaseAt0015WithRows) {
-  auto conninfo = testing::FreshDatabase();
-  ASSERT_TRUE(conninfo.ok()) << conninfo.status();
-  auto conn = testing::Connect(*conninfo);
-  ASSERT_TRUE(conn.ok()) << conn.status();
-  const absl::StatusOr<int> before = testing::MigrateUpTo(**conn, 16);
-  ASSERT_TRUE(before.ok()) << before.status();
-  ASSERT_EQ(*before, 15);
-  for (const char* sql : {
-           "INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at)"
-           " VALUES (1, 's', '{\"name\": \"s\", \"max_attempts\": 3}', 'RUNNING', 3, 2, now())",
-           "INSERT INTO workers (id, name, registered_at, last_heartbeat_at) VALUES (1, 'w', now(), now())",
-           "INSERT INTO trials (id, sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, config,"
-           " priority, state, attempts, worker_id, final_val_loss, created_at) VALUES"
-           " (1, 1, 0, 'post', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 1, 3.40, now()),"
-           " (2, 1, 1, 'pre', 0, 0.001, 0, '{}', 0, 'RUNNING', 1, 1, NULL, now())",
-           "INSERT INTO trial_metric_batches (trial_id, first_step, last_step, steps, lr, train_loss, val_loss,"
-           " val_accuracy, grad_norm, tokens_per_s, output_log_z) VALUES"
-           " (1, 1, 2, '{1,2}', '{0.001,0.001}', '{4.0,3.9}', '{NULL,NULL}', '{NULL,NULL}', '{1.5,1.4}',"
-           " '{100,100}', '{NULL,NULL}')",
-           "INSERT INTO trial_metric_late (trial_id, step, val_loss) VALUES (1, 2, 3.95)",
-       }) {
-    auto r = (*conn)->Exec(sql);
-    ASSERT_TRUE(r.ok()) << r.status() << "\n" << sql;
-  }
-  auto applied = ApplyMigrations(**conn, EmbeddedMigrations(), EmbeddedViews());
-  ASSERT_TRUE(applied.ok()) << applied.status();
-  EXPECT_EQ(*applied, static_cast<int>(EmbeddedMigrations().size() - *before));  // 0016 and later
+using TrainingFailureMigrationTest = MigrationTest;
 
-  auto rows = (*conn)->Exec("SELECT step, train_loss, val_loss, z_term IS NULL FROM trial_metrics"
+TEST_F(TrainingFailureMigrationTest, AppliesOnADatabaseAt0015WithRows) {
+  ASSERT_NO_FATAL_FAILURE(MigrateUpTo(16));
+  ASSERT_EQ(before_, 15);
+  ASSERT_NO_FATAL_FAILURE(Run({
+      "INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at)"
+      " VALUES (1, 's', '{\"name\": \"s\", \"max_attempts\": 3}', 'RUNNING', 3, 2, now())",
+      "INSERT INTO workers (id, name, registered_at, last_heartbeat_at) VALUES (1, 'w', now(), now())",
+      "INSERT INTO trials (id, sweep_id, trial_index, placement, warmup_steps, peak_lr, seed, config,"
+      " priority, state, attempts, worker_id, final_val_loss, created_at) VALUES"
+      " (1, 1, 0, 'post', 0, 0.001, 0, '{}', 0, 'SUCCEEDED', 1, 1, 3.40, now()),"
+      " (2, 1, 1, 'pre', 0, 0.001, 0, '{}', 0, 'RUNNING', 1, 1, NULL, now())",
+      "INSERT INTO trial_metric_batches (trial_id, first_step, last_step, steps, lr, train_loss, val_loss,"
+      " val_accuracy, grad_norm, tokens_per_s, output_log_z) VALUES"
+      " (1, 1, 2, '{1,2}', '{0.001,0.001}', '{4.0,3.9}', '{NULL,NULL}', '{NULL,NULL}', '{1.5,1.4}',"
+      " '{100,100}', '{NULL,NULL}')",
+      "INSERT INTO trial_metric_late (trial_id, step, val_loss) VALUES (1, 2, 3.95)",
+  }));
+  ASSERT_NO_FATAL_FAILURE(MigrateTheRest());  // 0016 and later
+
+  auto rows = conn_->Exec("SELECT step, train_loss, val_loss, z_term IS NULL FROM trial_metrics"
                             " WHERE trial_id = 1 ORDER BY step");
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->rows(), 2);
   EXPECT_DOUBLE_EQ(rows->GetDouble(1, 1), 3.9);
   EXPECT_DOUBLE_EQ(rows->GetDouble(1, 2), 3.95);
   EXPECT_TRUE(rows->GetBool(0, 3) && rows->GetBool(1, 3));
-  auto failure = (*conn)->Exec("SELECT failure FROM trial_loss_values WHERE trial_id = 1");
+  auto failure = conn_->Exec("SELECT failure FROM trial_loss_values WHERE trial_id = 1");
   ASSERT_TRUE(failure.ok()) << failure.status();
   EXPECT_EQ(failure->GetString(0, 0), "");  // 3.40 trained for all the rule can tell without a unigram loss
 
-  auto store = testing::OpenStore(*conninfo, 1);
+  auto store = testing::OpenStore(conninfo_, 1);
   ASSERT_TRUE(store.ok()) << store.status();
   auto trial = (*store)->GetTrial(1);
   ASSERT_TRUE(trial.ok()) << trial.status();
@@ -413,7 +383,7 @@ TEST(TrainingFailureMigrationTest, AppliesOnADatabaseAt0015WithRows) {
 
 // 0019 on a database at 0018: each sweep's max_val_loss, read from its spec
 // once into the generated column, judges its trials as before.
-TEST(TrainingFailureMigrationTest, SweepsGetTheirMaxValLossColumn) {
+TEST_F(TrainingFailureMigrationTest, SweepsGetTheirMaxValLossColumn) {
   auto conn = testing::MigratedOverRows(
       19, {"INSERT INTO sweeps (id, name, spec, state, max_attempts, trial_count, created_at) VALUES"
            " (1, 'b', '{\"boundary_search\": {\"max_val_loss\": 4.5}}', 'RUNNING', 3, 1, now()),"

@@ -29,36 +29,34 @@
 // run by two trainers at once, nor did a trainer outlive its worker (a
 // thread samples /proc every 25 ms). It prints each fault, how long recovery
 // took and the cause recorded for the attempt it hit, and the interruptions
-// by cause.
+// by cause. The watchers, the measure of recovery and the histories' checks
+// are chaos_watchers.h, chaos_recovery.h and chaos_histories.h.
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <set>
-#include <sstream>
-#include <thread>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "client/sweep_client.h"
+#include "proto/schema/interruptions.h"
 #include "tests/common/postgres_instance.h"
 #include "tests/common/process_test.h"
 #include "tests/common/read_file.h"
 #include "tests/common/scheduler_process.h"
 #include "tests/common/trainer_processes.h"
-#include "proto/schema/interruptions.h"
+#include "tests/e2e/chaos_histories.h"
+#include "tests/e2e/chaos_recovery.h"
+#include "tests/e2e/chaos_watchers.h"
 
-namespace normsweep {
+namespace normsweep::chaos {
 namespace {
 
 // 16 short trials (a 2-layer model, 400 steps), so that one run of 17 faults
@@ -72,23 +70,6 @@ constexpr int kEvalEvery = 50;  // divides kTrialSteps
 constexpr int kFaultStep = 80;
 constexpr int kFaultStepMax = kTrialSteps * 3 / 4;
 constexpr int kWorkers = 4;
-constexpr absl::Duration kPollPeriod = absl::Milliseconds(100);
-constexpr absl::Duration kSamplePeriod = absl::Milliseconds(25);
-// A trainer whose parent is not a worker for this long outlived its worker.
-constexpr absl::Duration kOrphanAfter = absl::Seconds(1);
-
-enum class FaultKind { kTrainer, kWorker, kScheduler, kPostgresCrash, kPostgresFast };
-
-const char* FaultName(FaultKind k) {
-  switch (k) {
-    case FaultKind::kTrainer: return "trainer SIGKILL";
-    case FaultKind::kWorker: return "worker SIGKILL";
-    case FaultKind::kScheduler: return "scheduler SIGKILL";
-    case FaultKind::kPostgresCrash: return "PostgreSQL crash";
-    case FaultKind::kPostgresFast: return "PostgreSQL restart";
-  }
-  return "?";
-}
 
 // About one fault per trial, mostly worker kills (as issue 23's run of 64
 // trials: 18 worker, 5 scheduler, 5 trainer kills, 3 PostgreSQL restarts):
@@ -105,334 +86,9 @@ constexpr FaultKind kSchedule[] = {
 // machine a trial takes ~2 s and the sweep may end before them, under load
 // all 17 do.
 constexpr int kRequiredFaults = 11;
-
-bool IsFinal(v1::TrialState s) {
-  return s == v1::TRIAL_SUCCEEDED || s == v1::TRIAL_DIVERGED || s == v1::TRIAL_FAILED || s == v1::TRIAL_CANCELLED;
-}
+constexpr int kFaults = sizeof(kSchedule) / sizeof(kSchedule[0]);
 
 using testing::ReadFile;
-
-std::string Seconds(absl::Duration d) { return absl::StrFormat("%.2f s", absl::ToDoubleSeconds(d)); }
-
-// ---- what the API says, polled ----
-
-struct TrialView {
-  v1::TrialState state = v1::TRIAL_STATE_UNSPECIFIED;
-  int attempts = 0;
-  int last_step = 0;
-};
-
-struct Poll {
-  absl::Time at;  // when the call was made
-  std::map<int64_t, TrialView> trials;
-};
-
-// Calls ListTrials every kPollPeriod on its own thread, through whichever
-// scheduler answers, and keeps every answer (a run of a few minutes is a
-// few thousand small maps). Thread-safe: mu_ guards polls_ and failed_.
-class SweepObserver {
- public:
-  SweepObserver(const std::string& target, int64_t sweep_id)
-      : client_(target, absl::Seconds(2)), sweep_id_(sweep_id), thread_([this] { Run(); }) {}
-  ~SweepObserver() { Stop(); }
-
-  void Stop() {
-    if (!thread_.joinable()) return;
-    stop_.Notify();
-    thread_.join();
-  }
-  std::vector<Poll> polls() const {
-    absl::MutexLock lock(&mu_);
-    return polls_;
-  }
-  int failed_polls() const {
-    absl::MutexLock lock(&mu_);
-    return failed_;
-  }
-
- private:
-  void Run() {
-    do {
-      const absl::Time at = absl::Now();
-      absl::StatusOr<std::vector<v1::Trial>> trials = client_.ListTrials(sweep_id_);
-      absl::MutexLock lock(&mu_);
-      if (!trials.ok()) {
-        ++failed_;
-        continue;
-      }
-      Poll p{at, {}};
-      for (const v1::Trial& t : *trials) p.trials[t.id()] = {t.state(), t.attempts(), t.last_step()};
-      polls_.push_back(std::move(p));
-    } while (!stop_.WaitForNotificationWithTimeout(kPollPeriod));
-  }
-
-  client::SweepClient client_;  // used on thread_ only
-  const int64_t sweep_id_;
-  mutable absl::Mutex mu_;
-  std::vector<Poll> polls_ ABSL_GUARDED_BY(mu_);
-  int failed_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Notification stop_;
-  std::thread thread_;  // last: starts once the rest is built
-};
-
-// ---- what runs, sampled from /proc ----
-
-// Lists this test's trainers every kSamplePeriod on its own thread and
-// remembers every sample in which one trial had two live trainers, and every
-// trainer that outlived its worker. Thread-safe: mu_ guards the results.
-class TrainerSampler {
- public:
-  explicit TrainerSampler(std::string needle) : needle_(std::move(needle)), thread_([this] { Run(); }) {}
-  ~TrainerSampler() { Stop(); }
-
-  void Stop() {
-    if (!thread_.joinable()) return;
-    stop_.Notify();
-    thread_.join();
-  }
-  int samples() const {
-    absl::MutexLock lock(&mu_);
-    return samples_;
-  }
-  // Trainer processes seen, and the most alive at once.
-  int trainers_seen() const {
-    absl::MutexLock lock(&mu_);
-    return static_cast<int>(seen_.size());
-  }
-  int most_at_once() const {
-    absl::MutexLock lock(&mu_);
-    return most_at_once_;
-  }
-  // "trial 5: pids 123 (attempt 1), 456 (attempt 2) at 12.3 s", one line per
-  // sample with two trainers of a trial.
-  std::vector<std::string> overlaps() const {
-    absl::MutexLock lock(&mu_);
-    return overlaps_;
-  }
-  std::vector<std::string> orphans() const {
-    absl::MutexLock lock(&mu_);
-    return orphans_;
-  }
-
- private:
-  static bool IsWorker(pid_t pid) {
-    const std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
-    const std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
-    return argv0.size() >= 16 && argv0.compare(argv0.size() - 16, 16, "normsweep-worker") == 0;
-  }
-
-  void Run() {
-    const absl::Time start = absl::Now();
-    std::map<pid_t, absl::Time> orphaned_since;
-    std::set<pid_t> reported;
-    do {
-      const absl::Time now = absl::Now();
-      const std::vector<testing::TrainerProcess> trainers = testing::ListTrainers(needle_);
-      std::map<int64_t, std::vector<const testing::TrainerProcess*>> by_trial;
-      std::map<pid_t, bool> worker_cache;
-      std::map<pid_t, absl::Time> still_orphaned;
-      for (const testing::TrainerProcess& t : trainers) {
-        by_trial[t.trial_id].push_back(&t);
-        auto [it, inserted] = worker_cache.emplace(t.parent, false);
-        if (inserted) it->second = IsWorker(t.parent);
-        if (!it->second) {
-          auto since = orphaned_since.find(t.pid);
-          still_orphaned[t.pid] = since == orphaned_since.end() ? now : since->second;
-        }
-      }
-      orphaned_since = std::move(still_orphaned);
-      absl::MutexLock lock(&mu_);
-      ++samples_;
-      most_at_once_ = std::max(most_at_once_, static_cast<int>(trainers.size()));
-      for (const testing::TrainerProcess& t : trainers) seen_.insert(t.pid);
-      for (const auto& [trial, list] : by_trial) {
-        if (list.size() < 2) continue;
-        std::vector<std::string> who;
-        for (const testing::TrainerProcess* t : list) who.push_back(absl::StrCat(t->pid, " (attempt ", t->attempt, ")"));
-        overlaps_.push_back(absl::StrCat("trial ", trial, ": pids ", absl::StrJoin(who, ", "), " at ",
-                                         Seconds(now - start)));
-      }
-      for (const auto& [pid, since] : orphaned_since) {
-        if (now - since >= kOrphanAfter && reported.insert(pid).second) {
-          orphans_.push_back(absl::StrCat("pid ", pid, " has had no worker parent for ", Seconds(now - since)));
-        }
-      }
-    } while (!stop_.WaitForNotificationWithTimeout(kSamplePeriod));
-  }
-
-  const std::string needle_;
-  mutable absl::Mutex mu_;
-  int samples_ ABSL_GUARDED_BY(mu_) = 0;
-  int most_at_once_ ABSL_GUARDED_BY(mu_) = 0;
-  std::set<pid_t> seen_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> overlaps_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> orphans_ ABSL_GUARDED_BY(mu_);
-  absl::Notification stop_;
-  std::thread thread_;  // last
-};
-
-// ---- faults and their recovery ----
-
-struct Fault {
-  FaultKind kind = FaultKind::kTrainer;
-  absl::Time at;    // the fault began
-  absl::Time done;  // the kill returned, or pg_ctl restart did
-  int64_t trial_id = 0;  // the trial hit directly (trainer and worker faults)
-  int attempt = 0;
-  std::string what;      // target, for the report
-  std::string note;      // e.g. how long the restarted scheduler took
-};
-
-// Over the trials RUNNING past step 0 just before the fault (a lease at step
-// 0 is usually a slot's next trial, prefetched: it moves only once the
-// slot's current one ends).
-struct Recovery {
-  // Every such trial has moved on: stored more steps in the same attempt
-  // (not counted for the directly hit trial, whose buffered progress may
-  // still arrive), gone back to the queue or been leased again, or ended.
-  // The next fault waits for this.
-  std::optional<absl::Duration> recovered;
-  // Each of them has stored progress (the hit one: in a later attempt) or
-  // ended; a re-queued trial may first wait for a free slot.
-  std::optional<absl::Duration> all_progressing;
-  // Progress stored for some trial other than the hit one.
-  std::optional<absl::Duration> next_progress;
-  // Some trial leased (its attempts grew).
-  std::optional<absl::Duration> next_lease;
-  // The hit trial back in the queue (or leased again); its next attempt
-  // stored progress.
-  std::optional<absl::Duration> hit_requeued, hit_progressing;
-  // The hit trial ended in the attempt that was hit.
-  std::optional<v1::TrialState> hit_ended;
-};
-
-// How far a trial got from `before` (a poll before the fault) to `after`.
-struct Movement {
-  bool ended = false;       // final
-  bool requeued = false;    // PENDING again, or a later attempt
-  bool leased = false;      // a later attempt
-  bool progressed = false;  // steps stored: in a later attempt, or (unless `hit`) in the same one
-};
-
-Movement Moved(const TrialView& before, const TrialView& after, bool hit) {
-  Movement m;
-  m.ended = IsFinal(after.state) && !IsFinal(before.state);
-  m.leased = after.attempts > before.attempts;
-  m.requeued = m.leased || (before.state == v1::TRIAL_RUNNING && after.state == v1::TRIAL_PENDING);
-  m.progressed = (m.leased && after.last_step > 0) ||
-                 (!hit && !m.leased && after.state == v1::TRIAL_RUNNING && after.last_step > before.last_step);
-  return m;
-}
-
-Recovery Measure(const std::vector<Poll>& polls, const Fault& f) {
-  Recovery r;
-  const Poll* base = nullptr;
-  for (const Poll& p : polls) {
-    if (p.at < f.at) base = &p;
-  }
-  if (base == nullptr) return r;
-  std::set<int64_t> unmoved, unprogressed;
-  for (const auto& [id, t] : base->trials) {
-    if (t.state != v1::TRIAL_RUNNING || t.last_step == 0) continue;
-    unmoved.insert(id);
-    unprogressed.insert(id);
-  }
-  for (const Poll& p : polls) {
-    if (p.at < f.done) continue;
-    const absl::Duration since = p.at - f.at;
-    for (const auto& [id, after] : p.trials) {
-      auto before = base->trials.find(id);
-      if (before == base->trials.end()) continue;
-      const bool hit = id == f.trial_id;
-      const Movement m = Moved(before->second, after, hit);
-      if (m.ended || m.requeued || m.progressed) unmoved.erase(id);
-      if (m.ended || m.progressed) unprogressed.erase(id);
-      if (!r.next_lease && m.leased) r.next_lease = since;
-      if (!r.next_progress && !hit && (m.progressed || (m.ended && after.state == v1::TRIAL_SUCCEEDED))) {
-        r.next_progress = since;
-      }
-      if (hit && !r.hit_requeued && m.requeued) r.hit_requeued = since;
-      if (hit && !r.hit_progressing && m.progressed) r.hit_progressing = since;
-      if (hit && !r.hit_ended && !r.hit_requeued && m.ended) r.hit_ended = after.state;
-    }
-    if (!r.recovered && unmoved.empty()) r.recovered = since;
-    if (!r.all_progressing && unprogressed.empty()) r.all_progressing = since;
-  }
-  return r;
-}
-
-// ---- the trials' histories ----
-
-// The recorded interruption cause of `trial`'s attempt `attempt`, "own
-// failure (STATE)" when it has none, or "no entry".
-std::string CauseOf(const std::map<int64_t, v1::GetTrialResponse>& histories, int64_t trial, int attempt) {
-  auto h = histories.find(trial);
-  if (h == histories.end()) return "no history";
-  for (const v1::TrialAttempt& a : h->second.attempts()) {
-    if (a.attempt() != attempt) continue;
-    if (!a.interruption().empty()) return a.interruption();
-    return absl::StrCat("own failure (", v1::TrialState_Name(a.outcome()), ")");
-  }
-  return "no entry";
-}
-
-struct AttemptSummary {
-  int attempts = 0;                        // entries in the histories
-  int interrupted = 0;                     // of them, with a cause
-  std::map<std::string, int> by_cause;
-  int counted = 0;                         // the sum of Trial.interruptions
-  int most = 0;                            // the most interruptions of one trial
-  int64_t most_trial = 0;
-  std::vector<std::string> own_failures;   // ended without a cause, yet not SUCCEEDED
-  std::vector<std::string> unknown_causes; // a cause not in schema::kInterruptionCauses
-};
-
-std::string Describe(int64_t trial, const v1::TrialAttempt& a) {
-  return absl::StrCat("trial ", trial, " attempt ", a.attempt(), " (worker ", a.worker_id(), "): ",
-                      v1::TrialState_Name(a.outcome()), ", cause '", a.interruption(), "', ", a.reason());
-}
-
-AttemptSummary SummarizeAttempts(const std::map<int64_t, v1::GetTrialResponse>& histories) {
-  AttemptSummary s;
-  for (const auto& [id, h] : histories) {
-    s.counted += h.trial().interruptions();
-    if (h.trial().interruptions() > s.most) {
-      s.most = h.trial().interruptions();
-      s.most_trial = id;
-    }
-    for (const v1::TrialAttempt& a : h.attempts()) {
-      ++s.attempts;
-      if (a.interruption().empty()) {
-        if (a.outcome() != v1::TRIAL_SUCCEEDED) s.own_failures.push_back(Describe(id, a));
-        continue;
-      }
-      ++s.interrupted;
-      ++s.by_cause[a.interruption()];
-      if (!schema::IsInterruptionCause(a.interruption())) s.unknown_causes.push_back(Describe(id, a));
-    }
-  }
-  return s;
-}
-
-// One entry per lease, numbered 1..attempts, each but the last re-queued
-// the trial and the last is its outcome; Trial.interruptions counts those
-// with a cause.
-void ExpectHistory(const v1::Trial& t, const v1::GetTrialResponse& h) {
-  std::vector<int> numbers, want;
-  int with_cause = 0;
-  for (const v1::TrialAttempt& a : h.attempts()) {
-    numbers.push_back(a.attempt());
-    with_cause += !a.interruption().empty();
-    const bool last = a.attempt() == t.attempts();
-    EXPECT_EQ(a.outcome(), last ? t.state() : v1::TRIAL_PENDING) << Describe(t.id(), a);
-  }
-  for (int i = 1; i <= t.attempts(); ++i) want.push_back(i);
-  EXPECT_EQ(numbers, want) << "trial " << t.id() << ": not one history entry per lease";
-  EXPECT_EQ(h.trial().interruptions(), with_cause) << "trial " << t.id();
-  EXPECT_EQ(t.interruptions(), with_cause) << "trial " << t.id() << " (ListTrials)";
-}
-
-// ---- the test ----
 
 // A server of its own (one it crashes), not the shared one.
 class ChaosTest : public testing::ProcessTest {
@@ -560,12 +216,144 @@ class ChaosTest : public testing::ProcessTest {
     return std::nullopt;
   }
 
+  // Starts the workers and waits until each has registered (through either
+  // scheduler). Fatal.
+  void StartWorkersAndWait() {
+    for (int i = 0; i < kWorkers; ++i) ASSERT_NO_FATAL_FAILURE(StartWorker(i));
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    size_t live = 0;
+    while (absl::Now() < deadline && live < kWorkers) {
+      auto workers = client_->ListWorkers(/*live_only=*/true);
+      live = workers.ok() ? workers->size() : 0;
+      if (live < kWorkers) absl::SleepFor(absl::Milliseconds(50));
+    }
+    ASSERT_EQ(live, static_cast<size_t>(kWorkers)) << "not every worker registered";
+  }
+
+  // kSchedule's faults, each once WaitForTarget finds its moment, into
+  // *faults; the ones after kRequiredFaults are left out once the sweep has
+  // ended. Prints each fault. Fatal.
+  void InjectFaults(const SweepObserver& observer, int trial_count, absl::Time start, std::vector<Fault>* faults) {
+    for (FaultKind kind : kSchedule) {
+      std::string why;
+      // Fault k once k/(kFaults + 9) of the trials are done: the last one
+      // comes once 9 of 16 are, so that on an idle machine (a trial in ~2 s)
+      // a few are still open to aim at.
+      const int succeeded = static_cast<int>(faults->size()) * trial_count / (kFaults + 9);
+      std::optional<FaultTarget> target =
+          WaitForTarget(observer, faults->empty() ? nullptr : &faults->back(), succeeded, &why);
+      if (!target.has_value() && static_cast<int>(faults->size()) >= kRequiredFaults &&
+          why == "the sweep ended first") {
+        std::printf("faults %zu-%d not injected: the sweep ended first\n", faults->size() + 1, kFaults);
+        break;
+      }
+      ASSERT_TRUE(target.has_value()) << "fault " << faults->size() + 1 << " (" << FaultName(kind)
+                                      << ") found no moment: " << why;
+      ++hits_[target->trial_id];
+      Fault f;
+      f.kind = kind;
+      f.at = f.done = absl::Now();
+      ASSERT_NO_FATAL_FAILURE(Inject(*target, observer, &f));
+      std::printf("[chaos] %6.2f s  fault %zu (%d/%d trials done): %s: %s\n", absl::ToDoubleSeconds(f.at - start),
+                  faults->size() + 1, target->succeeded, trial_count, FaultName(kind), f.what.c_str());
+      std::fflush(stdout);
+      faults->push_back(std::move(f));
+    }
+  }
+
+  // Injects f->kind at target, recording in *f when it was done and what it
+  // hit. A killed worker is started again at once; a killed scheduler once
+  // the trials progress through the other one. Fatal.
+  void Inject(const FaultTarget& target, const SweepObserver& observer, Fault* f) {
+    switch (f->kind) {
+      case FaultKind::kTrainer:
+        f->trial_id = target.trial_id;
+        f->attempt = target.attempt;
+        f->what = absl::StrCat("normsweep-train pid ", target.trainer.pid, ": trial ", target.trial_id, " attempt ",
+                               target.attempt, " at step ", target.step);
+        kill(target.trainer.pid, SIGKILL);
+        f->done = absl::Now();
+        break;
+      case FaultKind::kWorker: {
+        const int i = target.worker;
+        f->trial_id = target.trial_id;
+        f->attempt = target.attempt;
+        f->what = absl::StrCat("w", i, " pid ", workers_[i]->pid(), ", running trial ", target.trial_id, " attempt ",
+                               target.attempt, " at step ", target.step, "; started again");
+        EXPECT_EQ(workers_[i]->Stop(SIGKILL), 128 + SIGKILL);
+        f->done = absl::Now();
+        workers_[i] = nullptr;
+        ASSERT_NO_FATAL_FAILURE(StartWorker(i));
+        break;
+      }
+      case FaultKind::kScheduler: {
+        const int i = next_scheduler_;
+        next_scheduler_ = 1 - next_scheduler_;
+        f->what = absl::StrCat("scheduler ", i, " (port ", ports_[i], "), while trial ", target.trial_id,
+                               " was at step ", target.step);
+        EXPECT_EQ(schedulers_[i]->process.Stop(SIGKILL), 128 + SIGKILL);
+        f->done = absl::Now();
+        schedulers_[i].reset();
+        // Its workers carry on through the other replica; only then is it
+        // started again (on its port).
+        const absl::Time moved_by = absl::Now() + absl::Seconds(30);
+        while (!Measure(observer.polls(), *f).all_progressing && absl::Now() < moved_by) {
+          absl::SleepFor(absl::Milliseconds(20));
+        }
+        EXPECT_TRUE(Measure(observer.polls(), *f).all_progressing)
+            << "with scheduler " << i << " down, the trials did not progress through the other one";
+        const absl::Time restart = absl::Now();
+        ASSERT_NO_FATAL_FAILURE(StartScheduler(i));
+        f->note = absl::StrCat("started again ", Seconds(restart - f->at), " after the kill, serving after ",
+                               Seconds(absl::Now() - restart));
+        break;
+      }
+      case FaultKind::kPostgresCrash: {
+        f->what =
+            absl::StrCat("pg_ctl restart -m immediate, while trial ", target.trial_id, " was at step ", target.step);
+        absl::Status st = pg_->CrashRestart();
+        ASSERT_TRUE(st.ok()) << st;
+        f->done = absl::Now();
+        f->note = absl::StrCat("accepting connections again after ", Seconds(f->done - f->at));
+        break;
+      }
+      case FaultKind::kPostgresFast: {
+        // Connections dropped, a checkpoint, no crash recovery.
+        f->what =
+            absl::StrCat("pg_ctl stop -m fast, start, while trial ", target.trial_id, " was at step ", target.step);
+        absl::Status st = pg_->Stop();
+        ASSERT_TRUE(st.ok()) << st;
+        st = pg_->StartAgain();
+        ASSERT_TRUE(st.ok()) << st;
+        f->done = absl::Now();
+        f->note = absl::StrCat("accepting connections again after ", Seconds(f->done - f->at));
+        break;
+      }
+    }
+  }
+
+  // The sweep's state once it has left RUNNING, or after 150 s.
+  v1::Sweep WaitForTheEnd(int64_t sweep_id) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(150);
+    v1::Sweep sweep;
+    while (absl::Now() < deadline) {
+      auto s = client_->GetSweep(sweep_id);
+      if (s.ok()) {
+        sweep = *s;
+        if (sweep.state() != v1::SWEEP_RUNNING) break;
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return sweep;
+  }
+
   std::unique_ptr<testing::PostgresInstance> pg_;
   int ports_[2] = {0, 0};
   std::optional<testing::SchedulerProcess> schedulers_[2];
   testing::Subprocess* workers_[kWorkers] = {};  // started through ProcessTest, which stops them
   std::unique_ptr<client::SweepClient> client_;
   std::map<int64_t, int> hits_;  // faults per trial (the target of each)
+  int next_scheduler_ = 1;       // the next scheduler fault's
 };
 
 v1::SweepSpec ChaosSpec() {
@@ -594,152 +382,23 @@ v1::SweepSpec ChaosSpec() {
   return spec;
 }
 
-TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
-  const absl::Time start = absl::Now();
-  for (int i = 0; i < kWorkers; ++i) ASSERT_NO_FATAL_FAILURE(StartWorker(i));
-  // Every worker registered (through either scheduler) before the sweep.
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  size_t live = 0;
-  while (absl::Now() < deadline && live < kWorkers) {
-    auto workers = client_->ListWorkers(/*live_only=*/true);
-    live = workers.ok() ? workers->size() : 0;
-    if (live < kWorkers) absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_EQ(live, static_cast<size_t>(kWorkers)) << "not every worker registered";
+// When the run began, its last fault landed and the sweep ended.
+struct Timeline {
+  absl::Time start, faults_done, finished;
+};
 
-  auto submitted = client_->Submit(ChaosSpec(), client::NewRequestId(), /*validate_only=*/false);
-  ASSERT_TRUE(submitted.ok()) << submitted.status();
-  const int64_t sweep_id = submitted->sweep().id();
-  const int trial_count = submitted->sweep().trial_count();
-  ASSERT_EQ(trial_count, kTrials);
-
-  TrainerSampler sampler(dir_);
-  SweepObserver observer(Target(0, 1), sweep_id);
-  std::vector<Fault> faults;
-  int next_scheduler = 1;
-  constexpr int kFaults = sizeof(kSchedule) / sizeof(kSchedule[0]);
-  for (FaultKind kind : kSchedule) {
-    std::string why;
-    // Fault k once k/(kFaults + 9) of the trials are done: the last one
-    // comes once 9 of 16 are, so that on an idle machine (a trial in ~2 s)
-    // a few are still open to aim at.
-    const int succeeded = static_cast<int>(faults.size()) * trial_count / (kFaults + 9);
-    std::optional<FaultTarget> target =
-        WaitForTarget(observer, faults.empty() ? nullptr : &faults.back(), succeeded, &why);
-    if (!target.has_value() && static_cast<int>(faults.size()) >= kRequiredFaults &&
-        why == "the sweep ended first") {
-      std::printf("faults %zu-%d not injected: the sweep ended first\n", faults.size() + 1, kFaults);
-      break;
-    }
-    ASSERT_TRUE(target.has_value()) << "fault " << faults.size() + 1 << " (" << FaultName(kind)
-                                    << ") found no moment: " << why;
-    ++hits_[target->trial_id];
-    Fault f;
-    f.kind = kind;
-    f.at = f.done = absl::Now();
-    switch (kind) {
-      case FaultKind::kTrainer:
-        f.trial_id = target->trial_id;
-        f.attempt = target->attempt;
-        f.what = absl::StrCat("normsweep-train pid ", target->trainer.pid, ": trial ", target->trial_id, " attempt ",
-                              target->attempt, " at step ", target->step);
-        kill(target->trainer.pid, SIGKILL);
-        f.done = absl::Now();
-        break;
-      case FaultKind::kWorker: {
-        const int i = target->worker;
-        f.trial_id = target->trial_id;
-        f.attempt = target->attempt;
-        f.what = absl::StrCat("w", i, " pid ", workers_[i]->pid(), ", running trial ", target->trial_id, " attempt ",
-                              target->attempt, " at step ", target->step, "; started again");
-        EXPECT_EQ(workers_[i]->Stop(SIGKILL), 128 + SIGKILL);
-        f.done = absl::Now();
-        workers_[i] = nullptr;
-        ASSERT_NO_FATAL_FAILURE(StartWorker(i));
-        break;
-      }
-      case FaultKind::kScheduler: {
-        const int i = next_scheduler;
-        next_scheduler = 1 - next_scheduler;
-        f.what = absl::StrCat("scheduler ", i, " (port ", ports_[i], "), while trial ", target->trial_id,
-                              " was at step ", target->step);
-        EXPECT_EQ(schedulers_[i]->process.Stop(SIGKILL), 128 + SIGKILL);
-        f.done = absl::Now();
-        schedulers_[i].reset();
-        // Its workers carry on through the other replica; only then is it
-        // started again (on its port).
-        const absl::Time moved_by = absl::Now() + absl::Seconds(30);
-        while (!Measure(observer.polls(), f).all_progressing && absl::Now() < moved_by) {
-          absl::SleepFor(absl::Milliseconds(20));
-        }
-        EXPECT_TRUE(Measure(observer.polls(), f).all_progressing)
-            << "with scheduler " << i << " down, the trials did not progress through the other one";
-        const absl::Time restart = absl::Now();
-        ASSERT_NO_FATAL_FAILURE(StartScheduler(i));
-        f.note = absl::StrCat("started again ", Seconds(restart - f.at), " after the kill, serving after ",
-                              Seconds(absl::Now() - restart));
-        break;
-      }
-      case FaultKind::kPostgresCrash: {
-        f.what = absl::StrCat("pg_ctl restart -m immediate, while trial ", target->trial_id, " was at step ",
-                              target->step);
-        absl::Status st = pg_->CrashRestart();
-        ASSERT_TRUE(st.ok()) << st;
-        f.done = absl::Now();
-        f.note = absl::StrCat("accepting connections again after ", Seconds(f.done - f.at));
-        break;
-      }
-      case FaultKind::kPostgresFast: {
-        // Connections dropped, a checkpoint, no crash recovery.
-        f.what = absl::StrCat("pg_ctl stop -m fast, start, while trial ", target->trial_id, " was at step ",
-                              target->step);
-        absl::Status st = pg_->Stop();
-        ASSERT_TRUE(st.ok()) << st;
-        st = pg_->StartAgain();
-        ASSERT_TRUE(st.ok()) << st;
-        f.done = absl::Now();
-        f.note = absl::StrCat("accepting connections again after ", Seconds(f.done - f.at));
-        break;
-      }
-    }
-    std::printf("[chaos] %6.2f s  fault %zu (%d/%d trials done): %s: %s\n", absl::ToDoubleSeconds(f.at - start),
-                faults.size() + 1, target->succeeded, trial_count, FaultName(kind), f.what.c_str());
-    std::fflush(stdout);
-    faults.push_back(std::move(f));
-  }
-  const absl::Time faults_done = absl::Now();
-
-  deadline = absl::Now() + absl::Seconds(150);
-  v1::Sweep sweep;
-  while (absl::Now() < deadline) {
-    auto s = client_->GetSweep(sweep_id);
-    if (s.ok()) {
-      sweep = *s;
-      if (sweep.state() != v1::SWEEP_RUNNING) break;
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  const absl::Time finished = absl::Now();
-  observer.Stop();
-  sampler.Stop();
-
-  // Every trial's history, read before the report (it names the cause of
-  // each hit attempt) and checked after it.
-  auto trials = client_->ListTrials(sweep_id);
-  std::map<int64_t, v1::GetTrialResponse> histories;
-  for (const v1::Trial& t : trials.ok() ? *trials : std::vector<v1::Trial>{}) {
-    auto full = client_->GetTrial(t.id());
-    EXPECT_TRUE(full.ok()) << "trial " << t.id() << ": " << full.status();
-    if (full.ok()) histories[t.id()] = *std::move(full);
-  }
-
-  // What happened, for the reader.
+// What happened, for the reader: each fault with its recovery and the cause
+// recorded for the attempt it hit, the faults by kind, the watchers' figures
+// and the attempts by cause.
+void PrintReport(const std::vector<Fault>& faults, const SweepObserver& observer, const TrainerSampler& sampler,
+                 const Histories& histories, const AttemptSummary& summary, const v1::Sweep& sweep,
+                 const Timeline& times) {
   const std::vector<Poll> polls = observer.polls();
   std::map<FaultKind, int> counts;
   std::printf("[chaos] t = 0 s is %s UTC (the logs' clock). Recovery, from each fault: next progress stored (any "
               "other trial), next lease, the hit trial back in the queue and progressing again (after waiting for a free "
               "slot), every trial that was running progressing again; the cause recorded for the hit attempt\n",
-              absl::FormatTime("%H:%M:%E3S", start, absl::UTCTimeZone()).c_str());
+              absl::FormatTime("%H:%M:%E3S", times.start, absl::UTCTimeZone()).c_str());
   std::printf("[chaos] %-3s %8s  %-18s %-10s %-10s %-10s %-12s %-10s %-16s %s\n", "#", "at", "fault", "progress",
               "lease", "hit queued", "hit progress", "all", "cause", "");
   for (size_t n = 0; n < faults.size(); ++n) {
@@ -754,7 +413,7 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
       cause = CauseOf(histories, f.trial_id, f.attempt);
     }
     std::printf("[chaos] %-3zu %6.2f s  %-18s %-10s %-10s %-10s %-12s %-10s %-16s %s\n", n + 1,
-                absl::ToDoubleSeconds(f.at - start), FaultName(f.kind), plus(r.next_progress).c_str(),
+                absl::ToDoubleSeconds(f.at - times.start), FaultName(f.kind), plus(r.next_progress).c_str(),
                 plus(r.next_lease).c_str(), hit_lease.c_str(), hit_progress.c_str(), plus(r.all_progressing).c_str(),
                 cause.c_str(), f.note.c_str());
   }
@@ -762,12 +421,11 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
               "sweep %s at %.2f s\n",
               counts[FaultKind::kTrainer], counts[FaultKind::kWorker], counts[FaultKind::kScheduler],
               counts[FaultKind::kPostgresCrash] + counts[FaultKind::kPostgresFast], counts[FaultKind::kPostgresCrash],
-              counts[FaultKind::kPostgresFast], absl::ToDoubleSeconds(faults_done - start),
-              v1::SweepState_Name(sweep.state()).c_str(), absl::ToDoubleSeconds(finished - start));
+              counts[FaultKind::kPostgresFast], absl::ToDoubleSeconds(times.faults_done - times.start),
+              v1::SweepState_Name(sweep.state()).c_str(), absl::ToDoubleSeconds(times.finished - times.start));
   std::printf("[chaos] %zu API polls (%d failed); %d /proc samples saw %d trainer processes, at most %d at once\n",
               polls.size(), observer.failed_polls(), sampler.samples(), sampler.trainers_seen(),
               sampler.most_at_once());
-  const AttemptSummary summary = SummarizeAttempts(histories);
   std::vector<std::string> by_cause;
   for (const auto& [cause, n] : summary.by_cause) by_cause.push_back(absl::StrCat(cause, " ", n));
   std::printf("[chaos] %d attempts recorded for %zu trials: %d interruptions (%s), %zu own failures; most "
@@ -776,6 +434,72 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
               by_cause.empty() ? "none" : absl::StrJoin(by_cause, ", ").c_str(), summary.own_failures.size(),
               summary.most, static_cast<long long>(summary.most_trial), summary.counted);
   std::fflush(stdout);
+}
+
+// A trial after the run: SUCCEEDED, its history one entry per lease
+// (ExpectHistory), one metric row per step (step 0: l0), one set of gradient
+// norms per evaluation, and l0 in its result.
+void ExpectTrialSurvived(const v1::Trial& t, const v1::GetTrialResponse& full) {
+  EXPECT_EQ(t.state(), v1::TRIAL_SUCCEEDED)
+      << "trial " << t.id() << " attempt " << t.attempts() << ": " << t.result().error();
+  ExpectHistory(t, full);
+  if (t.state() != v1::TRIAL_SUCCEEDED) return;
+  // One metric row per step: step 0 is the evaluation before the first
+  // update (l0), steps 1..kTrialSteps carry a training loss.
+  std::vector<int> steps;
+  for (const v1::MetricPoint& m : full.metrics()) {
+    steps.push_back(m.step());
+    if (m.step() == 0) {
+      EXPECT_TRUE(m.has_val_loss()) << "trial " << t.id() << ": step 0 without l0";
+    } else {
+      EXPECT_TRUE(m.has_train_loss()) << "trial " << t.id() << " step " << m.step();
+    }
+  }
+  std::vector<int> want(kTrialSteps + 1);
+  for (int i = 0; i <= kTrialSteps; ++i) want[i] = i;
+  EXPECT_EQ(steps, want) << "trial " << t.id() << ": not one metric row per step";
+  // One set of FFN gradient norms at step 0 and at every evaluation step.
+  std::vector<int> norm_steps, want_norm_steps;
+  for (int s = 0; s <= kTrialSteps; s += kEvalEvery) want_norm_steps.push_back(s);
+  for (const v1::LayerGradNorms& g : full.layer_grad_norms()) {
+    norm_steps.push_back(g.step());
+    EXPECT_EQ(g.norms_size(), 4) << "trial " << t.id() << " step " << g.step() << ": W1 and W2 of 2 layers";
+  }
+  EXPECT_EQ(norm_steps, want_norm_steps) << "trial " << t.id() << ": not one set of gradient norms per evaluation";
+  EXPECT_TRUE(t.result().has_init_val_loss()) << "trial " << t.id() << ": no l0";
+}
+
+TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
+  Timeline times;
+  times.start = absl::Now();
+  ASSERT_NO_FATAL_FAILURE(StartWorkersAndWait());
+  auto submitted = client_->Submit(ChaosSpec(), client::NewRequestId(), /*validate_only=*/false);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const int64_t sweep_id = submitted->sweep().id();
+  const int trial_count = submitted->sweep().trial_count();
+  ASSERT_EQ(trial_count, kTrials);
+
+  TrainerSampler sampler(dir_);
+  SweepObserver observer(Target(0, 1), sweep_id);
+  std::vector<Fault> faults;
+  ASSERT_NO_FATAL_FAILURE(InjectFaults(observer, trial_count, times.start, &faults));
+  times.faults_done = absl::Now();
+  const v1::Sweep sweep = WaitForTheEnd(sweep_id);
+  times.finished = absl::Now();
+  observer.Stop();
+  sampler.Stop();
+
+  // Every trial's history, read before the report (it names the cause of
+  // each hit attempt) and checked after it.
+  auto trials = client_->ListTrials(sweep_id);
+  Histories histories;
+  for (const v1::Trial& t : trials.ok() ? *trials : std::vector<v1::Trial>{}) {
+    auto full = client_->GetTrial(t.id());
+    EXPECT_TRUE(full.ok()) << "trial " << t.id() << ": " << full.status();
+    if (full.ok()) histories[t.id()] = *std::move(full);
+  }
+  const AttemptSummary summary = SummarizeAttempts(histories);
+  PrintReport(faults, observer, sampler, histories, summary, sweep, times);
 
   ASSERT_EQ(sweep.state(), v1::SWEEP_COMPLETED) << sweep.ShortDebugString();
   ASSERT_TRUE(trials.ok()) << trials.status();
@@ -786,34 +510,7 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
   for (const v1::Trial& t : *trials) {
     attempts.push_back(absl::StrCat(t.id(), ":", t.attempts()));
     leases += t.attempts();
-    EXPECT_EQ(t.state(), v1::TRIAL_SUCCEEDED)
-        << "trial " << t.id() << " attempt " << t.attempts() << ": " << t.result().error();
-    const v1::GetTrialResponse& full = histories[t.id()];
-    ExpectHistory(t, full);
-    if (t.state() != v1::TRIAL_SUCCEEDED) continue;
-    // One metric row per step: step 0 is the evaluation before the first
-    // update (l0), steps 1..kTrialSteps carry a training loss.
-    std::vector<int> steps;
-    for (const v1::MetricPoint& m : full.metrics()) {
-      steps.push_back(m.step());
-      if (m.step() == 0) {
-        EXPECT_TRUE(m.has_val_loss()) << "trial " << t.id() << ": step 0 without l0";
-      } else {
-        EXPECT_TRUE(m.has_train_loss()) << "trial " << t.id() << " step " << m.step();
-      }
-    }
-    std::vector<int> want(kTrialSteps + 1);
-    for (int i = 0; i <= kTrialSteps; ++i) want[i] = i;
-    EXPECT_EQ(steps, want) << "trial " << t.id() << ": not one metric row per step";
-    // One set of FFN gradient norms at step 0 and at every evaluation step.
-    std::vector<int> norm_steps, want_norm_steps;
-    for (int s = 0; s <= kTrialSteps; s += kEvalEvery) want_norm_steps.push_back(s);
-    for (const v1::LayerGradNorms& g : full.layer_grad_norms()) {
-      norm_steps.push_back(g.step());
-      EXPECT_EQ(g.norms_size(), 4) << "trial " << t.id() << " step " << g.step() << ": W1 and W2 of 2 layers";
-    }
-    EXPECT_EQ(norm_steps, want_norm_steps) << "trial " << t.id() << ": not one set of gradient norms per evaluation";
-    EXPECT_TRUE(t.result().has_init_val_loss()) << "trial " << t.id() << ": no l0";
+    ExpectTrialSurvived(t, histories[t.id()]);
   }
   // No fault here is a trial's own: every ended attempt but a trial's last
   // is an interruption, and Trial.interruptions counts them.
@@ -850,4 +547,4 @@ TEST_F(ChaosTest, SweepCompletesThroughKilledProcessesAndDatabaseCrashes) {
 }
 
 }  // namespace
-}  // namespace normsweep
+}  // namespace normsweep::chaos

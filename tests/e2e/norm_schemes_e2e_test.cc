@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/fresh_database.h"
 #include "tests/common/read_file.h"
+#include "tests/common/text_checks.h"
 #include "tests/e2e/stack_test.h"
 
 namespace normsweep {
@@ -33,16 +34,10 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::CommandResult;
+using testing::Count;
 
 const std::vector<std::string> kPlacements = {"post", "pre", "peri", "deepnorm", "mix"};
 const std::vector<std::string> kVariants = {"qk_norm=false", "qk_norm=true"};
-
-// How often `what` stands in text.
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
 
 class NormSchemesEndToEndTest : public testing::StackTest {
  protected:

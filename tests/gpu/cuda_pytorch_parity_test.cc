@@ -30,52 +30,25 @@
 namespace normsweep::trainer {
 namespace {
 
-using parity::FixtureModel;
-using parity::FixturePath;
-using parity::MaxAbs;
-using parity::MaxRelativeError;
-using parity::ZeroByShiftInvariance;
-
 class CudaPyTorchParityTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     SKIP_WITHOUT_GPU("the CUDA backend's PyTorch parity checks");
-    auto file = ReadSafeTensors(FixturePath(GetParam()));
+    auto file = ReadSafeTensors(parity::FixturePath(GetParam()));
     ASSERT_TRUE(file.ok()) << file.status().message();
     file_ = std::move(file.value());
-    const auto& md = file_.metadata;
-    model_ = FixtureModel(md);
-    ASSERT_EQ(md.at("positions"), "sinusoidal");
-    z_loss_ = md.count("z_loss") ? std::stod(md.at("z_loss")) : 0.0;
-    const SafeTensor& inputs = file_.tensors.at("batch.inputs");
-    batch_.batch_size = static_cast<int>(inputs.shape[0]);
-    batch_.seq_len = static_cast<int>(inputs.shape[1]);
-    batch_.inputs = inputs.ints;
-    batch_.targets = file_.tensors.at("batch.targets").ints;
-
-    BackendOptions o;
+    ASSERT_EQ(file_.metadata.at("positions"), "sinusoidal");
+    z_loss_ = parity::FixtureZLoss(file_);
+    batch_ = parity::FixtureBatch(file_);
+    BackendOptions o = parity::FixtureBackendOptions(file_);
     o.device = "cuda:0";
-    o.model = model_;
-    o.max_batch_size = batch_.batch_size;
-    o.optimizer.kind = OptimizerKind::kAdam;
-    o.optimizer.beta1 = std::stod(md.at("adam_beta1"));
-    o.optimizer.beta2 = std::stod(md.at("adam_beta2"));
-    o.optimizer.eps = std::stod(md.at("adam_eps"));
-    o.z_loss = z_loss_;
+    model_ = o.model;
     auto backend = MakeBackend(o);
     ASSERT_TRUE(backend.ok()) << backend.status().message();
     gpu_ = std::move(backend.value());
-
-    // Weights by name: every parameter of the layout must be in the fixture.
-    std::vector<float> params(gpu_->layout().total());
-    for (const TensorSpec& t : gpu_->layout().tensors()) {
-      auto it = file_.tensors.find(t.name);
-      ASSERT_NE(it, file_.tensors.end()) << "fixture lacks " << t.name;
-      ASSERT_EQ(it->second.shape, t.shape) << t.name;
-      std::copy(it->second.floats.begin(), it->second.floats.end(), params.begin() + t.offset);
-    }
-    ASSERT_TRUE(gpu_->SetParameters(params).ok());
+    ASSERT_NO_FATAL_FAILURE(parity::SetFixtureParameters(file_, *gpu_));
   }
+
   // The training objective: cross-entropy plus the z term when z_loss > 0.
   double Objective(const LossStats& l) const { return l.mean() + l.z_term(z_loss_); }
   float Expected(const std::string& name) const { return file_.tensors.at(name).floats[0]; }
@@ -112,18 +85,10 @@ TEST_P(CudaPyTorchParityTest, LossAndEveryGradient) {
   }
   std::vector<float> grads;
   ASSERT_TRUE(gpu_->GetGradients(&grads).ok());
-  size_t fixture_grads = 0;
-  for (const auto& [name, t] : file_.tensors) fixture_grads += name.rfind("grads.", 0) == 0;
-  EXPECT_EQ(fixture_grads, gpu_->layout().tensors().size()) << "the fixture has parameters the layout lacks";
+  EXPECT_EQ(parity::FixtureGradientCount(file_), gpu_->layout().tensors().size())
+      << "the fixture has parameters the layout lacks";
   for (const TensorSpec& t : gpu_->layout().tensors()) {
-    const SafeTensor& want = file_.tensors.at("grads." + t.name);
-    double scale = -1;
-    if (ZeroByShiftInvariance(t.name)) {
-      const SafeTensor& w = file_.tensors.at("grads." + t.name.substr(0, t.name.size() - 4) + "weight");
-      scale = MaxAbs(w.floats.data(), w.floats.size());
-    }
-    EXPECT_LT(MaxRelativeError(grads.data() + t.offset, want.floats.data(), t.size, scale), 1e-3)
-        << "gradient of " << t.name;
+    EXPECT_LT(parity::GradientError(file_, t, grads.data() + t.offset), 1e-3) << "gradient of " << t.name;
   }
 }
 
@@ -136,11 +101,6 @@ TEST_P(CudaPyTorchParityTest, FiveAdamSteps) {
   ASSERT_EQ(want_ratios.shape, (std::vector<int64_t>{static_cast<int64_t>(adam.size()), model_.layers, 4}));
   const double lr = std::stod(file_.metadata.at("adam_lr"));
   const ParamLayout& layout = gpu_->layout();
-  auto tensor_at = [&](size_t offset) {
-    size_t t = 0;
-    while (layout.tensors()[t].offset != offset) ++t;
-    return t;
-  };
   for (size_t step = 0; step < adam.size(); ++step) {
     auto l = gpu_->ForwardBackward(batch_, 0);
     ASSERT_TRUE(l.ok()) << l.status().message();
@@ -156,7 +116,7 @@ TEST_P(CudaPyTorchParityTest, FiveAdamSteps) {
       const BlockOffsets& w = layout.blocks()[static_cast<size_t>(b)];
       const size_t offsets[4] = {w.qkv_w, w.proj_w, w.fc1_w, w.fc2_w};
       for (int k = 0; k < 4; ++k) {
-        const size_t t = tensor_at(offsets[k]);
+        const size_t t = parity::TensorAt(layout, offsets[k]);
         const double got = std::sqrt(u->update[t] / u->weight[t]);
         const float want = want_ratios.floats[(step * model_.layers + static_cast<size_t>(b)) * 4 +
                                               static_cast<size_t>(k)];
@@ -167,9 +127,7 @@ TEST_P(CudaPyTorchParityTest, FiveAdamSteps) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemes, CudaPyTorchParityTest,
-                         ::testing::Values("post", "pre", "peri", "deepnorm", "mix", "post_qknorm", "pre_qknorm",
-                                           "post_zloss", "pre_zloss", "post_rmsnorm", "pre_rmsnorm"));
+INSTANTIATE_TEST_SUITE_P(Schemes, CudaPyTorchParityTest, parity::Schemes());
 
 }  // namespace
 }  // namespace normsweep::trainer

@@ -51,8 +51,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import safetensors_io  # noqa: E402
-from make_fixtures import gradient_scale, max_rel_err  # noqa: E402
-from model import PLACEMENTS, ModelConfig, TransformerLM, is_norm_param  # noqa: E402
+from make_fixtures import build_model, gradient_scale, max_rel_err  # noqa: E402
+from model import PLACEMENTS, ModelConfig, TransformerLM  # noqa: E402
 
 LOSS_RTOL = 1e-4
 GRAD_RTOL = 1e-3
@@ -90,23 +90,6 @@ def last_json_line(text, want_key):
         if isinstance(obj, dict) and want_key in obj:
             return obj
     raise TrainerError(f"no JSON line with {want_key!r} in the output:\n{text}")
-
-
-def random_model(cfg, seed):
-    """float64 model, standard init plus perturbed LN and biases, weights
-    rounded to float32 (what the checkpoint holds)."""
-    gen = torch.Generator().manual_seed(seed)
-    model = TransformerLM(cfg).double()
-    model.reset_parameters(generator=gen)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            is_ln = is_norm_param(name)
-            if is_ln and name.endswith(".weight"):
-                p.add_(0.1 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-            elif is_ln or name.endswith(".bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-            p.copy_(p.float().double())
-    return model
 
 
 def write_checkpoint(path, model):
@@ -196,7 +179,7 @@ class Report:
 
 
 def check_case(args, tag, cfg, z_loss, seed, tmp, report):
-    model = random_model(cfg, seed)
+    model, _ = build_model(cfg, seed)  # the fixtures' weights: standard init, LN and biases perturbed
     ckpt = os.path.join(tmp, f"{tag}.safetensors")
     write_checkpoint(ckpt, model)
     rng = np.random.default_rng(seed)

@@ -29,9 +29,12 @@
 #include "db/postgres_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/common/fresh_database.h"
+#include "tests/common/leased_sweep.h"
+#include "tests/common/metric_points.h"
 #include "tests/common/process_test.h"
 #include "tests/common/read_file.h"
+#include "tests/common/requests.h"
+#include "tests/common/served_store_test.h"
 #include "tests/common/subprocess.h"
 #include "tests/report/png_image.h"
 #include "tests/report/report_fixture.h"
@@ -45,16 +48,12 @@ using ::testing::HasSubstr;
 constexpr double kL0 = 5.55;
 
 using testing::CommandResult;
+using testing::HasSubstrs;
 using testing::ReadFile;
 
-class ReportCliTest : public testing::ProcessTest {
+class ReportCliTest : public testing::ServedStoreTest {
  protected:
-  void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(ProcessTest::SetUp());
-    ASSERT_NO_FATAL_FAILURE(FillSweep());
-    scheduler_ = StartScheduler();
-    ASSERT_NE(scheduler_, nullptr);
-  }
+  ReportCliTest() { cli_timeout_s_ = 180; }
 
   // post/pre x warm-up {0, 100} x lr {1e-3, 1e-2} x seeds {0, 1}, 2 layers.
   // Post-LN without warm-up diverges at lr 1e-2; the other losses are
@@ -63,10 +62,8 @@ class ReportCliTest : public testing::ProcessTest {
   // layer 1's attention logit is the larger, 2 + step/100, or 3 * 2^(step/8)
   // when the trial diverges; layer 1's fc2 moves the most.
   // Written through the store on this test's database, as a worker would.
-  void FillSweep() {
-    auto opened = testing::OpenStore(conninfo_);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    db::Store& store = **opened;
+  void WriteRows() override {
+    db::Store& store = *store_;
     v1::SweepSpec spec;
     spec.set_name("report <e2e> & \"co\"");
     spec.set_max_attempts(1);
@@ -89,35 +86,23 @@ class ReportCliTest : public testing::ProcessTest {
       }
     }
     const absl::Time now = absl::Now();
-    auto sweep = store.CreateSweep("", spec, trials, now);
+    auto sweep = testing::CreateLeasedSweep(store, spec, trials, "report-test", now);
     ASSERT_TRUE(sweep.ok()) << sweep.status();
-    sweep_id_ = sweep->sweep.id();
-    v1::RegisterWorkerRequest reg;
-    reg.set_name("report-test");
-    auto worker = store.RegisterWorker(reg, now);
-    ASSERT_TRUE(worker.ok()) << worker.status();
-    while (true) {
-      auto leased = store.LeaseTrial(*worker, now, absl::Minutes(10));
-      ASSERT_TRUE(leased.ok()) << leased.status();
-      if (!leased->has_value()) break;
-      const v1::Trial& t = **leased;
+    sweep_id_ = sweep->sweep_id;
+    const int64_t worker = sweep->worker;
+    for (const v1::Trial& t : sweep->trials) {
       const v1::TrainConfig& c = t.config();
       const bool post = c.placement() == "post";
       const bool diverges = post && c.warmup_steps() == 0 && c.lr() > 5e-3;
       const double final_loss = post ? 2.6 + c.seed() / 10.0 + (c.warmup_steps() == 0 ? 0.3 : 0.0)
                                      : (c.lr() > 5e-3 ? 1.8 : 2.0) + c.seed() / 10.0;
-      v1::ReportProgressRequest progress;
-      progress.set_worker_id(*worker);
-      progress.set_trial_id(t.id());
-      progress.set_attempt(t.attempts());
+      v1::ReportProgressRequest progress = testing::ProgressOf(worker, t);
       const int last = diverges ? 40 : 100;
-      v1::MetricPoint* init = progress.add_points();
-      init->set_step(0);
+      v1::MetricPoint* init = testing::AddPoint(progress, 0);
       init->set_val_loss(kL0);
       init->set_output_log_z(5.5);
       for (int step = 10; step <= last; step += 10) {
-        v1::MetricPoint* m = progress.add_points();
-        m->set_step(step);
+        v1::MetricPoint* m = testing::AddPoint(progress, step);
         m->set_train_loss(final_loss + (100 - step) / 50.0);
         if (step % 20 == 0) {
           m->set_val_loss(diverges ? 3.0 + step / 10.0 : final_loss + (100 - step) / 40.0);
@@ -142,23 +127,16 @@ class ReportCliTest : public testing::ProcessTest {
       g->set_step(0);
       for (int l = 0; l < 2; ++l) {
         for (const char* matrix : {"ffn.fc1", "ffn.fc2"}) {
-          v1::LayerGradNorm* n = g->add_norms();
-          n->set_layer(l);
-          n->set_matrix(matrix);
-          n->set_norm((post ? 1.2 + 0.4 * l : 0.9 - 0.1 * l) + 0.05 * c.seed());
+          testing::AddNorm(g, l, matrix, (post ? 1.2 + 0.4 * l : 0.9 - 0.1 * l) + 0.05 * c.seed());
         }
       }
       ASSERT_TRUE(store.ReportProgress(progress, now).ok());
-      v1::FinishTrialRequest finish;
-      finish.set_worker_id(*worker);
-      finish.set_trial_id(t.id());
-      finish.set_attempt(t.attempts());
+      v1::FinishTrialRequest finish =
+          testing::FinishOf(worker, t, diverges ? v1::TRIAL_DIVERGED : v1::TRIAL_SUCCEEDED);
       finish.mutable_result()->set_init_val_loss(kL0);
       if (diverges) {
-        finish.set_outcome(v1::TRIAL_DIVERGED);
         finish.mutable_result()->set_diverged_step(last);
       } else {
-        finish.set_outcome(v1::TRIAL_SUCCEEDED);
         finish.mutable_result()->set_final_val_loss(final_loss);
       }
       trial_ids_[{c.placement(), c.warmup_steps(), c.lr(), c.seed()}] = t.id();
@@ -166,17 +144,8 @@ class ReportCliTest : public testing::ProcessTest {
     }
   }
 
-  // A program, or the CLI, against this test's scheduler.
-  CommandResult Run(const std::vector<std::string>& argv) {
-    return ProcessTest::Run(argv, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}}, 180);
-  }
-  CommandResult Cli(const std::vector<std::string>& args) {
-    return ProcessTest::Cli(args, {{"NORMSWEEP_SCHEDULER", scheduler_->address()}}, 180);
-  }
-
   int64_t sweep_id_ = 0;
   std::map<std::tuple<std::string, int, double, int>, int64_t> trial_ids_;  // (placement, warm-up, lr, seed)
-  testing::SchedulerProcess* scheduler_ = nullptr;
 };
 
 TEST_F(ReportCliTest, WritesThePageOfARealSweep) {
@@ -185,47 +154,44 @@ TEST_F(ReportCliTest, WritesThePageOfARealSweep) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr(out + "/index.html: sweep " + std::to_string(sweep_id_) + ", 16 trials"));
   const std::string html = ReadFile(out + "/index.html");
-  EXPECT_THAT(html, HasSubstr("report &lt;e2e&gt; &amp; &quot;co&quot;"));
-  // Cells over two seeds, the diverged cell, the best cell outlined.
-  EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 1e-03: 2.950 \u00b10.071"));
-  EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 1e-02: diverged 2/2 seeds"));
-  EXPECT_THAT(html, HasSubstr("class=\"cell near\"><title>Pre-LN, warm-up 0, lr 1e-02: 1.850"));
-  // Curves from the stored metrics, norms from the stored step-0 rows.
-  EXPECT_THAT(html, HasSubstr("<title>trial "));
-  EXPECT_THAT(html, HasSubstr("<title>Post-LN W2 (fc2), layer 1: 1.6250</title>"));
+  EXPECT_THAT(html, HasSubstrs({"report &lt;e2e&gt; &amp; &quot;co&quot;",
+                                // Cells over two seeds, the diverged cell, the best cell outlined.
+                                "Post-LN, warm-up 0, lr 1e-03: 2.950 \u00b10.071",
+                                "Post-LN, warm-up 0, lr 1e-02: diverged 2/2 seeds",
+                                "class=\"cell near\"><title>Pre-LN, warm-up 0, lr 1e-02: 1.850",
+                                // Curves from the stored metrics, norms from the stored step-0 rows.
+                                "<title>trial ", "<title>Post-LN W2 (fc2), layer 1: 1.6250</title>"}));
   // plateaued 0 and the failure rate, the view's (0% with the rule, none before).
   EXPECT_TRUE(std::regex_search(html, std::regex("<td>Pre-LN</td><td>8</td><td>8</td><td>0</td><td>0</td>"
                                                  "<td>(0%|&ndash;)</td><td>0</td><td>0</td><td>0</td><td>1.800</td>")));
   // Loss against lr: the diverged cell at l0, from the trials' init_val_loss.
-  EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 1e-02: no usable seed (2/2 diverged or non-finite), drawn at "
-                              "l0 5.550"));
-  EXPECT_THAT(html, HasSubstr("<title>Post-LN: l0 (loss at initialisation) 5.550</title>"));
-  EXPECT_THAT(html, HasSubstr("<title>Pre-LN, warm-up 100, lr 1e-02: 1.850 (2 seeds)</title>"));
-  // LR sensitivity, by hand: Post-LN without warm-up ((2.95 - 2.95) +
-  // (5.55 - 2.95)) / 2 = 1.3; with warm-up both lrs give 2.65: 0; Pre-LN
-  // (0.2 + 0) / 2 = 0.1 at both warm-ups.
-  EXPECT_THAT(html, HasSubstr("<title>Post-LN, warm-up 0: LR sensitivity 1.300; l* 2.950 at lr 1e-03; l0 5.550; "
-                              "2 lrs, 2 seeds at l0</title>"));
-  EXPECT_THAT(html, HasSubstr("<title>Post-LN, warm-up 100: LR sensitivity 0.000; l* 2.650"));
-  EXPECT_THAT(html, HasSubstr("<title>Pre-LN, warm-up 0: LR sensitivity 0.100; l* 1.850 at lr 1e-02; l0 5.550; "
-                              "2 lrs, 0 seeds at l0</title>"));
-  // Variance shares, by hand for Pre-LN: lr +-0.1 over the grand mean,
-  // seeds +-0.05, no warm-up effect: SS 0.08 and 0.02 of 0.1.
-  EXPECT_THAT(html, HasSubstr("<title>Pre-LN: peak lr 80.0%</title>"));
-  EXPECT_THAT(html, HasSubstr("<title>Pre-LN: seeds (residual) 20.0%</title>"));
-  EXPECT_THAT(html, HasSubstr("<title>Pre-LN: warm-up 0.0%</title>"));
+  EXPECT_THAT(html, HasSubstrs({"Post-LN, warm-up 0, lr 1e-02: no usable seed (2/2 diverged or non-finite), drawn at "
+                                "l0 5.550",
+                                "<title>Post-LN: l0 (loss at initialisation) 5.550</title>",
+                                "<title>Pre-LN, warm-up 100, lr 1e-02: 1.850 (2 seeds)</title>",
+                                // LR sensitivity, by hand: Post-LN without warm-up ((2.95 - 2.95) +
+                                // (5.55 - 2.95)) / 2 = 1.3; with warm-up both lrs give 2.65: 0; Pre-LN
+                                // (0.2 + 0) / 2 = 0.1 at both warm-ups.
+                                "<title>Post-LN, warm-up 0: LR sensitivity 1.300; l* 2.950 at lr 1e-03; l0 5.550; "
+                                "2 lrs, 2 seeds at l0</title>",
+                                "<title>Post-LN, warm-up 100: LR sensitivity 0.000; l* 2.650",
+                                "<title>Pre-LN, warm-up 0: LR sensitivity 0.100; l* 1.850 at lr 1e-02; l0 5.550; "
+                                "2 lrs, 0 seeds at l0</title>",
+                                // Variance shares, by hand for Pre-LN: lr +-0.1 over the grand mean,
+                                // seeds +-0.05, no warm-up effect: SS 0.08 and 0.02 of 0.1.
+                                "<title>Pre-LN: peak lr 80.0%</title>", "<title>Pre-LN: seeds (residual) 20.0%</title>",
+                                "<title>Pre-LN: warm-up 0.0%</title>"}));
   // Diagnostics from the stored rows: Post-LN's first failure above its best
   // lr (1e-3): lr 1e-2, both seeds diverged at step 40, the first by id; and
   // the best cell's seed 0.
   const int64_t diverged = trial_ids_.at({"post", 0, 1e-2, 0});
   const int64_t best = trial_ids_.at({"post", 100, 1e-3, 0});
-  EXPECT_THAT(html, HasSubstr(absl::StrCat(">Post-LN, first failure (diverged after step 40): trial ", diverged,
-                                           "</text>")));
-  EXPECT_THAT(html, HasSubstr(absl::StrCat(">Post-LN, best lr: trial ", best, "</text>")));
-  EXPECT_THAT(html, HasSubstr(">warm-up 0, lr 1e-02, seed 0; logit layer 1, update layer 1 fc2</text>"));
-  EXPECT_THAT(html, HasSubstr(absl::StrCat(">Pre-LN, best lr: trial ", trial_ids_.at({"pre", 0, 1e-2, 0}), "</text>")));
-  EXPECT_THAT(html, HasSubstr(">Pre-LN: no trial failed to train</text>"));
-  EXPECT_THAT(html, HasSubstr(">max q\u00b7k/\u221ad_head (log scale)</text>"));
+  EXPECT_THAT(
+      html, HasSubstrs({absl::StrCat(">Post-LN, first failure (diverged after step 40): trial ", diverged, "</text>"),
+                        absl::StrCat(">Post-LN, best lr: trial ", best, "</text>"),
+                        ">warm-up 0, lr 1e-02, seed 0; logit layer 1, update layer 1 fc2</text>",
+                        absl::StrCat(">Pre-LN, best lr: trial ", trial_ids_.at({"pre", 0, 1e-2, 0}), "</text>"),
+                        ">Pre-LN: no trial failed to train</text>", ">max q\u00b7k/\u221ad_head (log scale)</text>"}));
 }
 
 // GetTrial returns every trial's diagnostics; FetchReportData keeps those of

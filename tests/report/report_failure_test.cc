@@ -22,6 +22,7 @@ using ::testing::Not;
 using testing::AddPlateau;
 using testing::Count;
 using testing::Figures;
+using testing::HasSubstrs;
 using testing::LiteratureFigures;
 using testing::Section;
 
@@ -44,12 +45,13 @@ TEST(ReportFailureTest, APlateauAboveTheBestLrIsTheFirstFailure) {
   const std::string diag = Section(html, "Instability diagnostics");
   // Above Post-LN's best lr (1e-3) the plateau at 3e-3 comes before the
   // divergences at 1e-2; Pre-LN's is still a divergence.
-  EXPECT_THAT(diag, HasSubstr(absl::StrCat(">Post-LN, first failure (plateau): trial ", plateau, "</text>")));
-  EXPECT_THAT(diag, HasSubstr(">warm-up 0, lr 3e-03, seed 0; logit layer 1, update layer 0 fc2</text>"));
-  EXPECT_THAT(diag, HasSubstr(absl::StrCat(">Pre-LN, first failure (diverged after step 20): trial ",
-                                           fig.pre_first_failure, "</text>")));
-  EXPECT_THAT(diag, HasSubstr(absl::StrCat("<title>Post-LN, first failure (plateau): trial ", plateau,
-                                           ", layer 1</title></polyline>")));
+  EXPECT_THAT(
+      diag,
+      HasSubstrs(
+          {absl::StrCat(">Post-LN, first failure (plateau): trial ", plateau, "</text>"),
+           ">warm-up 0, lr 3e-03, seed 0; logit layer 1, update layer 0 fc2</text>",
+           absl::StrCat(">Pre-LN, first failure (diverged after step 20): trial ", fig.pre_first_failure, "</text>"),
+           absl::StrCat("<title>Post-LN, first failure (plateau): trial ", plateau, ", layer 1</title></polyline>")}));
   // Dashed like every failure, but no cross: a plateau has no divergence
   // point. Pre-LN's diverged trial keeps its three.
   EXPECT_EQ(Count(diag, "<polyline class=\"curve diag\" fill=\"none\" stroke=\"#d55e00\" stroke-dasharray=\"7 4\""), 3u);
@@ -99,9 +101,9 @@ TEST(ReportFailureTest, ARunStillLearningIsNotConvergedNotAFailure) {
   EXPECT_THAT(loss, HasSubstr(">diamond: seeds not converged</text>"));
   EXPECT_THAT(loss, HasSubstr("Post-LN, warm-up 0, lr 3e-03: 3.430 (1 seed; 1/1 not converged: near the unigram "
                               "loss but still learning, no failure)</title>"));
-  EXPECT_THAT(html, HasSubstr("Post-LN, warm-up 0, lr 3e-03: 3.430 1/1 n.c.</title>"));
-  EXPECT_THAT(html, HasSubstr("<td>Post-LN</td><td>13</td><td>8</td><td>5</td><td>0</td><td>38%</td><td>1</td>"));
-  EXPECT_THAT(html, HasSubstr("is <em>not converged</em>"));
+  EXPECT_THAT(html, HasSubstrs({"Post-LN, warm-up 0, lr 3e-03: 3.430 1/1 n.c.</title>",
+                                "<td>Post-LN</td><td>13</td><td>8</td><td>5</td><td>0</td><td>38%</td><td>1</td>",
+                                "is <em>not converged</em>"}));
 }
 
 TEST(ReportFailureTest, WithoutAPlateauNothingIsHollow) {
@@ -134,12 +136,13 @@ TEST(ReportFailureTest, SummaryHasPlateauedAndTheFailureRate) {
   EXPECT_EQ(rows[0].plateaued, 1);
   EXPECT_DOUBLE_EQ(*rows[0].failure_rate, 6.0 / 13);
   const std::string html = RenderReportHtml(fig.data);
-  EXPECT_THAT(html, HasSubstr("<th>diverged</th><th>plateaued</th><th>failure rate</th><th>not converged</th>"
-                              "<th>failed</th>"));
-  EXPECT_THAT(html, HasSubstr("<td>Post-LN</td><td>13</td><td>8</td><td>5</td><td>1</td><td>46%</td><td>0</td><td>0</td>"));
-  EXPECT_THAT(html, HasSubstr("<td>Pre-LN</td><td>12</td><td>10</td><td>2</td><td>0</td><td>17%</td><td>0</td><td>0</td>"));
-  // The rule is stated once, on the page.
-  EXPECT_THAT(html, HasSubstr("within 0.1 nats of the data's unigram loss"));
+  EXPECT_THAT(html,
+              HasSubstrs({"<th>diverged</th><th>plateaued</th><th>failure rate</th><th>not converged</th>"
+                          "<th>failed</th>",
+                          "<td>Post-LN</td><td>13</td><td>8</td><td>5</td><td>1</td><td>46%</td><td>0</td><td>0</td>",
+                          "<td>Pre-LN</td><td>12</td><td>10</td><td>2</td><td>0</td><td>17%</td><td>0</td><td>0</td>",
+                          // The rule is stated once, on the page.
+                          "within 0.1 nats of the data's unigram loss"}));
 }
 
 TEST(ReportFailureTest, NoFailureSaysSo) {

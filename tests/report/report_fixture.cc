@@ -306,12 +306,6 @@ void AddBoundaryLines(Figures& fig) {
   }
 }
 
-size_t Count(const std::string& html, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = html.find(what); p != std::string::npos; p = html.find(what, p + 1)) ++n;
-  return n;
-}
-
 std::string Section(const std::string& html, const std::string& heading) {
   const size_t start = html.find("<h2>" + heading);
   EXPECT_NE(start, std::string::npos) << heading;

@@ -13,6 +13,7 @@
 #include "client/report/report.h"
 #include "normsweep/v1/sweep.pb.h"
 #include "normsweep/v1/sweep_service.pb.h"
+#include "tests/common/text_checks.h"  // Count, for the pages
 
 namespace normsweep::testing {
 
@@ -89,9 +90,6 @@ void LengthenTexts(Figures& fig);
 void AddBoundaryLines(Figures& fig);
 
 inline constexpr double kUnigramLoss = 3.41;
-
-// How often `what` stands in html.
-size_t Count(const std::string& html, const std::string& what);
 
 // The part of the page under a heading (an <h2> starting with it), up to the
 // next one; "" and a failure when there is none.

@@ -1,4 +1,4 @@
-// ExpandSweep for boundary_search sweeps: the coarse start of every line,
+// Parse and ExpandSweep for boundary_search sweeps: the coarse start of every line,
 // the lines' numbers, the stored defaults, and bad specs refused naming the
 // field.
 #include <cmath>
@@ -15,9 +15,9 @@
 #include "proto/schema/api_limits.h"
 #include "proto/schema/boundary_search.h"
 #include "scheduler/sweep_expander.h"
-#include "scheduler/validation.h"
+#include "scheduler/sweep_spec.h"
+#include "tests/common/expand_sweep.h"
 #include "tests/common/specs.h"
-#include "tests/scheduler/expansion_error.h"
 
 namespace normsweep::scheduler {
 namespace {
@@ -38,7 +38,7 @@ using testing::ExpansionError;
 TEST(BoundaryExpanderTest, CoarseStartOfEveryLine) {
   v1::SweepSpec spec = Boundary();
   testing::AddAxis(&spec, "layers", {"2", "4"});
-  auto trials = ExpandSweep(spec);
+  auto trials = testing::Expand(spec);
   ASSERT_TRUE(trials.ok()) << trials.status();
   // 2 placements x 3 warm-ups x 2 seeds x 2 variants = 24 lines, 4 lrs each.
   ASSERT_EQ(trials->size(), 24u * 4);
@@ -69,8 +69,8 @@ TEST(BoundaryExpanderTest, CoarseStartOfEveryLine) {
   EXPECT_EQ(std::get<1>(line_key[2]), 100);
 }
 
-TEST(BoundaryExpanderTest, NormalizedSpecSaysTheDefaults) {
-  const v1::SweepSpec s = NormalizedSpec(Boundary());
+TEST(BoundaryExpanderTest, StoredSpecSaysTheDefaults) {
+  const v1::SweepSpec s = testing::StoredSpec(Boundary());
   EXPECT_EQ(s.boundary_search().resolution(), 1.25);
   EXPECT_EQ(s.boundary_search().initial_points(), 4);
   EXPECT_EQ(s.boundary_search().min_improvement(), 0.5);
@@ -79,15 +79,16 @@ TEST(BoundaryExpanderTest, NormalizedSpecSaysTheDefaults) {
   given.mutable_boundary_search()->set_resolution(2);
   given.mutable_boundary_search()->set_initial_points(3);
   given.mutable_boundary_search()->set_min_improvement(1);
-  const v1::SweepSpec kept = NormalizedSpec(given);
+  const v1::SweepSpec kept = testing::StoredSpec(given);
   EXPECT_EQ(kept.boundary_search().resolution(), 2);
   EXPECT_EQ(kept.boundary_search().initial_points(), 3);
   EXPECT_EQ(kept.boundary_search().min_improvement(), 1);
-  EXPECT_FALSE(NormalizedSpec(given).has_random_search());
+  EXPECT_FALSE(testing::StoredSpec(given).has_random_search());
   // A grid gets no boundary_search.
   v1::SweepSpec grid = Boundary();
   grid.clear_boundary_search();
-  EXPECT_FALSE(NormalizedSpec(grid).has_boundary_search());
+  grid.add_peak_lrs(1e-3);
+  EXPECT_FALSE(testing::StoredSpec(grid).has_boundary_search());
 }
 
 TEST(BoundaryExpanderTest, BadSpecsNameTheField) {
@@ -156,7 +157,7 @@ TEST(BoundaryExpanderTest, TrialLimitCountsTheBisections) {
   EXPECT_EQ(MaxBoundaryTrialsPerLine(b), 2 + 5);  // 1000 -> 31.6 -> 5.6 -> 2.37 -> 1.54 -> 1.24
 
   v1::SweepSpec big = Boundary();  // 12 lines x 8 = 96
-  ASSERT_TRUE(ExpandSweep(big).ok());
+  ASSERT_TRUE(testing::Expand(big).ok());
   big.clear_seeds();
   for (int i = 0; i < 417; ++i) big.add_seeds(i);  // 6 x 417 = 2502 lines x 8 = 20016 > 10000
   const std::string message = ExpansionError(big);

@@ -56,7 +56,7 @@ TEST_F(DbOutageTest, SchedulerWaitsForTheDatabaseAndRecoversWithoutRestart) {
   // The password in the URL must never reach the log (trust auth ignores it).
   auto scheduler = testing::Subprocess::Start(
       {bin_ + "/scheduler/normsweep-scheduler", "--host=127.0.0.1", "--port=0",
-       "--metrics_port=-1", "--port_file=" + dir + "/ports", "--maintenance_interval_ms=200"},
+       "--metrics-port=-1", "--port-file=" + dir + "/ports", "--maintenance-interval-ms=200"},
       {{"NORMSWEEP_DATABASE_URL", *conninfo + " password=s3cret-pw connect_timeout=2"}}, log);
   ASSERT_TRUE(scheduler.ok()) << scheduler.status();
   absl::SleepFor(absl::Seconds(1));  // it is retrying now

@@ -41,7 +41,7 @@ using ::testing::Pair;
 constexpr double kGuardSeconds = 30;
 
 // Leases that outlive the test (its workers send no heartbeats).
-const std::vector<std::string> kFlags = {"--lease_seconds=600", "--maintenance_interval_ms=1000"};
+const std::vector<std::string> kFlags = {"--lease-seconds=600", "--maintenance-interval-ms=1000"};
 
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path);
@@ -240,7 +240,7 @@ TEST_F(StopTest, AWriteBlockedOnTheDatabaseDoesNotHoldTheStop) {
   // No maintenance pass after the start: the only statement waiting on the
   // lock is the call's.
   std::vector<std::string> flags = kFlags;
-  flags.push_back("--maintenance_interval_ms=600000");
+  flags.push_back("--maintenance-interval-ms=600000");
   testing::SchedulerProcess* first = StartScheduler(flags);
   ASSERT_NE(first, nullptr);
   auto lock = testing::Connect(conninfo_);

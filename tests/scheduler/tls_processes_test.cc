@@ -55,7 +55,7 @@ class TlsProcessesTest : public testing::ProcessTest {
 
 TEST_F(TlsProcessesTest, WorkerAndCliRunASweepOverMutualTls) {
   testing::SchedulerProcess* scheduler = StartScheduler(
-      {"--tls_cert=" + certs_.server_cert, "--tls_key=" + certs_.server_key, "--tls_client_ca=" + certs_.ca});
+      {"--tls-cert=" + certs_.server_cert, "--tls-key=" + certs_.server_key, "--tls-client-ca=" + certs_.ca});
   ASSERT_NE(scheduler, nullptr);
   const std::string log = ReadFile(dir_ + "/scheduler.log");
   EXPECT_THAT(log, HasSubstr("mutual TLS (certificate " + certs_.server_cert));
@@ -104,12 +104,12 @@ TEST_F(TlsProcessesTest, ATokenWithoutTlsIsAWarning) {
 TEST_F(TlsProcessesTest, BadTlsFilesStopTheScheduler) {
   // The key of another certificate: exit 2 at start, naming both files.
   auto p = testing::Subprocess::Start({bin_ + "/scheduler/normsweep-scheduler", "--port=0",
-                                       "--tls_cert=" + certs_.server_cert, "--tls_key=" + certs_.client_key},
+                                       "--tls-cert=" + certs_.server_cert, "--tls-key=" + certs_.client_key},
                                       {{"NORMSWEEP_DATABASE_URL", conninfo_}}, dir_ + "/scheduler.log");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->Wait(30), 2);
   const std::string log = ReadFile(dir_ + "/scheduler.log");
-  EXPECT_THAT(log, HasSubstr("--tls_key: private key " + certs_.client_key + " is not the key of --tls_cert: "
+  EXPECT_THAT(log, HasSubstr("--tls-key: private key " + certs_.client_key + " is not the key of --tls-cert: "
                              "certificate " + certs_.server_cert));
   EXPECT_THAT(log, Not(HasSubstr("BEGIN")));
 }

@@ -39,9 +39,9 @@ class TlsTest : public testing::WithTestCertificates<testing::InProcessScheduler
   // roles: a token roles file's text ("": none).
   void StartServer(bool mutual, const std::string& token = "", const std::string& roles = "") {
     TlsServerOptions tls;
-    tls.cert = {certs_->server_cert, "--tls_cert"};
-    tls.key = {certs_->server_key, "--tls_key"};
-    if (mutual) tls.client_ca = {certs_->ca, "--tls_client_ca"};
+    tls.cert = {certs_->server_cert, "--tls-cert"};
+    tls.key = {certs_->server_key, "--tls-key"};
+    if (mutual) tls.client_ca = {certs_->ca, "--tls-client-ca"};
     auto credentials = MakeServerCredentials(tls);
     ASSERT_TRUE(credentials.ok()) << credentials.status();
     SchedulerServerOptions options = testing::LoopbackServerOptions();

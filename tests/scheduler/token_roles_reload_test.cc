@@ -62,7 +62,7 @@ class TokenRolesReloadTest : public testing::ProcessTest {
 
 TEST_F(TokenRolesReloadTest, SighupReadsTheFileAgainAndABadOneKeepsTheCallers) {
   ASSERT_NO_FATAL_FAILURE(WriteRoles(absl::StrCat("alice submit ", Sha256Hex(kAlice), "\n")));
-  testing::SchedulerProcess* scheduler = StartScheduler({"--token_roles_file=" + roles_});
+  testing::SchedulerProcess* scheduler = StartScheduler({"--token-roles-file=" + roles_});
   ASSERT_NE(scheduler, nullptr);
   EXPECT_THAT(ReadFile(dir_ + "/scheduler.log"), HasSubstr("token roles file " + roles_ + " (1 token, 0 certificate names)"));
   EXPECT_EQ(List(*scheduler, kAlice), absl::StatusCode::kOk);
@@ -91,13 +91,15 @@ TEST_F(TokenRolesReloadTest, SighupReadsTheFileAgainAndABadOneKeepsTheCallers) {
 
 TEST_F(TokenRolesReloadTest, ABadFileAtStartStopsTheSchedulerNamingTheLine) {
   ASSERT_NO_FATAL_FAILURE(WriteRoles(absl::StrCat("# callers\nalice admin ", Sha256Hex(kAlice), "\n")));
+  // The underscore spellings of earlier releases are still accepted (an
+  // alias, common/flags.h); messages use the dashed one.
   auto p = testing::Subprocess::Start(
       {bin_ + "/scheduler/normsweep-scheduler", "--port=0", "--metrics_port=-1", "--token_roles_file=" + roles_},
       {{"NORMSWEEP_DATABASE_URL", conninfo_}}, dir_ + "/scheduler.log");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->Wait(30), 2);
   EXPECT_THAT(ReadFile(dir_ + "/scheduler.log"),
-              HasSubstr("--token_roles_file: " + roles_ + ":2: role 'admin' is not read, submit or worker"));
+              HasSubstr("--token-roles-file: " + roles_ + ":2: role 'admin' is not read, submit or worker"));
 }
 
 TEST_F(TokenRolesReloadTest, TheVariableNamesTheFileAndTheSharedTokenStillOpensEverything) {

@@ -41,8 +41,8 @@ TEST_F(TwoSchedulersTest, EveryTrialIsLeasedExactlyOnce) {
   for (int i = 0; i < 2; ++i) {
     const std::string port_file = absl::StrCat(dir, "/scheduler", i, ".ports");
     auto p = testing::Subprocess::Start(
-        {binary, "--host=127.0.0.1", "--port=0", "--metrics_port=0", "--port_file=" + port_file,
-         "--maintenance_interval_ms=200", "--db_pool_size=4"},
+        {binary, "--host=127.0.0.1", "--port=0", "--metrics-port=0", "--port-file=" + port_file,
+         "--maintenance-interval-ms=200", "--db-pool-size=4"},
         {{"NORMSWEEP_DATABASE_URL", conninfo_}}, absl::StrCat(dir, "/scheduler", i, ".log"));
     ASSERT_TRUE(p.ok()) << p.status();
     schedulers.push_back(*std::move(p));

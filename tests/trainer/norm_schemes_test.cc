@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "trainer/param_layout.h"
 #include "trainer/trainer.h"
 #include "tests/trainer/recording_sink.h"
+#include "tests/trainer/temp_path.h"
 #include "tests/trainer/valid_settings.h"
 
 namespace normsweep::trainer {
@@ -23,12 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string TempPath(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("normsweep_norm_schemes_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
 
 // ---- names and validation ----
 

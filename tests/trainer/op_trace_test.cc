@@ -308,14 +308,8 @@ std::vector<Scheme> Schemes() {
                                                           {"deepnorm", Placement::kDeepNorm},
                                                           {"mix", Placement::kMix}};
   for (const auto& [pname, placement] : placements) {
-    ModelConfig base;
-    base.placement = placement;
-    base.layers = 2;
-    base.d_model = 8;
-    base.heads = 2;
-    base.d_ff = 16;
-    base.seq_len = 4;
-    base.mix_post_fraction = 0.5;
+    const ModelConfig base{.placement = placement, .layers = 2, .d_model = 8, .heads = 2, .d_ff = 16, .seq_len = 4,
+                           .mix_post_fraction = 0.5};
     const std::string p = pname;
     out.push_back({p, base});
     Scheme s{p + "_qk_norm", base};

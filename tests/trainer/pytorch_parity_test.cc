@@ -28,12 +28,6 @@
 namespace normsweep::trainer {
 namespace {
 
-using parity::FixtureModel;
-using parity::FixturePath;
-using parity::MaxAbs;
-using parity::MaxRelativeError;
-using parity::ZeroByShiftInvariance;
-
 std::string Scientific(double x) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2e", x);
@@ -41,51 +35,27 @@ std::string Scientific(double x) {
 }
 
 // The whole check of one fixture on the active kernel variant.
-void CheckFixture(const SafeTensorsFile& fixture, double* worst_grad, double* worst_diag, double* worst_ratio) {
-  const SafeTensorsFile* file = &fixture;
-  const auto& md = file->metadata;
-  const ModelConfig m = FixtureModel(md);
+void CheckFixture(const SafeTensorsFile& file, double* worst_grad, double* worst_diag, double* worst_ratio) {
+  const auto& md = file.metadata;
   ASSERT_EQ(md.at("positions"), "sinusoidal");
-  const double z_loss = md.count("z_loss") ? std::stod(md.at("z_loss")) : 0.0;
-
-  const SafeTensor& inputs = file->tensors.at("batch.inputs");
-  Batch batch;
-  batch.batch_size = static_cast<int>(inputs.shape[0]);
-  batch.seq_len = static_cast<int>(inputs.shape[1]);
-  batch.inputs = inputs.ints;
-  batch.targets = file->tensors.at("batch.targets").ints;
-
-  BackendOptions o;
-  o.model = m;
+  const Batch batch = parity::FixtureBatch(file);
+  const double z_loss = parity::FixtureZLoss(file);
+  BackendOptions o = parity::FixtureBackendOptions(file);
   o.threads = 2;
-  o.max_batch_size = batch.batch_size;
-  o.optimizer.kind = OptimizerKind::kAdam;
-  o.optimizer.beta1 = std::stod(md.at("adam_beta1"));
-  o.optimizer.beta2 = std::stod(md.at("adam_beta2"));
-  o.optimizer.eps = std::stod(md.at("adam_eps"));
-  o.z_loss = z_loss;
+  const ModelConfig& m = o.model;
   auto backend = MakeBackend(o);
   ASSERT_TRUE(backend.ok()) << backend.status().message();
   Backend& be = **backend;
-
-  // Weights by name: every parameter of the layout must be in the fixture.
-  std::vector<float> params(be.layout().total());
-  for (const TensorSpec& t : be.layout().tensors()) {
-    auto it = file->tensors.find(t.name);
-    ASSERT_NE(it, file->tensors.end()) << "fixture lacks " << t.name;
-    ASSERT_EQ(it->second.shape, t.shape) << t.name;
-    std::copy(it->second.floats.begin(), it->second.floats.end(), params.begin() + t.offset);
-  }
-  ASSERT_TRUE(be.SetParameters(params).ok());
+  ASSERT_NO_FATAL_FAILURE(parity::SetFixtureParameters(file, be));
 
   // The diagnostics of an evaluation of the batch.
   auto eval = be.Evaluate(batch);
   ASSERT_TRUE(eval.ok());
-  const float want_log_z = file->tensors.at("expected.log_z").floats[0];
+  const float want_log_z = file.tensors.at("expected.log_z").floats[0];
   EXPECT_NEAR(eval->mean_log_z(), want_log_z, 1e-5 * std::fabs(want_log_z)) << "log Z";
   auto maxima = be.TakeMaxAttentionLogits();
   ASSERT_TRUE(maxima.ok());
-  const std::vector<float>& want_max = file->tensors.at("expected.max_attn_logit").floats;
+  const std::vector<float>& want_max = file.tensors.at("expected.max_attn_logit").floats;
   ASSERT_EQ(maxima->size(), want_max.size());
   *worst_diag = std::max(*worst_diag, std::fabs(eval->mean_log_z() - want_log_z) / std::fabs(want_log_z));
   for (size_t l = 0; l < want_max.size(); ++l) {
@@ -97,37 +67,28 @@ void CheckFixture(const SafeTensorsFile& fixture, double* worst_grad, double* wo
   auto objective = [&](const LossStats& l) { return l.mean() + l.z_term(z_loss); };
   auto loss = be.ForwardBackward(batch, 0);
   ASSERT_TRUE(loss.ok());
-  const float want_loss = file->tensors.at("expected.loss").floats[0];
+  const float want_loss = file.tensors.at("expected.loss").floats[0];
   EXPECT_NEAR(objective(*loss), want_loss, 1e-4 * std::fabs(want_loss)) << "loss";
   if (z_loss > 0) {
-    const float want_z = file->tensors.at("expected.z_term").floats[0];
+    const float want_z = file.tensors.at("expected.z_term").floats[0];
     EXPECT_NEAR(loss->z_term(z_loss), want_z, 1e-4 * std::fabs(want_z)) << "z term";
   }
 
   std::vector<float> grads;
   ASSERT_TRUE(be.GetGradients(&grads).ok());
   // Every gradient of the fixture must be a parameter of the layout, too.
-  size_t fixture_grads = 0;
-  for (const auto& [name, t] : file->tensors) fixture_grads += name.rfind("grads.", 0) == 0;
-  EXPECT_EQ(fixture_grads, be.layout().tensors().size()) << "the fixture has parameters the layout lacks";
+  EXPECT_EQ(parity::FixtureGradientCount(file), be.layout().tensors().size())
+      << "the fixture has parameters the layout lacks";
   for (const TensorSpec& t : be.layout().tensors()) {
-    const SafeTensor& want = file->tensors.at("grads." + t.name);
-    std::vector<float> got(grads.begin() + t.offset, grads.begin() + t.offset + t.size);
-    double scale = -1;
-    if (ZeroByShiftInvariance(t.name)) {
-      const std::string weight = t.name.substr(0, t.name.size() - 4) + "weight";
-      const SafeTensor& w = file->tensors.at("grads." + weight);
-      scale = MaxAbs(w.floats.data(), w.floats.size());
-    }
-    const double err = MaxRelativeError(got.data(), want.floats.data(), t.size, scale);
+    const double err = parity::GradientError(file, t, grads.data() + t.offset);
     *worst_grad = std::max(*worst_grad, err);
     EXPECT_LT(err, 1e-3) << "gradient of " << t.name;
   }
 
   // Five Adam steps on the same batch: the loss at the start of each, and
   // each step's update ratios [step][block][qkv, proj, fc1, fc2].
-  const std::vector<float>& adam = file->tensors.at("expected.adam_losses").floats;
-  const SafeTensor& want_ratios = file->tensors.at("expected.update_ratios");
+  const std::vector<float>& adam = file.tensors.at("expected.adam_losses").floats;
+  const SafeTensor& want_ratios = file.tensors.at("expected.update_ratios");
   ASSERT_EQ(md.at("update_ratio_matrices"), "attn.qkv,attn.proj,ffn.fc1,ffn.fc2");
   ASSERT_EQ(want_ratios.shape, (std::vector<int64_t>{static_cast<int64_t>(adam.size()), m.layers, 4}));
   const double lr = std::stod(md.at("adam_lr"));
@@ -148,8 +109,7 @@ void CheckFixture(const SafeTensorsFile& fixture, double* worst_grad, double* wo
       const BlockOffsets& b = be.layout().blocks()[static_cast<size_t>(l)];
       const size_t offsets[4] = {b.qkv_w, b.proj_w, b.fc1_w, b.fc2_w};
       for (int k = 0; k < 4; ++k) {
-        size_t t = 0;
-        while (be.layout().tensors()[t].offset != offsets[k]) ++t;
+        const size_t t = parity::TensorAt(be.layout(), offsets[k]);
         const double got = std::sqrt(u->update[t] / u->weight[t]);
         const float want = want_ratios.floats[(step * m.layers + static_cast<size_t>(l)) * 4 + static_cast<size_t>(k)];
         EXPECT_NEAR(got, want, 1e-4 * want) << "update ratio of " << be.layout().tensors()[t].name << ", Adam step "
@@ -163,7 +123,7 @@ void CheckFixture(const SafeTensorsFile& fixture, double* worst_grad, double* wo
 class PyTorchParityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PyTorchParityTest, LossGradientsAndAdamStepsMatch) {
-  auto file = ReadSafeTensors(FixturePath(GetParam()));
+  auto file = ReadSafeTensors(parity::FixturePath(GetParam()));
   ASSERT_TRUE(file.ok()) << file.status().message();
   const cpu::KernelVariant initial = cpu::ActiveKernelVariant();
   double worst_grad = 0, worst_diag = 0, worst_ratio = 0;
@@ -181,9 +141,7 @@ TEST_P(PyTorchParityTest, LossGradientsAndAdamStepsMatch) {
   RecordProperty("worst_update_ratio_rel_error", Scientific(worst_ratio));
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemes, PyTorchParityTest,
-                         ::testing::Values("post", "pre", "peri", "deepnorm", "mix", "post_qknorm", "pre_qknorm",
-                                           "post_zloss", "pre_zloss", "post_rmsnorm", "pre_rmsnorm"));
+INSTANTIATE_TEST_SUITE_P(Schemes, PyTorchParityTest, parity::Schemes());
 
 }  // namespace
 }  // namespace normsweep::trainer

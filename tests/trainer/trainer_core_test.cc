@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 
 #include "trainer/backend.h"
@@ -16,18 +15,13 @@
 #include "trainer/schedule.h"
 #include "trainer/trainer.h"
 #include "tests/trainer/recording_sink.h"
+#include "tests/trainer/temp_path.h"
 #include "tests/trainer/valid_settings.h"
 
 namespace normsweep::trainer {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string TempPath(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("normsweep_trainer_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
-}
 
 // ---- schedules ----
 

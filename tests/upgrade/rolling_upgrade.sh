@@ -233,6 +233,8 @@ start_scheduler() {  # start_scheduler I VERSION [LABEL]: LABEL names its log an
   [[ $version == HEAD ]] && bin=$head_scheduler
   local name=scheduler-$i-${3:-$version}
   rm -f "$run/scheduler-$i.ports"
+  # The underscore spellings: BASE may predate the dashed ones (docs/upgrades.md#renamed-flags),
+  # and HEAD still accepts them.
   "$bin" --host 127.0.0.1 --port "${grpc_port[$i]}" --metrics_port "${metrics_port[$i]}" \
     --port_file "$run/scheduler-$i.ports" >"$run/logs/$name.log" 2>&1 &
   pid_of[scheduler-$i]=$!

@@ -11,21 +11,15 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/worker_fixture.h"
 #include "worker/trial_process.h"
 
-namespace normsweep::worker {
+namespace normsweep::worker::testing {
 namespace {
-
-using ::testing::HasSubstr;
-using testing::Config;
-using testing::FakeSchedulerClient;
-using testing::ProcessGone;
-using testing::ReadPid;
-using testing::WorkerTest;
 
 using FusedWorkerTest = WorkerTest;
 
@@ -40,6 +34,9 @@ TEST_F(FusedWorkerTest, EventsReachTheirOwnLeaseAndEachTrialFinishesOnItsOwn) {
   }
   Start();
   for (int64_t id : ids) ASSERT_TRUE(WaitFinished(id));
+  // A fused trial is finished at its final event, before its process exits.
+  ASSERT_TRUE(
+      Eventually([&] { return absl::StrContains(Metrics(), "normsweep_worker_busy_slots{device=\"cpu\"} 0"); }));
   const std::string metrics_text = Metrics();
   Stop();
   EXPECT_EQ(fake_.leases_granted(), 8);
@@ -63,19 +60,17 @@ TEST_F(FusedWorkerTest, EventsReachTheirOwnLeaseAndEachTrialFinishesOnItsOwn) {
     EXPECT_EQ(steps.size(), i == 2 ? 10u : 40u) << i;
   }
   EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_trials_finished_total{outcome=\"SUCCEEDED\"} 7"));
-  EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_busy_slots{device=\"cpu\"} 0"));
   EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_slot_idle_seconds_count 1"));  // two processes, one gap
 }
 
 TEST_F(FusedWorkerTest, ALeaseCancelledOrLostAloneStopsAloneTheOthersGoOn) {
   options_.fuse = 3;
-  const std::string pidfile = dir_ + "/fused.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+  const int64_t a = AddLongTrial("fused");
   const int64_t b = fake_.AddTrial(Config("mode=ok", 100000));
   const int64_t c = fake_.AddTrial(Config("mode=ok", 100000));
   Start();
-  ASSERT_TRUE(fake_.WaitFor([&](FakeSchedulerClient& f) { return f.MaxStepLocked(c) >= 3; }, absl::Seconds(10)));
-  const pid_t pid = ReadPid(pidfile);
+  ASSERT_TRUE(WaitForStep(c, 3));
+  const pid_t pid = ReadPid(PidFile("fused"));
   fake_.CancelTrial(b, /*via_progress=*/false);
   ASSERT_TRUE(WaitFinished(b));
   const FakeSchedulerClient::TrialRecord rb = fake_.Get(b);
@@ -87,7 +82,7 @@ TEST_F(FusedWorkerTest, ALeaseCancelledOrLostAloneStopsAloneTheOthersGoOn) {
     const FakeSchedulerClient::TrialRecord rc = fake_.Get(c);
     for (const v1::MetricPoint& p : rc.points) at = std::max(at, p.step());
   }
-  ASSERT_TRUE(fake_.WaitFor([&](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= at + 10; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitForStep(a, at + 10));
   EXPECT_FALSE(ProcessGone(pid));
   EXPECT_TRUE(fake_.Get(a).finishes.empty());
   // A lease lost alone: stopped, not reported; a goes on.
@@ -142,15 +137,14 @@ TEST_F(FusedWorkerTest, AKilledFusedProcessConcludesEachLeaseExactlyOnce) {
 // killed from outside.
 TEST_F(FusedWorkerTest, ATrainerThatIgnoresCancelIsKilled) {
   options_.fuse = 2;
-  const std::string pidfile = dir_ + "/deaf.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ignore_cancel,step_ms=10,pidfile=" + pidfile, 100000));
+  const int64_t a = AddLongTrial("deaf", "ignore_cancel");
   const int64_t b = fake_.AddTrial(Config("mode=ok", 100000));
   Start();
-  ASSERT_TRUE(fake_.WaitFor([&](FakeSchedulerClient& f) { return f.MaxStepLocked(b) >= 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitForStep(b, 3));
   fake_.CancelTrial(a);
   ASSERT_TRUE(WaitFinished(a));
   ASSERT_TRUE(WaitFinished(b));
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  EXPECT_TRUE(ProcessGone(ReadPid(PidFile("deaf"))));
   Stop();
   EXPECT_EQ(fake_.Get(a).finishes.at(0).outcome(), v1::TRIAL_CANCELLED);
   EXPECT_EQ(fake_.Get(b).finishes.at(0).interruption(), "external_signal");
@@ -161,13 +155,12 @@ TEST_F(FusedWorkerTest, ATrainerThatIgnoresCancelIsKilled) {
 TEST_F(FusedWorkerTest, DrainHandsTheWholeGroupBack) {
   options_.fuse = 2;
   options_.grace_period = absl::Milliseconds(300);
-  const std::string pidfile = dir_ + "/drain.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+  const int64_t a = AddLongTrial("drain");
   const int64_t b = fake_.AddTrial(Config("mode=ok", 100000));
   Start();
-  ASSERT_TRUE(fake_.WaitFor([&](FakeSchedulerClient& f) { return f.MaxStepLocked(b) >= 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitForStep(b, 3));
   Stop();
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  EXPECT_TRUE(ProcessGone(ReadPid(PidFile("drain"))));
   for (int64_t id : {a, b}) {
     const FakeSchedulerClient::TrialRecord r = fake_.Get(id);
     ASSERT_EQ(r.finishes.size(), 1u) << id;
@@ -222,4 +215,4 @@ TEST_F(FusedWorkerTest, BadFuseIsRefused) {
 }
 
 }  // namespace
-}  // namespace normsweep::worker
+}  // namespace normsweep::worker::testing

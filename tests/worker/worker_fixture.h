@@ -105,7 +105,7 @@ class WorkerTest : public ::testing::Test {
   // its process is gone.
   void ExpectKilled(const std::string& script, int steps, const std::vector<std::string>& errors,
                     absl::Duration* took) {
-    const std::string pidfile = dir_ + "/killed.pid";
+    const std::string pidfile = PidFile("killed");
     const int64_t id = fake_.AddTrial(Config(script + ",pidfile=" + pidfile, steps));
     const absl::Time start = absl::Now();
     Start();
@@ -135,6 +135,19 @@ class WorkerTest : public ::testing::Test {
           Metrics(), absl::StrCat("normsweep_worker_interruptions_total{cause=\"", cause, "\"} ", count));
     });
   }
+  // Waits until the scheduler has trial `id`'s progress up to `step`.
+  bool WaitForStep(int64_t id, int step) {
+    return fake_.WaitFor([id, step](FakeSchedulerClient& f) { return f.MaxStepLocked(id) >= step; },
+                         absl::Seconds(10));
+  }
+  // A trial of the fake trainer's `mode` that trains for ~1000 s (100000
+  // steps of 10 ms) unless stopped; given a name, it writes its pid to
+  // PidFile(name).
+  int64_t AddLongTrial(const std::string& name = "", const std::string& mode = "ok") {
+    const std::string pid = name.empty() ? "" : ",pidfile=" + PidFile(name);
+    return fake_.AddTrial(Config(absl::StrCat("mode=", mode, ",step_ms=10", pid), 100000));
+  }
+  std::string PidFile(const std::string& name) const { return absl::StrCat(dir_, "/", name, ".pid"); }
   bool WaitFinished(int64_t id, absl::Duration timeout = absl::Seconds(10)) {
     return fake_.WaitFor([id](FakeSchedulerClient& f) { return f.FinishedLocked(id); }, timeout);
   }

@@ -45,7 +45,7 @@ class WorkerIntegrationTest : public testing::ProcessTest {
 
   void StartScheduler(int port, int lease_seconds) {
     scheduler_ = ProcessTest::StartScheduler(
-        {absl::StrCat("--port=", port), absl::StrCat("--lease_seconds=", lease_seconds)});
+        {absl::StrCat("--port=", port), absl::StrCat("--lease-seconds=", lease_seconds)});
     ASSERT_NE(scheduler_, nullptr);
     grpc_port_ = scheduler_->grpc_port;
     sweeps_ = v1::SweepService::NewStub(

@@ -11,17 +11,19 @@
 #include "gtest/gtest.h"
 #include "common/clock.h"
 #include "normsweep/v1/worker_service.pb.h"
+#include "tests/worker/supervisor_limits.h"
 #include "tests/worker/train_events.h"
 #include "worker/progress_buffer.h"
 #include "worker/slots.h"
+#include "worker/trial_launch.h"
 #include "worker/trial_supervisor.h"
 #include "worker/trial_watchdog.h"
-#include "worker/worker.h"
 
 namespace normsweep::worker {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::TestLimits;
 
 v1::TrainEvent Step(int step) {
   v1::TrainEvent e;
@@ -319,15 +321,6 @@ TEST(TrialWatchdogTest, SigkillFollowsSigtermAfterKillAfter) {
   EXPECT_TRUE(w.ShouldKill(clock.Now()));
 }
 
-SupervisorLimits Limits() {
-  SupervisorLimits l;
-  l.trial_timeout = absl::Seconds(60);
-  l.stall_timeout = absl::Seconds(10);
-  l.kill_after = absl::Seconds(3);
-  l.prefetch_lead = absl::Seconds(3);
-  return l;
-}
-
 PollState At(FakeClock& clock, LeaseFlags lease = {}, bool final_seen = false, int last_step = 0,
              bool exited = false) {
   return PollState{clock.Now(), final_seen, exited, last_step, lease};
@@ -335,7 +328,7 @@ PollState At(FakeClock& clock, LeaseFlags lease = {}, bool final_seen = false, i
 
 TEST(TrialSupervisorTest, RunningQuietlyDoesNothing) {
   FakeClock clock;
-  TrialSupervisor s(clock.Now(), 1000, Limits());
+  TrialSupervisor s(clock.Now(), 1000, TestLimits());
   for (int i = 0; i < 50; ++i) {
     clock.Advance(absl::Seconds(1));
     s.OnEvent(clock.Now());
@@ -362,7 +355,7 @@ TEST(TrialSupervisorTest, StopsOnTheFirstReasonInOrderThenKills) {
         Case{{false, false, true, false, true}, TrialStop::kRefused, "the scheduler refused its progress"},
         Case{{false, false, true}, TrialStop::kHandBack, "the drain's grace period ended"}}) {
     FakeClock clock;
-    TrialSupervisor s(clock.Now(), 100, Limits());
+    TrialSupervisor s(clock.Now(), 100, TestLimits());
     clock.Advance(absl::Seconds(20));  // the watchdog would stop it too: the lease's state comes first
     const PollAction a = s.OnPoll(At(clock, c.lease));
     EXPECT_EQ(a.signal, SIGTERM) << c.reason;
@@ -385,7 +378,7 @@ TEST(TrialSupervisorTest, StopsOnTheFirstReasonInOrderThenKills) {
 
 TEST(TrialSupervisorTest, WatchdogStopsAStalledOrOverlongTrial) {
   FakeClock clock;
-  TrialSupervisor stalled(clock.Now(), 100, Limits());
+  TrialSupervisor stalled(clock.Now(), 100, TestLimits());
   clock.Advance(absl::Seconds(10));
   EXPECT_EQ(stalled.OnPoll(At(clock)).signal, 0);
   clock.Advance(absl::Milliseconds(100));
@@ -395,7 +388,7 @@ TEST(TrialSupervisorTest, WatchdogStopsAStalledOrOverlongTrial) {
   EXPECT_THAT(stalled.stop_reason(), HasSubstr("no progress event for 10.1 s (--stall-timeout-s=10)"));
   EXPECT_THAT(a.log, HasSubstr("stopping (SIGTERM): no progress event"));
 
-  TrialSupervisor overlong(clock.Now(), 100000, Limits());
+  TrialSupervisor overlong(clock.Now(), 100000, TestLimits());
   for (int i = 0; i < 61; ++i) {
     clock.Advance(absl::Seconds(1));
     overlong.OnEvent(clock.Now());
@@ -407,7 +400,7 @@ TEST(TrialSupervisorTest, WatchdogStopsAStalledOrOverlongTrial) {
 
 TEST(TrialSupervisorTest, AfterTheFinalEventOnlyALostLeaseCountsAndALingeringProcessIsKilledOnce) {
   FakeClock clock;
-  TrialSupervisor s(clock.Now(), 100, Limits());
+  TrialSupervisor s(clock.Now(), 100, TestLimits());
   clock.Advance(absl::Seconds(5));
   // Cancel, drain, an expired lease and refused progress come too late: the
   // outcome stands (the worker's Conclude makes refused progress the
@@ -427,7 +420,7 @@ TEST(TrialSupervisorTest, AfterTheFinalEventOnlyALostLeaseCountsAndALingeringPro
   EXPECT_EQ(s.OnPoll(At(clock, {}, true, 100)).signal, 0);  // once
   EXPECT_EQ(s.stop(), TrialStop::kNone);
 
-  TrialSupervisor lost(clock.Now(), 100, Limits());
+  TrialSupervisor lost(clock.Now(), 100, TestLimits());
   a = lost.OnPoll(At(clock, {true, false, false}, true, 100));
   EXPECT_EQ(a.signal, 0);  // it is ending anyway: no signal
   EXPECT_FALSE(a.prefetch);
@@ -437,7 +430,7 @@ TEST(TrialSupervisorTest, AfterTheFinalEventOnlyALostLeaseCountsAndALingeringPro
 
 TEST(TrialSupervisorTest, PrefetchesOnceNearTheEndByTheStepRate) {
   FakeClock clock;
-  TrialSupervisor s(clock.Now(), 100, Limits());
+  TrialSupervisor s(clock.Now(), 100, TestLimits());
   clock.Advance(absl::Seconds(10));
   EXPECT_FALSE(s.OnPoll(At(clock, {}, false, 0)).prefetch);  // no step yet: no rate
   EXPECT_FALSE(s.OnPoll(At(clock, {}, false, 50)).prefetch);  // 50 steps left at 0.2 s: 10 s
@@ -468,13 +461,14 @@ TEST(MakeTrialLaunchTest, DirectoryConfigAndCommandLine) {
   EXPECT_EQ(l.config.device(), "cuda:1");
   EXPECT_EQ(l.config.threads(), 4);
   EXPECT_EQ(l.config.steps(), 7);
-  EXPECT_THAT(l.argv, ::testing::ElementsAre("/usr/bin/normsweep-train", "train", "--config",
-                                             "/var/w/trial-42-2/config.json", "--events", "-"));
+  EXPECT_THAT(TrainerArgv(options, {l}), ::testing::ElementsAre("/usr/bin/normsweep-train", "train", "--config",
+                                                                "/var/w/trial-42-2/config.json", "--events", "-"));
   trial.mutable_config()->set_checkpoint_every(5);
   l = MakeTrialLaunch(options, SlotSpec{"cpu", 1}, trial);
-  ASSERT_EQ(l.argv.size(), 8u);
-  EXPECT_EQ(l.argv[6], "--checkpoint-out");
-  EXPECT_EQ(l.argv[7], "/var/w/trial-42-2/checkpoint.safetensors");
+  const std::vector<std::string> argv = TrainerArgv(options, {l});
+  ASSERT_EQ(argv.size(), 8u);
+  EXPECT_EQ(argv[6], "--checkpoint-out");
+  EXPECT_EQ(argv[7], "/var/w/trial-42-2/checkpoint.safetensors");
 }
 
 TEST(FusedArgvTest, OneConfigListAndACheckpointItemPerTrial) {

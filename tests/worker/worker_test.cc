@@ -1,45 +1,30 @@
-// The Worker's logic against the in-memory FakeSchedulerClient and a fake
-// trainer process (fake_trainer.cc) that prints scripted events, crashes,
-// hangs or ignores SIGTERM. Real processes and real time, short intervals.
-#include "worker/worker.h"
-
-#include <errno.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <cstdlib>
+// A trial's life in the Worker, against the in-memory FakeSchedulerClient
+// and a fake trainer process (fake_trainer.cc) that prints scripted events,
+// crashes, hangs or ignores SIGTERM: events batched to the scheduler, the
+// live metrics, how an attempt ends (crash, signal, OOM killer, time limits,
+// a lingering process, cancel), every slot kept busy. Real processes and
+// real time, short intervals. The leases' faults: worker_leases_test.cc.
+#include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <fstream>
 #include <map>
 #include <set>
-#include <thread>
+#include <string>
 #include <vector>
-
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/worker/fake_scheduler_client.h"
 #include "tests/worker/worker_fixture.h"
 #include "worker/memory_events.h"
-#include "worker/worker_metrics.h"
 
-namespace normsweep::worker {
+namespace normsweep::worker::testing {
 namespace {
 
-using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Config;
-using testing::FakeSchedulerClient;
-using testing::ProcessGone;
-using testing::ReadPid;
-using testing::WorkerTest;
 
 TEST_F(WorkerTest, EventsBecomeBatchesThenFinishTrial) {
   const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=2", 60, 20));
@@ -94,7 +79,7 @@ TEST_F(WorkerTest, EventsBecomeBatchesThenFinishTrial) {
 TEST_F(WorkerTest, LiveTrialMetricsCarryTheTrialLabels) {
   const int64_t a = fake_.AddTrial(Config("mode=hang,crash_at=5", 100));
   Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 5; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitForStep(a, 5));
   const std::string text = Metrics();
   EXPECT_THAT(text, HasSubstr("normsweep_trial_step{peak_lr=\"0.001\",placement=\"pre\",seed=\"3\",sweep=\"7\","
                               "trial=\"1\",warmup_steps=\"4\"} 5"));
@@ -288,21 +273,19 @@ TEST_F(WorkerTest, TrialPastItsTimeLimitIsKilledEvenIfItIgnoresSigterm) {
 }
 
 TEST_F(WorkerTest, ProcessLingeringAfterItsFinalEventIsKilledAndTheOutcomeStands) {
-  const std::string pidfile = dir_ + "/linger.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=linger,pidfile=" + pidfile, 5));
+  const int64_t a = fake_.AddTrial(Config("mode=linger,pidfile=" + PidFile("linger"), 5));
   Start();
   ASSERT_TRUE(WaitFinished(a, absl::Seconds(5)));
   EXPECT_EQ(fake_.Get(a).finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  EXPECT_TRUE(ProcessGone(ReadPid(PidFile("linger"))));
   Stop();
 }
 
 TEST_F(WorkerTest, CancelFromHeartbeatStopsTheProcessAndFinishesCancelled) {
-  const std::string pidfile = dir_ + "/cancel.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
+  const int64_t a = AddLongTrial("cancel");
   const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
   Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitForStep(a, 3));
   fake_.CancelTrial(a, /*via_progress=*/false);
   const absl::Time cancelled = absl::Now();
   ASSERT_TRUE(WaitFinished(a));
@@ -310,7 +293,7 @@ TEST_F(WorkerTest, CancelFromHeartbeatStopsTheProcessAndFinishesCancelled) {
   FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
   EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_CANCELLED);
   EXPECT_TRUE(ra.finishes[0].result().has_final_train_loss());  // the trainer's own CANCELLED event
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
+  EXPECT_TRUE(ProcessGone(ReadPid(PidFile("cancel"))));
   // The heartbeat listed the running lease.
   bool listed = false;
   for (const v1::HeartbeatRequest& h : fake_.heartbeats()) {
@@ -323,216 +306,13 @@ TEST_F(WorkerTest, CancelFromHeartbeatStopsTheProcessAndFinishesCancelled) {
 
 TEST_F(WorkerTest, CancelFromReportProgress) {
   options_.heartbeat_interval = absl::Seconds(60);  // only ReportProgress can tell
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 100000));
+  const int64_t a = AddLongTrial();
   Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitForStep(a, 3));
   fake_.CancelTrial(a, /*via_progress=*/true);
   ASSERT_TRUE(WaitFinished(a, absl::Seconds(3)));
   EXPECT_EQ(fake_.Get(a).finishes[0].outcome(), v1::TRIAL_CANCELLED);
   Stop();
-}
-
-TEST_F(WorkerTest, UnreachableSchedulerBuffersAndResendsWithoutLossOrDuplicates) {
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 150, 50));
-  Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 5; }, absl::Seconds(10)));
-  fake_.SetUnavailable(true);
-  absl::SleepFor(absl::Milliseconds(800));  // the trial keeps training meanwhile
-  const int failed = fake_.unavailable_calls();
-  fake_.SetUnavailable(false);
-  ASSERT_TRUE(WaitFinished(a));
-  Stop();
-  EXPECT_GT(failed, 0);
-  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
-  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
-  std::map<int, int> train, val;
-  for (const v1::MetricPoint& p : ra.points) {
-    if (p.has_train_loss()) ++train[p.step()];
-    if (p.has_val_loss()) ++val[p.step()];
-  }
-  ASSERT_EQ(train.size(), 150u);
-  EXPECT_EQ(train.begin()->first, 1);
-  for (const auto& [step, n] : train) EXPECT_EQ(n, 1) << "step " << step;
-  EXPECT_EQ(val, (std::map<int, int>{{50, 1}, {100, 1}, {150, 1}}));
-  EXPECT_EQ(ra.norms.size(), 1u);
-}
-
-TEST_F(WorkerTest, LostLeaseIsKilledAndNotReported) {
-  const std::string pidfile = dir_ + "/lost.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
-  Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
-  fake_.LoseLease(a);
-  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
-  ASSERT_TRUE(WaitFinished(b));  // the slot is free again
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
-  Stop();
-  EXPECT_TRUE(fake_.Get(a).finishes.empty());
-}
-
-TEST_F(WorkerTest, DrainLetsRunningTrialsFinishWithinGracePeriod) {
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 60));
-  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
-  Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 2; }, absl::Seconds(10)));
-  Stop();  // returns once the running trial has finished
-  EXPECT_EQ(fake_.Get(a).finishes.size(), 1u);
-  EXPECT_EQ(fake_.Get(a).finishes[0].outcome(), v1::TRIAL_SUCCEEDED);
-  // b may have been prefetched near a's end; it was never started, and if
-  // leased, handed back at once.
-  const FakeSchedulerClient::TrialRecord rb = fake_.Get(b);
-  EXPECT_TRUE(rb.points.empty());
-  EXPECT_FALSE(rb.held);
-  if (!rb.finishes.empty()) {
-    EXPECT_TRUE(rb.finishes[0].retry());
-    EXPECT_EQ(rb.finishes[0].interruption(), "worker_drained");
-    EXPECT_EQ(rb.finishes[0].result().error(), "handed back unstarted: the worker was drained");
-  }
-}
-
-TEST_F(WorkerTest, DrainPastGracePeriodHandsTrialsBack) {
-  options_.grace_period = absl::Milliseconds(300);
-  const std::string pidfile = dir_ + "/drain.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
-  fake_.AddTrial(Config("mode=ok", 5));
-  Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 2; }, absl::Seconds(10)));
-  const absl::Time start = absl::Now();
-  Stop();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(4));
-  FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
-  // Handed back: FinishTrial(FAILED, retry, worker_drained) re-queues it at
-  // once, without counting an attempt.
-  ASSERT_EQ(ra.finishes.size(), 1u);
-  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
-  EXPECT_TRUE(ra.finishes[0].retry());
-  EXPECT_EQ(ra.finishes[0].interruption(), "worker_drained");
-  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("handed back: the worker was drained"));
-  EXPECT_FALSE(ra.held);
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
-  // Progress up to the stop was delivered (idempotent for the next attempt).
-  int max_step = 0;
-  for (const v1::MetricPoint& p : ra.points) max_step = std::max(max_step, p.step());
-  EXPECT_GT(max_step, 10);
-  EXPECT_EQ(fake_.leases_granted(), 1);
-  EXPECT_THAT(Metrics(), HasSubstr("normsweep_worker_interruptions_total{cause=\"worker_drained\"} 1"));
-}
-
-// A hand-back is not reported while a LeaseTrial of the worker's is in
-// flight (another slot's, sent before the drain): the scheduler re-queues
-// the trial at once and would give it straight back, to be handed back
-// again (a second interruption).
-TEST_F(WorkerTest, HandBackWaitsForLeaseCallsInFlight) {
-  options_.grace_period = absl::Milliseconds(300);
-  options_.slots = {{"cpu", 1}, {"cpu", 1}};
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 100000));
-  Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 2; }, absl::Seconds(10)));
-  fake_.HoldLeaseCalls(true);  // the idle slot's next poll waits in the scheduler
-  ASSERT_TRUE(
-      fake_.WaitFor([](FakeSchedulerClient& f) { return f.BlockedLeaseCallsLocked() > 0; }, absl::Seconds(10)));
-  worker_->Drain();
-  ASSERT_TRUE(WaitInterrupted("worker_drained"));
-  EXPECT_TRUE(fake_.Get(a).finishes.empty()) << "handed back while a LeaseTrial was in flight";
-  fake_.HoldLeaseCalls(false);
-  ASSERT_TRUE(WaitFinished(a));
-  Stop();
-  const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
-  ASSERT_EQ(ra.finishes.size(), 1u);
-  EXPECT_EQ(ra.finishes[0].interruption(), "worker_drained");
-  EXPECT_EQ(fake_.leases_granted(), 1);
-}
-
-// A lease the worker could not renew in time (the heartbeats failed for 3/4
-// of the 2 s lease): the trainer is stopped and, once a scheduler answers
-// again, reported as an interruption whose cause says why it could not be
-// renewed: lease_lost when the scheduler answered that its database was
-// down, scheduler_restart when no scheduler answered.
-TEST_F(WorkerTest, ALeaseNotRenewedInTimeIsReportedWithWhyItCouldNotBe) {
-  fake_.SetLeaseSeconds(2);
-  for (const bool database_down : {true, false}) {
-    const std::string cause = database_down ? "lease_lost" : "scheduler_restart";
-    const std::string pidfile = absl::StrCat(dir_, "/", cause, ".pid");
-    const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
-    if (worker_ == nullptr) Start();
-    ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
-    fake_.SetUnavailable(true, database_down);
-    ASSERT_TRUE(WaitInterrupted(cause)) << Metrics();  // decided while the scheduler is still away
-    EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
-    EXPECT_TRUE(fake_.Get(a).finishes.empty());
-    fake_.SetUnavailable(false);
-    ASSERT_TRUE(WaitFinished(a));
-    const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
-    ASSERT_EQ(ra.finishes.size(), 1u);
-    EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
-    EXPECT_TRUE(ra.finishes[0].retry());
-    EXPECT_EQ(ra.finishes[0].interruption(), cause);
-    EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("its lease could not be renewed in time"));
-  }
-  Stop();
-}
-
-// The scheduler let the lease go meanwhile (it refuses the progress): the
-// interruption is still reported, so that the scheduler can record its
-// cause, and forgotten when refused too.
-TEST_F(WorkerTest, AnInterruptionIsReportedEvenWhenTheSchedulerLetTheLeaseGo) {
-  fake_.SetLeaseSeconds(2);
-  const std::string pidfile = dir_ + "/expired.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
-  Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
-  fake_.SetUnavailable(true, /*database_down=*/true);
-  ASSERT_TRUE(WaitInterrupted("lease_lost"));
-  fake_.LoseLease(a);
-  fake_.SetUnavailable(false);
-  ASSERT_TRUE(
-      fake_.WaitFor([a](FakeSchedulerClient& f) { return f.RefusedFinishesLocked(a) > 0; }, absl::Seconds(10)));
-  Stop();
-  const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
-  EXPECT_TRUE(ra.finishes.empty());
-  ASSERT_EQ(ra.refused_finishes.size(), 1u);  // refused once, then forgotten
-  EXPECT_EQ(ra.refused_finishes[0].interruption(), "lease_lost");
-}
-
-// Progress the scheduler refuses as invalid (values the API rejects): the
-// trainer is stopped and the attempt is the trial's own failure, with the
-// scheduler's words, not a lost lease.
-TEST_F(WorkerTest, ProgressRefusedAsInvalidEndsTheAttemptAsTheTrialsFailure) {
-  const std::string pidfile = dir_ + "/refused.pid";
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10,pidfile=" + pidfile, 100000));
-  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
-  Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 3; }, absl::Seconds(10)));
-  fake_.RefuseProgress(a);
-  ASSERT_TRUE(WaitFinished(a));
-  ASSERT_TRUE(WaitFinished(b));  // the slot carries on
-  Stop();
-  EXPECT_TRUE(ProcessGone(ReadPid(pidfile)));
-  const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
-  ASSERT_EQ(ra.finishes.size(), 1u);
-  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
-  EXPECT_TRUE(ra.finishes[0].retry());
-  EXPECT_EQ(ra.finishes[0].interruption(), "");
-  EXPECT_EQ(ra.finishes[0].result().error(),
-            "the scheduler refused the trainer's progress: points[0].train_loss: must be finite");
-  EXPECT_EQ(fake_.Get(b).finishes.at(0).outcome(), v1::TRIAL_SUCCEEDED);
-}
-
-// Refused progress of a trial that ends by itself meanwhile (its final
-// event before or after the refusal): the outcome gives way to the refusal.
-TEST_F(WorkerTest, ProgressRefusedAsInvalidOverridesTheFinalEvent) {
-  const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
-  fake_.RefuseProgress(a);
-  Start();
-  ASSERT_TRUE(WaitFinished(a));
-  Stop();
-  const FakeSchedulerClient::TrialRecord ra = fake_.Get(a);
-  ASSERT_EQ(ra.finishes.size(), 1u);
-  EXPECT_EQ(ra.finishes[0].outcome(), v1::TRIAL_FAILED);
-  EXPECT_TRUE(ra.finishes[0].retry());
-  EXPECT_EQ(ra.finishes[0].interruption(), "");
-  EXPECT_THAT(ra.finishes[0].result().error(), HasSubstr("the scheduler refused the trainer's progress"));
-  EXPECT_TRUE(ra.points.empty());
 }
 
 TEST_F(WorkerTest, KeepsEverySlotBusyAndPrefetchesTheNextLease) {
@@ -563,39 +343,15 @@ TEST_F(WorkerTest, KeepsEverySlotBusyAndPrefetchesTheNextLease) {
 
 TEST_F(WorkerTest, DoesNotHoldANextLeaseLongBeforeTheTrialEnds) {
   options_.prefetch_lead = absl::Seconds(1);
-  const int64_t a = fake_.AddTrial(Config("mode=ok,step_ms=10", 100000));  // ~1000 s to go
+  const int64_t a = AddLongTrial();  // ~1000 s to go
   fake_.AddTrial(Config("mode=ok", 5));
   Start();
-  ASSERT_TRUE(fake_.WaitFor([a](FakeSchedulerClient& f) { return f.MaxStepLocked(a) >= 20; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitForStep(a, 20));
   EXPECT_EQ(fake_.leases_granted(), 1) << "leased the next trial while this one has ~1000 s to go";
   fake_.CancelTrial(a);
   ASSERT_TRUE(WaitFinished(a));
   Stop();
 }
 
-TEST_F(WorkerTest, RegistersAgainWhenTheSchedulerForgetsIt) {
-  const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
-  Start();
-  ASSERT_TRUE(WaitFinished(a));
-  EXPECT_EQ(fake_.Get(a).finishes[0].worker_id(), 42);
-  fake_.ForgetWorker();
-  const int64_t b = fake_.AddTrial(Config("mode=ok", 5));
-  ASSERT_TRUE(WaitFinished(b));
-  Stop();
-  EXPECT_EQ(fake_.registrations(), 2);
-  EXPECT_EQ(fake_.Get(b).finishes[0].worker_id(), 43);
-}
-
-TEST_F(WorkerTest, RegistersOnceTheSchedulerIsUp) {
-  fake_.SetUnavailable(true);
-  const int64_t a = fake_.AddTrial(Config("mode=ok", 5));
-  Start();
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_GT(fake_.unavailable_calls(), 0);
-  fake_.SetUnavailable(false);
-  ASSERT_TRUE(WaitFinished(a));
-  Stop();
-}
-
 }  // namespace
-}  // namespace normsweep::worker
+}  // namespace normsweep::worker::testing

@@ -153,8 +153,8 @@ class Stack:
         if port_file.exists():
             port_file.unlink()
         p = Process([str(self.bin / "scheduler" / "normsweep-scheduler"), "--host=127.0.0.1", "--port=0",
-                     "--metrics_port=-1", f"--port_file={port_file}", f"--lease_seconds={LEASE_SECONDS}",
-                     "--heartbeat_interval_ms=500", "--maintenance_interval_ms=200"] + (flags or []),
+                     "--metrics-port=-1", f"--port-file={port_file}", f"--lease-seconds={LEASE_SECONDS}",
+                     "--heartbeat-interval-ms=500", "--maintenance-interval-ms=200"] + (flags or []),
                     self.dir / f"{name}.log", {"NORMSWEEP_DATABASE_URL": self.conninfo, **(env or {})})
         self.processes.append(p)
         try:

@@ -33,8 +33,8 @@ def secure(stack, tmp_path_factory):
     d = tmp_path_factory.mktemp("certs")
     done = subprocess.run(["/bin/sh", "-c", CERTIFICATES], cwd=d, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    p = stack.start_scheduler("secure", [f"--tls_cert={d / 'server.pem'}", f"--tls_key={d / 'server.key'}",
-                                         f"--tls_client_ca={d / 'ca.pem'}"], {"NORMSWEEP_API_TOKEN": TOKEN})
+    p = stack.start_scheduler("secure", [f"--tls-cert={d / 'server.pem'}", f"--tls-key={d / 'server.key'}",
+                                         f"--tls-client-ca={d / 'ca.pem'}"], {"NORMSWEEP_API_TOKEN": TOKEN})
     return p.address, d
 
 
