@@ -9,8 +9,8 @@
 #include "proto/schema/api_limits.h"
 #include "proto/schema/boundary_search.h"
 #include "proto/schema/train_config.h"
-#include "scheduler/sweep_expander_internal.h"
 #include "scheduler/field_errors.h"
+#include "scheduler/sweep_expander_internal.h"
 
 namespace normsweep::scheduler {
 namespace internal {
