@@ -1,27 +1,23 @@
-// normsweep: the command-line client of normsweep-scheduler.
-//
-//   normsweep submit FILE.yaml|FILE.json [--watch] [--dry-run] [--request-id ID]
-//   normsweep submit --name N --placements post,pre --warmup-steps 0,100 --lrs 1e-3,3e-3
-//                    [--seeds 0,1] [--set field=value ...] [--watch]
-//   normsweep watch ID | list [--state running|completed|cancelled] | show ID | cancel ID
-//   normsweep trial ID | results ID [--format table|csv|json]
-//   normsweep report ID --out DIR
-//   normsweep export ID --table T [--metrics a,b] [--format csv|jsonl] [--out FILE]
-//                    [--since CURSOR] [--follow] [--no-header]
-//   normsweep workers [--live] [--all]
+// normsweep: the command-line client of normsweep-scheduler. Its usage,
+// command by command, is client/cli_usage.cc (`normsweep --help`,
+// `normsweep COMMAND --help`).
 //
 // --scheduler host:port, else $NORMSWEEP_SCHEDULER, else localhost:50051.
 // TLS (common/tls.h): --tls-ca, --tls-cert, --tls-key, else NORMSWEEP_TLS_CA,
 // NORMSWEEP_TLS_CERT, NORMSWEEP_TLS_KEY.
-// Exit status: 0 on success, 1 when the scheduler refused or could not be
-// reached, 2 for bad usage or a bad sweep file.
+// Exit status: 0 on success, 1 when the scheduler refused (a submit with
+// warnings and without --force too) or could not be reached, 2 for bad usage
+// or a bad sweep file, 130 when Ctrl-C stopped a watch (the sweep goes on).
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,11 +27,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/boundary_tables.h"
+#include "client/cli_usage.h"
+#include "client/did_you_mean.h"
 #include "client/export_writer.h"
 #include "client/progress_view.h"
 #include "client/report/fetch.h"
 #include "client/report/page.h"
 #include "client/results.h"
+#include "client/submit_preview.h"
 #include "client/sweep_client.h"
 #include "client/sweep_file.h"
 #include "client/sweep_flags.h"
@@ -45,65 +44,13 @@
 #include "common/api_token.h"
 #include "common/cli_args.h"
 #include "common/clock.h"
+#include "common/quote.h"
 #include "common/tls.h"
 
 namespace {
 
 namespace v1 = normsweep::v1;
 namespace cl = normsweep::client;
-
-constexpr char kUsage[] = R"(normsweep: submit and follow LayerNorm warm-up/learning-rate sweeps.
-
-Usage:
-  normsweep submit FILE.yaml|FILE.json [--name NAME] [--set FIELD=VALUE ...] [--watch]
-                   [--dry-run] [--request-id ID]
-  normsweep submit --name NAME --placements post,pre [--warmup-steps 0,100,500 (default 0)] \
-                   --lrs 5e-4,1e-3,3e-3 [--seeds 0,1,2 (default 0)] [--set FIELD=VALUE ...]
-                   [--max-attempts N] [--max-interruptions N] [--priority N] [--max-concurrent N] [--watch]
-  normsweep watch ID          live progress until the sweep ends, then its results
-  normsweep list [--state running|completed|cancelled]
-  normsweep show ID           the sweep and every trial (failure: by the rule of
-                              proto/schema/failure.h, diverged or plateau, ...)
-  normsweep trial ID          one trial's l0, unigram loss and failure to train,
-                              metric history, FFN gradient norms,
-                              per-block diagnostics (largest attention logit, update
-                              ratios) at step 0 and the last evaluation, and every
-                              attempt (re-queued ones: why)
-  normsweep cancel ID
-  normsweep results ID [--format table|csv|json]
-  normsweep report ID --out DIR
-                              DIR/index.html: one self-contained page (inline
-                              SVG, no script) with the warm-up x lr heatmaps,
-                              validation-loss curves and step-0 gradient norms
-  normsweep export ID --table trials|metrics|grad_norms|diagnostics|attempts
-                   [--metrics a,b] [--format csv|jsonl (default csv)] [--out FILE]
-                   [--since CURSOR] [--follow] [--no-header]
-                              every row of a table (ExportSweep), to stdout or
-                              FILE: trial_id, then step, then the proto's field
-                              names; floats that read back exactly; an absent
-                              value is an empty field (JSON: null). Ends with
-                              "cursor: X" on stderr: --since X exports only what
-                              is new since; --follow keeps exporting until the
-                              sweep ends; --no-header: CSV without its header
-                              (to append to an earlier file)
-  normsweep workers [--live] [--all]
-                              registered workers: devices, live or not, running
-                              trials, last heartbeat (--live: live ones only;
-                              --all: also earlier runs of restarted workers)
-
-Flags for every command:
-  --scheduler HOST:PORT   default $NORMSWEEP_SCHEDULER, else localhost:50051
-  --tls-ca FILE           TLS: the PEM CA that signed the scheduler's certificate
-                          (default $NORMSWEEP_TLS_CA; unset: plaintext)
-  --tls-cert FILE, --tls-key FILE
-                          mutual TLS: this client's PEM certificate and key
-                          (default $NORMSWEEP_TLS_CERT, $NORMSWEEP_TLS_KEY)
-
-A sweep file is normsweep.v1.SweepSpec in YAML or JSON (see deploy/sweeps/);
---set FIELD=VALUE sets a field of the trainer config (TrainConfig, e.g.
---set layers=12 --set steps=300 --set data_file=/data/corpus.txt), also on
-top of a sweep file's base (a value of 0 or "" there leaves the file's).
-)";
 
 int Usage(const std::string& message) {
   std::fprintf(stderr, "normsweep: %s\n(run normsweep --help for usage)\n", message.c_str());
@@ -149,7 +96,30 @@ int PrintResults(cl::SweepClient& client, int64_t id, const std::string& format)
   return 0;
 }
 
+// Ctrl-C during a watch stops the watching, not the sweep: the handler says
+// so (the text made before it is installed; write and _exit are
+// async-signal-safe) and exits 130, as a process stopped by SIGINT does.
+char interrupt_message[512];
+size_t interrupt_message_size = 0;
+
+extern "C" void OnInterruptDuringWatch(int) {
+  ssize_t written = write(STDERR_FILENO, interrupt_message, interrupt_message_size);
+  (void)written;
+  _exit(128 + SIGINT);
+}
+
+void SayOnInterruptThatTheSweepGoesOn(int64_t id) {
+  const std::string message = cl::InterruptedWatchMessage(id);
+  interrupt_message_size = std::min(message.size(), sizeof interrupt_message);
+  std::memcpy(interrupt_message, message.data(), interrupt_message_size);
+  struct sigaction action = {};
+  action.sa_handler = OnInterruptDuringWatch;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+}
+
 int Watch(cl::SweepClient& client, int64_t id) {
+  SayOnInterruptThatTheSweepGoesOn(id);
   cl::ProgressView view(isatty(STDOUT_FILENO) == 1, normsweep::RealClock::Get(), [](const std::string& text) {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
@@ -157,7 +127,7 @@ int Watch(cl::SweepClient& client, int64_t id) {
   v1::Sweep last;
   absl::Status s = client.Watch(id, [&](const v1::WatchSweepEvent& e) {
     last = e.sweep();
-    view.Update(e.sweep());
+    view.Update(e);
     if (cl::BoundaryLinesChanged(e)) {  // boundary_search: the lines, as their trials finish
       if (auto a = client.GetSweepAnalysis(id); a.ok()) std::printf("\n%s", cl::RenderBoundaryProgress(*a).c_str());
     }
@@ -188,13 +158,34 @@ int Submit(cl::SweepClient& client, const normsweep::CliArgs& args) {
     spec = cl::SpecFromFlags(args);
   }
   if (!spec.ok()) return Usage(std::string(spec.status().message()));
-  const bool dry_run = args.Has("dry-run");
-  auto resp = client.Submit(*spec, args.Get("request-id", cl::NewRequestId()), dry_run);
-  if (!resp.ok()) return Fail(resp.status());
-  if (dry_run) {
-    std::printf("valid: %d trials\n", resp->sweep().trial_count());
+  const bool force = args.Has("force");
+  const std::vector<std::string> host_warnings = cl::HostWarnings(*spec);
+  if (args.Has("dry-run")) {
+    auto preview = client.Submit(*spec, "", /*validate_only=*/true, force);
+    if (!preview.ok()) return Fail(preview.status());
+    std::fputs(cl::RenderSubmitPreview(*preview, host_warnings).c_str(), stdout);
     return 0;
   }
+  constexpr char kNotStored[] =
+      "normsweep: not submitted, nothing stored: the sweep has warnings (above); normsweep submit --force submits "
+      "it all the same\n";
+  if (!host_warnings.empty() && !force) {
+    // The scheduler's warnings too (nothing stored), so that all are said at once.
+    auto check = client.Submit(*spec, "", /*validate_only=*/true, /*allow_warnings=*/false);
+    if (!check.ok()) return Fail(check.status());
+    std::fputs(cl::RenderWarnings(cl::AllWarnings(*check, host_warnings)).c_str(), stderr);
+    std::fputs(kNotStored, stderr);
+    return 1;
+  }
+  auto resp = client.Submit(*spec, args.Get("request-id", cl::NewRequestId()), /*validate_only=*/false, force);
+  if (!resp.ok() && resp.status().code() == absl::StatusCode::kFailedPrecondition) {
+    // The scheduler's warnings, in its message (which says that nothing was stored, and how to insist).
+    std::fprintf(stderr, "normsweep: submit refused: %s\n", std::string(resp.status().message()).c_str());
+    return 1;
+  }
+  if (!resp.ok()) return Fail(resp.status());
+  // --force: stored all the same; the warnings are said once more.
+  std::fputs(cl::RenderWarnings(cl::AllWarnings(*resp, host_warnings)).c_str(), stderr);
   std::printf("%ld\n", static_cast<long>(resp->sweep().id()));
   std::fflush(stdout);
   if (!resp->created()) std::fprintf(stderr, "normsweep: this request id was submitted before: sweep %ld\n",
@@ -230,13 +221,29 @@ int Show(cl::SweepClient& client, int64_t id) {
   return 0;
 }
 
-int Trial(cl::SweepClient& client, int64_t id) {
+// A positive integer flag, 0 when absent.
+bool PositiveFlag(const normsweep::CliArgs& args, const std::string& flag, int* out, std::string* error) {
+  *out = 0;
+  if (!args.Has(flag)) return true;
+  if (!absl::SimpleAtoi(args.Get(flag), out) || *out <= 0) {
+    *error = "--" + flag + ": expected a positive integer, got '" + args.Get(flag) + "'";
+    return false;
+  }
+  return true;
+}
+
+int Trial(cl::SweepClient& client, int64_t id, const normsweep::CliArgs& args) {
+  cl::MetricRows rows;
+  std::string error;
+  if (!PositiveFlag(args, "every", &rows.every, &error) || !PositiveFlag(args, "tail", &rows.tail, &error)) {
+    return Usage("trial: " + error);
+  }
   auto t = client.GetTrial(id);
   if (!t.ok()) return Fail(t.status());
   // The failure rule reads the sweep's boundary search's max_val_loss.
   auto sweep = client.GetSweep(t->trial().sweep_id());
   if (!sweep.ok()) return Fail(sweep.status());
-  std::fputs(cl::RenderTrialDetail(*t, cl::FailureMaxValLoss(sweep->spec())).c_str(), stdout);
+  std::fputs(cl::RenderTrialDetail(*t, cl::FailureMaxValLoss(sweep->spec()), rows).c_str(), stdout);
   return 0;
 }
 
@@ -346,12 +353,22 @@ int Workers(cl::SweepClient& client, const normsweep::CliArgs& args) {
 int main(int argc, char** argv) {
   normsweep::CliArgs args;
   std::string error;
-  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run", "live", "all", "follow", "no-header"}, &args, &error)) {
+  if (!normsweep::ParseCliArgs(argc, argv, {"help", "watch", "dry-run", "force", "live", "all", "follow", "no-header"},
+                              &args, &error)) {
     return Usage(error);
   }
-  if (args.Has("help") || args.positional.empty()) {
-    std::fputs(kUsage, args.positional.empty() && !args.Has("help") ? stderr : stdout);
+  if (args.positional.empty()) {
+    std::fputs(cl::FullUsage().c_str(), args.Has("help") ? stdout : stderr);
     return args.Has("help") ? 0 : 2;
+  }
+  const std::string& command = args.positional[0];
+  const std::optional<std::string> usage = cl::CommandUsage(command);
+  if (!usage.has_value()) {
+    return Usage("unknown command " + normsweep::QuoteForError(command) + cl::DidYouMean(command, cl::CommandNames()));
+  }
+  if (args.Has("help")) {
+    std::fputs(usage->c_str(), stdout);
+    return 0;
   }
   std::string address = args.Get("scheduler");
   if (address.empty()) {
@@ -374,20 +391,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   cl::SweepClient client(address, absl::Seconds(15), *api_token, *credentials);
-  const std::string& command = args.positional[0];
   if (command == "submit") return Submit(client, args);
   if (command == "list") return List(client, args);
   if (command == "workers") return Workers(client, args);
+  // Every other command takes one id.
   int64_t id = 0;
-  if (command == "watch" || command == "show" || command == "cancel" || command == "results" || command == "trial" ||
-      command == "report" || command == "export") {
-    if (!ParseId(args.positional, &id, &error)) return Usage(command + ": " + error);
-  } else {
-    return Usage("unknown command '" + command + "'");
-  }
+  if (!ParseId(args.positional, &id, &error)) return Usage(command + ": " + error);
   if (command == "watch") return Watch(client, id);
   if (command == "show") return Show(client, id);
-  if (command == "trial") return Trial(client, id);
+  if (command == "trial") return Trial(client, id, args);
   if (command == "results") return PrintResults(client, id, args.Get("format", "table"));
   if (command == "report") return Report(client, id, args);
   if (command == "export") return Export(client, id, args);

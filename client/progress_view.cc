@@ -10,15 +10,12 @@ namespace normsweep::client {
 
 std::string FormatDuration(double seconds) {
   if (seconds < 0) return "--";
-  const int s = static_cast<int>(seconds + 0.5);
+  const int64_t s = static_cast<int64_t>(std::min(seconds, 1e15) + 0.5);
   if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
   if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
   return absl::StrFormat("%ds", s);
 }
 
-namespace {
-
-// 1234567 -> "1,234,567".
 std::string Grouped(int64_t n) {
   std::string digits = std::to_string(n < 0 ? -n : n);
   std::string out;
@@ -28,6 +25,8 @@ std::string Grouped(int64_t n) {
   }
   return n < 0 ? "-" + out : out;
 }
+
+namespace {
 
 // 1.1e6 -> "1.10M", 52000 -> "52.0k", 900 -> "900".
 std::string Scaled(double v) {
@@ -51,38 +50,61 @@ std::string ExportProgressLine(const std::string& table, int64_t rows, int64_t t
                          Scaled(seconds > 0 ? rows / seconds : 0), FormatDuration(seconds));
 }
 
+bool IsTraining(const v1::Trial& trial) {
+  return trial.state() == v1::TRIAL_RUNNING &&
+         (trial.last_step() > 0 || trial.has_last_train_loss() || trial.has_last_val_loss());
+}
+
+std::string InterruptedWatchMessage(int64_t sweep_id) {
+  return absl::StrFormat(
+      "\nnormsweep: stopped watching; sweep %d goes on (the scheduler runs it whether or not it is watched)\n"
+      "  follow it again: normsweep watch %d\n"
+      "  stop it:         normsweep cancel %d\n",
+      sweep_id, sweep_id, sweep_id);
+}
+
 ProgressView::ProgressView(bool live, Clock& clock, std::function<void(const std::string&)> write)
     : live_(live), clock_(clock), write_(std::move(write)), start_(clock.Now()) {}
 
-std::string ProgressView::Line(const v1::Sweep& sweep, int done) {
+std::string ProgressView::Line(const v1::Sweep& sweep, int ended) {
   const v1::TrialCounts& c = sweep.counts();
   const int total = sweep.trial_count();
-  if (first_done_ < 0) first_done_ = done;
+  if (first_ended_ < 0) first_ended_ = ended;
   const double elapsed = absl::ToDoubleSeconds(clock_.Now() - start_);
   double eta = -1;
-  if (done > first_done_ && elapsed > 0) eta = (total - done) * elapsed / (done - first_done_);
-  if (done == total) eta = 0;
+  if (ended > first_ended_ && elapsed > 0) eta = (total - ended) * elapsed / (ended - first_ended_);
+  if (ended == total) eta = 0;
   constexpr int kWidth = 30;
-  const int filled = total > 0 ? done * kWidth / total : kWidth;
+  const int filled = total > 0 ? ended * kWidth / total : kWidth;
+  const int not_started = std::min(static_cast<int>(not_started_.size()), c.running());
   return absl::StrFormat(
-      "sweep %d [%s%s] %d/%d done | %d running | %d pending | %d diverged | %d failed%s | ETA %s", sweep.id(),
-      std::string(filled, '#'), std::string(kWidth - filled, '.'), done, total, c.running(), c.pending(),
-      c.diverged(), c.failed(), c.cancelled() > 0 ? absl::StrFormat(" | %d cancelled", c.cancelled()) : "",
-      FormatDuration(eta));
+      "sweep %d [%s%s] %d/%d done | %d running%s | %d pending | %d diverged | %d failed%s | ETA %s", sweep.id(),
+      std::string(filled, '#'), std::string(kWidth - filled, '.'), c.succeeded() + c.diverged() + c.failed(), total,
+      c.running() - not_started, not_started > 0 ? absl::StrFormat(" | %d leased, not started", not_started) : "",
+      c.pending(), c.diverged(), c.failed(),
+      c.cancelled() > 0 ? absl::StrFormat(" | %d cancelled", c.cancelled()) : "", FormatDuration(eta));
 }
 
-void ProgressView::Update(const v1::Sweep& sweep) {
+void ProgressView::Update(const v1::WatchSweepEvent& event) {
+  for (const v1::Trial& t : event.trials()) {
+    if (t.state() == v1::TRIAL_RUNNING && !IsTraining(t)) {
+      not_started_.insert(t.id());
+    } else {
+      not_started_.erase(t.id());
+    }
+  }
+  const v1::Sweep& sweep = event.sweep();
   const v1::TrialCounts& c = sweep.counts();
-  const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
-  const std::string line = Line(sweep, done);
+  const int ended = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+  const std::string line = Line(sweep, ended);
   if (live_) {
     write_("\r\033[K" + line);
     return;
   }
   const absl::Time now = clock_.Now();
-  if (done == printed_done_ && now - printed_at_ < kQuietInterval) return;
+  if (ended == printed_ended_ && now - printed_at_ < kQuietInterval) return;
   write_(line + "\n");
-  printed_done_ = done;
+  printed_ended_ = ended;
   printed_at_ = now;
 }
 

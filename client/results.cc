@@ -9,9 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/export_writer.h"
 #include "client/report/svg.h"
 #include "common/json_quote.h"
 
@@ -54,21 +57,16 @@ std::string Pad(const std::string& s, size_t width) {
   return s + std::string(width > Width(s) ? width - Width(s) : 0, ' ');
 }
 
-std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
-
 // An optional proto field: its value, or what stands for none.
 template <typename T>
 std::optional<double> Opt(bool has, T v) {
   return has ? std::optional<double>(static_cast<double>(v)) : std::nullopt;
 }
+std::optional<int64_t> OptInt(bool has, int64_t v) { return has ? std::optional<int64_t>(v) : std::nullopt; }
 std::string Fixed(std::optional<double> v, const char* none = "-") {
   return v ? absl::StrFormat("%.3f", *v) : none;
 }
 std::string Percent(std::optional<double> v) { return v ? absl::StrFormat("%.1f%%", 100 * *v) : "-"; }
-std::string JsonOpt(std::optional<double> v) { return v ? JsonNumber(*v) : "null"; }
-std::string CsvOpt(std::optional<double> v) { return v ? absl::StrFormat("%.6f", *v) : ""; }
-std::string CsvShort(std::optional<double> v) { return v ? absl::StrFormat("%.6g", *v) : ""; }
-std::string CsvQuote(const std::string& s) { return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\"", "\"\""}}), "\""); }
 
 using Group = std::pair<std::string, std::string>;  // placement, variant
 
@@ -129,7 +127,8 @@ std::string SharesLine(const v1::VarianceShares& v) {
   std::string out = "Variance explained (fANOVA): ";
   if (!v.has_share_lr()) return absl::StrCat(out, "not computed: ", v.note(), "\n");
   absl::StrAppend(&out, "warm-up ", Percent(v.share_warmup()), ", peak lr ", Percent(v.share_lr()), ", interaction ",
-                  Percent(v.share_interaction()), ", seeds ", Percent(v.share_seed()),
+                  Percent(v.share_interaction()), ", seeds ",
+                  HasSeedShare(v) ? Percent(v.share_seed()) : "n/a (one seed per cell)",
                   absl::StrFormat(" (total variance %.4g, %d trials)", v.total_variance(), v.trials()));
   if (!v.note().empty()) absl::StrAppend(&out, "; ", v.note());
   return out + "\n";
@@ -140,6 +139,7 @@ struct GroupRows {
   std::vector<const v1::LrSensitivity*> lines;  // by warm-up
   const v1::PlacementLrSensitivity* summary = nullptr;
   const v1::VarianceShares* shares = nullptr;
+  const v1::VariantComparison* comparison = nullptr;
 };
 
 std::map<Group, GroupRows> RowsByGroup(const v1::GetSweepAnalysisResponse& a) {
@@ -147,7 +147,254 @@ std::map<Group, GroupRows> RowsByGroup(const v1::GetSweepAnalysisResponse& a) {
   for (const auto& l : a.lr_sensitivity()) out[{l.placement(), l.variant()}].lines.push_back(&l);
   for (const auto& p : a.lr_sensitivity_summary()) out[{p.placement(), p.variant()}].summary = &p;
   for (const auto& v : a.importance()) out[{v.placement(), v.variant()}].shares = &v;
+  for (const auto& v : a.variants()) out[{v.placement(), v.variant()}].comparison = &v;
   return out;
+}
+
+// A difference from the baseline ("+0.125", "+12.5 pp" for a rate) or a
+// ratio to it ("×0.1"); "-" without one.
+std::string Delta(std::optional<double> v) { return v ? absl::StrFormat("%+.3f", *v) : "-"; }
+std::string DeltaPoints(std::optional<double> v) { return v ? absl::StrFormat("%+.1f pp", 100 * *v) : "-"; }
+std::string Ratio(std::optional<double> v) { return v ? absl::StrFormat("×%.3g", *v) : "-"; }
+std::string LrText(std::optional<double> lr) { return lr ? FormatLr(*lr) : "-"; }
+
+std::vector<std::string> ComparisonRow(const v1::VariantComparison& v, bool boundary) {
+  std::vector<std::string> row = {
+      v.variant(), std::to_string(v.trials()), Fixed(Opt(v.has_mean_lr_sensitivity(), v.mean_lr_sensitivity())),
+      Delta(Opt(v.has_delta_mean_lr_sensitivity(), v.delta_mean_lr_sensitivity())),
+      Fixed(Opt(v.has_best_val_loss(), v.best_val_loss())),
+      Delta(Opt(v.has_delta_best_val_loss(), v.delta_best_val_loss())), LrText(Opt(v.has_best_lr(), v.best_lr())),
+      Ratio(Opt(v.has_best_lr_ratio(), v.best_lr_ratio())),
+      v.has_best_warmup_steps() ? std::to_string(v.best_warmup_steps()) : "-",
+      Percent(Opt(v.has_failure_rate(), v.failure_rate())),
+      DeltaPoints(Opt(v.has_delta_failure_rate(), v.delta_failure_rate()))};
+  if (boundary) {
+    row.push_back(LrText(Opt(v.has_max_trainable_lr(), v.max_trainable_lr())));
+    row.push_back(Ratio(Opt(v.has_max_trainable_lr_ratio(), v.max_trainable_lr_ratio())));
+    row.push_back(std::to_string(v.boundary_lines()));
+  }
+  return row;
+}
+
+// Per placement with more than one variant: its variants in the sweep's
+// order (GetSweepAnalysis's), each beside the first, the baseline; the
+// largest trainable lr only in a boundary search.
+std::string VariantComparisonTables(const v1::GetSweepAnalysisResponse& a) {
+  std::map<std::string, std::vector<const v1::VariantComparison*>> by_placement;
+  bool boundary = false;
+  for (const v1::VariantComparison& v : a.variants()) {
+    by_placement[v.placement()].push_back(&v);
+    boundary |= v.boundary_lines() > 0;
+  }
+  std::vector<std::string> placements;
+  for (const auto& [placement, rows] : by_placement) {
+    if (rows.size() > 1) placements.push_back(placement);
+  }
+  if (placements.empty()) return "";
+  std::string out = absl::StrCat(
+      "\nVariants compared, each beside the placement's first variant (its baseline; Δ: the variant minus the "
+      "baseline, ×: the variant's lr over the baseline's). LRS: the mean over warm-ups; l*: the best line's, at that "
+      "line's best lr and warm-up; failed: (diverged + plateaued) / finished seeds",
+      boundary ? "; max trainable lr: the median over the variant's lines that found one" : "", "\n");
+  for (const std::string& placement : PlacementOrder(placements)) {
+    const std::vector<const v1::VariantComparison*>& rows = by_placement[placement];
+    absl::StrAppend(&out, "\n", PlacementTitle(placement), ", baseline ", rows.front()->baseline_variant(), "\n");
+    std::vector<std::vector<std::string>> table = {{"variant", "trials", "LRS", "ΔLRS", "l*", "Δl*", "best lr",
+                                                    "×best lr", "warm-up", "failed", "Δfailed"}};
+    if (boundary) {
+      for (const char* h : {"max trainable lr", "×max lr", "lines"}) table[0].push_back(h);
+    }
+    for (const v1::VariantComparison* v : rows) table.push_back(ComparisonRow(*v, boundary));
+    out += Columns(table);
+  }
+  return out;
+}
+
+// Columns of an export chunk (the `normsweep export` writer's input), one
+// per call, each from a function of a row's message. A row whose message is
+// null (a cell without its line's row, say) has every such column absent,
+// and so has a value that the function gives as nullopt.
+template <typename M>
+class ChunkColumns {
+ public:
+  ChunkColumns(std::vector<const M*> rows, v1::ExportChunk& chunk) : rows_(std::move(rows)), chunk_(chunk) {
+    chunk_.set_rows(static_cast<int32_t>(rows_.size()));
+  }
+
+  template <typename F>  // F(const M&) -> double or std::optional<double>
+  ChunkColumns& Real(const std::string& name, F value) {
+    v1::ExportColumn& c = Add(name, v1::EXPORT_COLUMN_DOUBLE);
+    for (const M* m : rows_) {
+      std::optional<double> v;
+      if (m != nullptr) v = value(*m);
+      c.add_doubles(v.value_or(0));
+      c.add_absent(!v.has_value());
+    }
+    return *this;
+  }
+  template <typename F>  // F(const M&) -> an integer or std::optional<int64_t>
+  ChunkColumns& Int(const std::string& name, F value) {
+    v1::ExportColumn& c = Add(name, v1::EXPORT_COLUMN_INT64);
+    for (const M* m : rows_) {
+      std::optional<int64_t> v;
+      if (m != nullptr) v = value(*m);
+      c.add_ints(v.value_or(0));
+      c.add_absent(!v.has_value());
+    }
+    return *this;
+  }
+  template <typename F>  // F(const M&) -> std::string
+  ChunkColumns& Text(const std::string& name, F value) {
+    v1::ExportColumn& c = Add(name, v1::EXPORT_COLUMN_STRING);
+    for (const M* m : rows_) {
+      c.add_strings(m != nullptr ? value(*m) : "");
+      c.add_absent(m == nullptr);
+    }
+    return *this;
+  }
+  template <typename F>  // F(const M&) -> bool
+  ChunkColumns& Flag(const std::string& name, F value) {
+    v1::ExportColumn& c = Add(name, v1::EXPORT_COLUMN_BOOL);
+    for (const M* m : rows_) {
+      c.add_ints(m != nullptr && value(*m) ? 1 : 0);
+      c.add_absent(m == nullptr);
+    }
+    return *this;
+  }
+
+ private:
+  v1::ExportColumn& Add(const std::string& name, v1::ExportColumnType type) {
+    v1::ExportColumn& c = *chunk_.add_columns();
+    c.set_name(name);
+    c.set_type(type);
+    return c;
+  }
+
+  const std::vector<const M*> rows_;
+  v1::ExportChunk& chunk_;
+};
+
+template <typename M>
+std::vector<const M*> Pointers(const google::protobuf::RepeatedPtrField<M>& rows) {
+  std::vector<const M*> out;
+  for (const M& m : rows) out.push_back(&m);
+  return out;
+}
+std::vector<const ResultCell*> Pointers(const std::vector<ResultCell>& cells) {
+  std::vector<const ResultCell*> out;
+  for (const ResultCell& c : cells) out.push_back(&c);
+  return out;
+}
+
+// The chunk as `normsweep export` writes it: CSV with its header, or a JSON
+// array of the rows' objects. Every column has a value per row by
+// construction (ChunkColumns), which is all the writer checks.
+std::string Written(const v1::ExportChunk& chunk, ExportFormat format) {
+  std::string text;
+  ExportWriter writer(format);
+  if (absl::Status s = writer.Append(chunk, &text); !s.ok()) return absl::StrCat("results: ", s.message(), "\n");
+  if (format == ExportFormat::kCsv) return text;
+  return absl::StrCat("[", absl::StrJoin(absl::StrSplit(text, '\n', absl::SkipEmpty()), ","), "]");
+}
+
+// A cell's loss figures: the mean and minimum over its seeds with a loss,
+// the std over two or more (one seed has none).
+std::optional<double> MeanLoss(const ResultCell& c) {
+  return Opt(c.seeds_with_loss > 0, c.mean_final_val_loss);
+}
+std::optional<double> StdLoss(const ResultCell& c) { return Opt(c.seeds_with_loss > 1, c.std_final_val_loss); }
+std::optional<double> MinLoss(const ResultCell& c) { return Opt(c.seeds_with_loss > 0, c.best_final_val_loss); }
+
+// The names of a cell's loss columns before issue 37, kept at the end of
+// the row (CSV) or object (JSON) for one release, deprecated.
+void DeprecatedLossColumns(ChunkColumns<ResultCell>& cells) {
+  cells.Real("mean_final_val_loss", MeanLoss).Real("std_final_val_loss", StdLoss).Real("best_final_val_loss", MinLoss);
+}
+
+// placement and variant, the key of every row of the analysis.
+template <typename M>
+ChunkColumns<M>& GroupColumns(ChunkColumns<M>& rows) {
+  return rows.Text("placement", [](const M& m) { return m.placement(); })
+      .Text("variant", [](const M& m) { return m.variant(); });
+}
+
+// The columns that CSV and JSON share, named after the fields of the
+// analysis' messages (CSV prefixes those repeated on each cell's row).
+
+// A cell's figures; its loss columns as the views name them.
+void CellColumns(ChunkColumns<ResultCell>& cells) {
+  cells.Text("placement", [](const ResultCell& c) { return c.placement; })
+      .Text("variant", [](const ResultCell& c) { return c.variant; })
+      .Int("warmup_steps", [](const ResultCell& c) { return c.warmup_steps; })
+      .Real("peak_lr", [](const ResultCell& c) { return c.peak_lr; })
+      .Int("trials", [](const ResultCell& c) { return c.trials; })
+      .Int("succeeded", [](const ResultCell& c) { return c.succeeded; })
+      .Int("diverged", [](const ResultCell& c) { return c.diverged; })
+      .Int("plateaued", [](const ResultCell& c) { return c.plateaued; })
+      .Int("failed", [](const ResultCell& c) { return c.failed; })
+      .Int("cancelled", [](const ResultCell& c) { return c.cancelled; })
+      .Int("unfinished", [](const ResultCell& c) { return c.unfinished; })
+      .Real("divergence_rate", [](const ResultCell& c) { return c.divergence_rate; })
+      .Real("failure_rate", [](const ResultCell& c) { return c.failure_rate; })
+      .Real("mean_val_loss", MeanLoss)
+      .Real("std_val_loss", StdLoss)
+      .Real("min_val_loss", MinLoss);
+}
+
+void LineColumns(ChunkColumns<v1::LrSensitivity>& lines, const std::string& prefix) {
+  lines.Int(prefix + "lrs", [](const auto& l) { return l.lrs(); })
+      .Real(prefix + "init_val_loss", [](const auto& l) { return Opt(l.has_init_val_loss(), l.init_val_loss()); })
+      .Real(prefix + "best_val_loss", [](const auto& l) { return Opt(l.has_best_val_loss(), l.best_val_loss()); })
+      .Real(prefix + "best_lr", [](const auto& l) { return Opt(l.has_best_lr(), l.best_lr()); })
+      .Real(prefix + "lr_sensitivity", [](const auto& l) { return Opt(l.has_lr_sensitivity(), l.lr_sensitivity()); })
+      .Int(prefix + "points_at_l0", [](const auto& l) { return l.points_at_l0(); })
+      .Int(prefix + "lrs_pending", [](const auto& l) { return l.lrs_pending(); });
+}
+
+void SummaryColumns(ChunkColumns<v1::PlacementLrSensitivity>& summaries, const std::string& prefix) {
+  summaries.Int(prefix + "warmups", [](const auto& p) { return p.warmups(); })
+      .Real(prefix + "mean_lr_sensitivity",
+            [](const auto& p) { return Opt(p.has_mean_lr_sensitivity(), p.mean_lr_sensitivity()); })
+      .Real(prefix + "min_lr_sensitivity",
+            [](const auto& p) { return Opt(p.has_min_lr_sensitivity(), p.min_lr_sensitivity()); })
+      .Real(prefix + "max_lr_sensitivity",
+            [](const auto& p) { return Opt(p.has_max_lr_sensitivity(), p.max_lr_sensitivity()); })
+      .Int(prefix + "warmup_of_min", [](const auto& p) { return OptInt(p.has_warmup_of_min(), p.warmup_of_min()); })
+      .Real(prefix + "best_val_loss", [](const auto& p) { return Opt(p.has_best_val_loss(), p.best_val_loss()); });
+}
+
+// The seeds' share is absent where it says nothing (HasSeedShare).
+void ShareColumns(ChunkColumns<v1::VarianceShares>& shares) {
+  shares.Real("share_warmup", [](const auto& v) { return Opt(v.has_share_warmup(), v.share_warmup()); })
+      .Real("share_lr", [](const auto& v) { return Opt(v.has_share_lr(), v.share_lr()); })
+      .Real("share_interaction", [](const auto& v) { return Opt(v.has_share_interaction(), v.share_interaction()); })
+      .Real("share_seed", [](const auto& v) { return Opt(v.has_share_seed() && HasSeedShare(v), v.share_seed()); });
+}
+
+// A variant beside its placement's baseline: VariantComparison's fields
+// after placement and variant.
+void ComparisonColumns(ChunkColumns<v1::VariantComparison>& variants, const std::string& prefix) {
+  variants.Text(prefix + "baseline_variant", [](const auto& v) { return v.baseline_variant(); })
+      .Int(prefix + "trials", [](const auto& v) { return v.trials(); })
+      .Real(prefix + "mean_lr_sensitivity",
+            [](const auto& v) { return Opt(v.has_mean_lr_sensitivity(), v.mean_lr_sensitivity()); })
+      .Real(prefix + "best_val_loss", [](const auto& v) { return Opt(v.has_best_val_loss(), v.best_val_loss()); })
+      .Real(prefix + "best_lr", [](const auto& v) { return Opt(v.has_best_lr(), v.best_lr()); })
+      .Int(prefix + "best_warmup_steps",
+           [](const auto& v) { return OptInt(v.has_best_warmup_steps(), v.best_warmup_steps()); })
+      .Real(prefix + "failure_rate", [](const auto& v) { return Opt(v.has_failure_rate(), v.failure_rate()); })
+      .Real(prefix + "max_trainable_lr",
+            [](const auto& v) { return Opt(v.has_max_trainable_lr(), v.max_trainable_lr()); })
+      .Int(prefix + "boundary_lines", [](const auto& v) { return v.boundary_lines(); })
+      .Real(prefix + "delta_mean_lr_sensitivity",
+            [](const auto& v) { return Opt(v.has_delta_mean_lr_sensitivity(), v.delta_mean_lr_sensitivity()); })
+      .Real(prefix + "delta_best_val_loss",
+            [](const auto& v) { return Opt(v.has_delta_best_val_loss(), v.delta_best_val_loss()); })
+      .Real(prefix + "best_lr_ratio", [](const auto& v) { return Opt(v.has_best_lr_ratio(), v.best_lr_ratio()); })
+      .Real(prefix + "delta_failure_rate",
+            [](const auto& v) { return Opt(v.has_delta_failure_rate(), v.delta_failure_rate()); })
+      .Real(prefix + "max_trainable_lr_ratio",
+            [](const auto& v) { return Opt(v.has_max_trainable_lr_ratio(), v.max_trainable_lr_ratio()); });
 }
 
 }  // namespace
@@ -184,6 +431,13 @@ std::vector<ResultCell> CellsFromAnalysis(const v1::GetSweepAnalysisResponse& an
     c.failure_rate = Opt(g.has_failure_rate(), g.failure_rate());
   }
   return out;
+}
+
+bool HasSeedShare(const v1::VarianceShares& shares) {
+  // The shares are set only on a complete grid (every one of its warmups x
+  // lrs cells counted), so trials (the seeds counted) exceed the cells
+  // exactly when some cell has a second seed.
+  return shares.trials() > shares.warmups() * shares.lrs();
 }
 
 std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysisResponse& analysis) {
@@ -251,132 +505,96 @@ std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysi
                " pending: not yet final or without l0)";
         explained = true;
       }
-      out += "\n" + LrSensitivityTable(g.lines);
+      absl::StrAppend(&out, "\n", LrSensitivityTable(g.lines));
     }
     if (g.summary != nullptr) out += SummaryLine(*g.summary);
     if (g.shares != nullptr) out += SharesLine(*g.shares);
   }
-  return out;
+  return out + VariantComparisonTables(analysis);
 }
 
 std::string RenderResultsCsv(const v1::GetSweepAnalysisResponse& analysis) {
   // Each cell's row carries its line's LR sensitivity (line_*), its
-  // placement's summary over warm-ups (summary_*) and variance shares
-  // (share_*, importance_note), repeated on the rows they belong to.
-  std::string out =
-      "placement,variant,warmup_steps,peak_lr,trials,succeeded,diverged,plateaued,failed,cancelled,unfinished,"
-      "divergence_rate,failure_rate,mean_final_val_loss,std_final_val_loss,best_final_val_loss,"
-      "line_lrs,line_init_val_loss,line_best_val_loss,line_best_lr,line_lr_sensitivity,line_points_at_l0,"
-      "line_lrs_pending,summary_warmups,summary_mean_lr_sensitivity,summary_min_lr_sensitivity,"
-      "summary_max_lr_sensitivity,summary_warmup_of_min,summary_best_val_loss,"
-      "share_warmup,share_lr,share_interaction,share_seed,importance_note,not_converged\n";
+  // placement's summary over warm-ups (summary_*), variance shares
+  // (share_*, importance_note) and its variant beside the baseline
+  // (comparison_*), repeated on the rows they belong to. New columns go
+  // last: readers may read by position.
+  const std::vector<ResultCell> cells = CellsFromAnalysis(analysis);
   const std::map<Group, GroupRows> rows_by_group = RowsByGroup(analysis);
-  for (const ResultCell& c : CellsFromAnalysis(analysis)) {
-    const bool has = c.seeds_with_loss > 0;
-    absl::StrAppend(&out, c.placement, ",\"", c.variant, "\",", c.warmup_steps, ",", absl::StrFormat("%.6g", c.peak_lr), ",",
-                    c.trials, ",", c.succeeded, ",", c.diverged, ",", c.plateaued, ",", c.failed, ",", c.cancelled,
-                    ",", c.unfinished, ",", CsvOpt(c.divergence_rate), ",", CsvOpt(c.failure_rate), ",",
-                    has ? absl::StrFormat("%.6f", c.mean_final_val_loss) : "", ",",
-                    has ? absl::StrFormat("%.6f", c.std_final_val_loss) : "", ",",
-                    has ? absl::StrFormat("%.6f", c.best_final_val_loss) : "");
-    const GroupRows* g = nullptr;
-    if (auto it = rows_by_group.find({c.placement, c.variant}); it != rows_by_group.end()) g = &it->second;
-    const v1::LrSensitivity* l = nullptr;
-    for (const v1::LrSensitivity* x : g ? g->lines : std::vector<const v1::LrSensitivity*>()) {
-      if (x->warmup_steps() == c.warmup_steps) l = x;
+  std::vector<const v1::LrSensitivity*> lines;
+  std::vector<const v1::PlacementLrSensitivity*> summaries;
+  std::vector<const v1::VarianceShares*> shares;
+  std::vector<const v1::VariantComparison*> comparisons;
+  for (const ResultCell& c : cells) {
+    auto it = rows_by_group.find({c.placement, c.variant});
+    const GroupRows* g = it == rows_by_group.end() ? nullptr : &it->second;
+    const v1::LrSensitivity* line = nullptr;
+    for (const v1::LrSensitivity* l : g ? g->lines : std::vector<const v1::LrSensitivity*>()) {
+      if (l->warmup_steps() == c.warmup_steps) line = l;
     }
-    if (l != nullptr) {
-      absl::StrAppend(&out, ",", l->lrs(), ",", CsvOpt(Opt(l->has_init_val_loss(), l->init_val_loss())), ",",
-                      CsvOpt(Opt(l->has_best_val_loss(), l->best_val_loss())), ",",
-                      CsvShort(Opt(l->has_best_lr(), l->best_lr())), ",",
-                      CsvOpt(Opt(l->has_lr_sensitivity(), l->lr_sensitivity())), ",", l->points_at_l0(), ",",
-                      l->lrs_pending());
-    } else {
-      out += ",,,,,,,";
-    }
-    const v1::PlacementLrSensitivity* p = g ? g->summary : nullptr;
-    if (p != nullptr) {
-      absl::StrAppend(&out, ",", p->warmups(), ",", CsvOpt(Opt(p->has_mean_lr_sensitivity(), p->mean_lr_sensitivity())),
-                      ",", CsvOpt(Opt(p->has_min_lr_sensitivity(), p->min_lr_sensitivity())), ",",
-                      CsvOpt(Opt(p->has_max_lr_sensitivity(), p->max_lr_sensitivity())), ",",
-                      CsvShort(Opt(p->has_warmup_of_min(), p->warmup_of_min())), ",",
-                      CsvOpt(Opt(p->has_best_val_loss(), p->best_val_loss())));
-    } else {
-      out += ",,,,,,";
-    }
-    const v1::VarianceShares* v = g ? g->shares : nullptr;
-    if (v != nullptr) {
-      absl::StrAppend(&out, ",", CsvOpt(Opt(v->has_share_warmup(), v->share_warmup())), ",",
-                      CsvOpt(Opt(v->has_share_lr(), v->share_lr())), ",",
-                      CsvOpt(Opt(v->has_share_interaction(), v->share_interaction())), ",",
-                      CsvOpt(Opt(v->has_share_seed(), v->share_seed())), ",", CsvQuote(v->note()));
-    } else {
-      out += ",,,,,";
-    }
-    absl::StrAppend(&out, ",", c.not_converged, "\n");
+    lines.push_back(line);
+    summaries.push_back(g ? g->summary : nullptr);
+    shares.push_back(g ? g->shares : nullptr);
+    comparisons.push_back(g ? g->comparison : nullptr);
   }
-  return out;
+  v1::ExportChunk chunk;
+  ChunkColumns<ResultCell> cell(Pointers(cells), chunk);
+  CellColumns(cell);
+  ChunkColumns<v1::LrSensitivity> line(lines, chunk);
+  LineColumns(line, "line_");
+  ChunkColumns<v1::PlacementLrSensitivity> summary(summaries, chunk);
+  SummaryColumns(summary, "summary_");
+  ChunkColumns<v1::VarianceShares> share(shares, chunk);
+  ShareColumns(share);
+  share.Text("importance_note", [](const auto& v) { return v.note(); });
+  cell.Int("not_converged", [](const ResultCell& c) { return c.not_converged; })
+      .Int("n_seeds", [](const ResultCell& c) { return c.seeds_with_loss; });
+  ChunkColumns<v1::VariantComparison> comparison(comparisons, chunk);
+  ComparisonColumns(comparison, "comparison_");
+  DeprecatedLossColumns(cell);
+  return Written(chunk, ExportFormat::kCsv);
 }
 
 std::string RenderResultsJson(const v1::Sweep& sweep, const v1::GetSweepAnalysisResponse& analysis) {
-  std::string out = absl::StrCat("{\"sweep_id\":", sweep.id(), ",\"name\":", JsonQuote(sweep.name()), ",\"cells\":[");
-  bool first = true;
-  for (const ResultCell& c : CellsFromAnalysis(analysis)) {
-    if (!first) out += ",";
-    first = false;
-    const bool has = c.seeds_with_loss > 0;
-    absl::StrAppend(&out, "{\"placement\":", JsonQuote(c.placement), ",\"variant\":", JsonQuote(c.variant),
-                    ",\"warmup_steps\":", c.warmup_steps, ",\"peak_lr\":", JsonNumber(c.peak_lr),
-                    ",\"trials\":", c.trials, ",\"succeeded\":", c.succeeded, ",\"diverged\":", c.diverged,
-                    ",\"plateaued\":", c.plateaued, ",\"not_converged\":", c.not_converged, ",\"failed\":", c.failed, ",\"cancelled\":", c.cancelled,
-                    ",\"unfinished\":", c.unfinished, ",\"divergence_rate\":", JsonOpt(c.divergence_rate),
-                    ",\"failure_rate\":", JsonOpt(c.failure_rate),
-                    ",\"mean_final_val_loss\":", has ? JsonNumber(c.mean_final_val_loss) : "null",
-                    ",\"std_final_val_loss\":", has ? JsonNumber(c.std_final_val_loss) : "null",
-                    ",\"best_final_val_loss\":", has ? JsonNumber(c.best_final_val_loss) : "null", "}");
-  }
-  out += "],\"lr_sensitivity\":[";
-  first = true;
-  for (const v1::LrSensitivity& l : analysis.lr_sensitivity()) {
-    if (!first) out += ",";
-    first = false;
-    absl::StrAppend(&out, "{\"placement\":", JsonQuote(l.placement()), ",\"variant\":", JsonQuote(l.variant()),
-                    ",\"warmup_steps\":", l.warmup_steps(), ",\"lrs\":", l.lrs(),
-                    ",\"init_val_loss\":", JsonOpt(Opt(l.has_init_val_loss(), l.init_val_loss())),
-                    ",\"best_val_loss\":", JsonOpt(Opt(l.has_best_val_loss(), l.best_val_loss())),
-                    ",\"best_lr\":", JsonOpt(Opt(l.has_best_lr(), l.best_lr())),
-                    ",\"lr_sensitivity\":", JsonOpt(Opt(l.has_lr_sensitivity(), l.lr_sensitivity())),
-                    ",\"one_lr\":", l.lrs() == 1 ? "true" : "false", ",\"points_at_l0\":", l.points_at_l0(),
-                    ",\"lrs_pending\":", l.lrs_pending(), "}");
-  }
-  out += "],\"lr_sensitivity_summary\":[";
-  first = true;
-  for (const v1::PlacementLrSensitivity& p : analysis.lr_sensitivity_summary()) {
-    if (!first) out += ",";
-    first = false;
-    absl::StrAppend(&out, "{\"placement\":", JsonQuote(p.placement()), ",\"variant\":", JsonQuote(p.variant()),
-                    ",\"warmups\":", p.warmups(),
-                    ",\"mean_lr_sensitivity\":", JsonOpt(Opt(p.has_mean_lr_sensitivity(), p.mean_lr_sensitivity())),
-                    ",\"min_lr_sensitivity\":", JsonOpt(Opt(p.has_min_lr_sensitivity(), p.min_lr_sensitivity())),
-                    ",\"max_lr_sensitivity\":", JsonOpt(Opt(p.has_max_lr_sensitivity(), p.max_lr_sensitivity())),
-                    ",\"warmup_of_min\":", JsonOpt(Opt(p.has_warmup_of_min(), p.warmup_of_min())),
-                    ",\"best_val_loss\":", JsonOpt(Opt(p.has_best_val_loss(), p.best_val_loss())), "}");
-  }
-  out += "],\"importance\":[";
-  first = true;
-  for (const v1::VarianceShares& v : analysis.importance()) {
-    if (!first) out += ",";
-    first = false;
-    absl::StrAppend(&out, "{\"placement\":", JsonQuote(v.placement()), ",\"variant\":", JsonQuote(v.variant()),
-                    ",\"warmups\":", v.warmups(), ",\"lrs\":", v.lrs(), ",\"trials\":", v.trials(),
-                    ",\"total_variance\":", JsonOpt(Opt(v.has_total_variance(), v.total_variance())),
-                    ",\"share_warmup\":", JsonOpt(Opt(v.has_share_warmup(), v.share_warmup())),
-                    ",\"share_lr\":", JsonOpt(Opt(v.has_share_lr(), v.share_lr())),
-                    ",\"share_interaction\":", JsonOpt(Opt(v.has_share_interaction(), v.share_interaction())),
-                    ",\"share_seed\":", JsonOpt(Opt(v.has_share_seed(), v.share_seed())),
-                    ",\"note\":", JsonQuote(v.note()), "}");
-  }
-  return out + "]}\n";
-}
+  const std::vector<ResultCell> cells = CellsFromAnalysis(analysis);
+  v1::ExportChunk cell_chunk;
+  ChunkColumns<ResultCell> cell(Pointers(cells), cell_chunk);
+  CellColumns(cell);
+  cell.Int("not_converged", [](const ResultCell& c) { return c.not_converged; })
+      .Int("n_seeds", [](const ResultCell& c) { return c.seeds_with_loss; });
+  DeprecatedLossColumns(cell);
 
+  // The other arrays: one object per row of the analysis, keyed by its
+  // message's fields.
+  v1::ExportChunk line_chunk;
+  ChunkColumns<v1::LrSensitivity> line(Pointers(analysis.lr_sensitivity()), line_chunk);
+  GroupColumns(line).Int("warmup_steps", [](const auto& l) { return l.warmup_steps(); });
+  LineColumns(line, "");
+  line.Flag("one_lr", [](const auto& l) { return l.lrs() == 1; });
+
+  v1::ExportChunk summary_chunk;
+  ChunkColumns<v1::PlacementLrSensitivity> summary(Pointers(analysis.lr_sensitivity_summary()), summary_chunk);
+  SummaryColumns(GroupColumns(summary), "");
+
+  v1::ExportChunk shares_chunk;
+  ChunkColumns<v1::VarianceShares> share(Pointers(analysis.importance()), shares_chunk);
+  GroupColumns(share)
+      .Int("warmups", [](const auto& v) { return v.warmups(); })
+      .Int("lrs", [](const auto& v) { return v.lrs(); })
+      .Int("trials", [](const auto& v) { return v.trials(); })
+      .Real("total_variance", [](const auto& v) { return Opt(v.has_total_variance(), v.total_variance()); });
+  ShareColumns(share);
+  share.Text("note", [](const auto& v) { return v.note(); });
+
+  v1::ExportChunk variants_chunk;
+  ChunkColumns<v1::VariantComparison> variant(Pointers(analysis.variants()), variants_chunk);
+  ComparisonColumns(GroupColumns(variant), "");
+
+  return absl::StrCat("{\"sweep_id\":", sweep.id(), ",\"name\":", JsonQuote(sweep.name()),
+                      ",\"cells\":", Written(cell_chunk, ExportFormat::kJsonl),
+                      ",\"lr_sensitivity\":", Written(line_chunk, ExportFormat::kJsonl),
+                      ",\"lr_sensitivity_summary\":", Written(summary_chunk, ExportFormat::kJsonl),
+                      ",\"importance\":", Written(shares_chunk, ExportFormat::kJsonl),
+                      ",\"variants\":", Written(variants_chunk, ExportFormat::kJsonl), "}\n");
+}
 }  // namespace normsweep::client

@@ -3,11 +3,17 @@
 // seeds diverged, plateaued (failed to train without diverging, the rule of
 // proto/schema/failure.h) or failed; per placement, the LR sensitivity of
 // each warm-up (Wortsman et al. 2023) with its summary, and the variance
-// shares of a functional ANOVA over the grid. Rendered as a table (per placement: the
-// warm-up x lr grid, then the LR-sensitivity table and the shares), CSV (one
-// row per cell, with its line's LR sensitivity and its placement's summary
-// and shares repeated on each row) or JSON. Every figure is GetSweepAnalysis's
-// (the views of db/views); nothing is computed here.
+// shares of a functional ANOVA over the grid; per placement of a sweep with
+// several variants, each variant beside the first (its baseline). Rendered
+// as a table (per placement and variant: the warm-up x lr grid, then the
+// LR-sensitivity table and the shares; then the variants compared), CSV (one
+// row per cell, with its line's LR sensitivity, its placement's summary and
+// shares and its variant's comparison repeated on each row) or JSON. Every
+// figure is GetSweepAnalysis's (the views of db/views); nothing is computed
+// here. CSV and JSON are written by the export's writer (export_writer.h):
+// every number as the shortest text that reads back exactly, a missing
+// value as an empty field or null (a std from one seed, a seeds' share of
+// variance from one seed per cell).
 #ifndef NORMSWEEP_CLIENT_RESULTS_H_
 #define NORMSWEEP_CLIENT_RESULTS_H_
 
@@ -28,7 +34,7 @@ struct ResultCell {
   int trials = 0, succeeded = 0, diverged = 0, failed = 0, cancelled = 0, unfinished = 0;
   int seeds_with_loss = 0;           // succeeded trials with a finite final validation loss
   double mean_final_val_loss = 0;    // over those
-  double std_final_val_loss = 0;     // sample std; 0 with one seed
+  double std_final_val_loss = 0;     // sample std; 0 with one seed, which has none (rendered empty)
   double best_final_val_loss = 0;    // their minimum
   // Failing to train by the one rule (proto/schema/failure.h): plateaued
   // counts the SUCCEEDED seeds that failed (the unigram plateau, no finite
@@ -46,7 +52,17 @@ struct ResultCell {
 // placement, variant, warm-up, lr): its figures as they are, no arithmetic here.
 std::vector<ResultCell> CellsFromAnalysis(const v1::GetSweepAnalysisResponse& analysis);
 
+// Whether the seeds' share of variance says anything: not when every counted
+// cell of the grid has one seed (the share is 0 by construction: "n/a").
+bool HasSeedShare(const v1::VarianceShares& shares);
+
 std::string RenderResultsTable(const v1::Sweep& sweep, const v1::GetSweepAnalysisResponse& analysis);
+// A cell's loss columns are named as the views name them (mean_val_loss,
+// std_val_loss, min_val_loss); their names before, mean_final_val_loss,
+// std_final_val_loss and best_final_val_loss, are kept for one release,
+// deprecated: in CSV as duplicate columns at the end of the row (the
+// columns in their places hold the same values as before), in JSON as
+// duplicate keys at the end of each cell.
 std::string RenderResultsCsv(const v1::GetSweepAnalysisResponse& analysis);
 std::string RenderResultsJson(const v1::Sweep& sweep, const v1::GetSweepAnalysisResponse& analysis);
 

@@ -97,11 +97,12 @@ absl::Status SweepClient::Call(grpc::Status (v1::SweepService::Stub::*method)(gr
 }
 
 absl::StatusOr<v1::SubmitSweepResponse> SweepClient::Submit(const v1::SweepSpec& spec, const std::string& request_id,
-                                                            bool validate_only) {
+                                                            bool validate_only, bool allow_warnings) {
   v1::SubmitSweepRequest req;
   req.set_request_id(request_id);
   *req.mutable_spec() = spec;
   req.set_validate_only(validate_only);
+  req.set_allow_warnings(allow_warnings);
   v1::SubmitSweepResponse resp;
   RETURN_IF_ERROR(Call(&v1::SweepService::Stub::SubmitSweep, req, &resp));
   return resp;

@@ -32,8 +32,10 @@ class SweepClient {
   // safe to repeat: reads, CancelSweep, and SubmitSweep with its request_id,
   // which the scheduler deduplicates, so a retried submit never creates two
   // sweeps.
+  // allow_warnings: store the sweep despite the scheduler's warnings
+  // (without it, a sweep with warnings is FAILED_PRECONDITION naming them).
   absl::StatusOr<v1::SubmitSweepResponse> Submit(const v1::SweepSpec& spec, const std::string& request_id,
-                                                 bool validate_only);
+                                                 bool validate_only, bool allow_warnings = false);
   absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id);
   absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(v1::SweepState state);
   absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id);

@@ -7,7 +7,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "client/did_you_mean.h"
 #include "common/json_quote.h"
+#include "common/quote.h"
 #include "proto/schema/json.h"
 
 namespace normsweep::client {
@@ -68,16 +70,59 @@ void Emit(const YAML::Node& node, std::string* out, bool strings = false) {
   }
 }
 
-}  // namespace
+// A field of d by its .proto name or its JSON name (protobuf's JSON parser
+// takes both).
+const google::protobuf::FieldDescriptor* FindField(const google::protobuf::Descriptor& d, const std::string& key) {
+  if (const auto* f = d.FindFieldByName(key)) return f;
+  for (int i = 0; i < d.field_count(); ++i) {
+    if (d.field(i)->json_name() == key) return d.field(i);
+  }
+  return nullptr;
+}
 
-absl::StatusOr<std::string> YamlToJson(const std::string& text) {
-  YAML::Node root;
+// Every key of node, a mapping for message d at path ("" for the spec
+// itself), names a field of d, and so on down the messages of our schema
+// (values of other types are left to the JSON parser, which names them).
+absl::Status CheckFieldNames(const YAML::Node& node, const google::protobuf::Descriptor& d, const std::string& path) {
+  if (!node.IsMap()) return absl::OkStatus();
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) continue;  // the JSON parser refuses it
+    const std::string key = kv.first.Scalar();
+    const google::protobuf::FieldDescriptor* f = FindField(d, key);
+    if (f == nullptr) {
+      const YAML::Mark mark = kv.first.Mark();
+      const std::string where =
+          mark.is_null() ? "" : absl::StrCat("line ", mark.line + 1, ", column ", mark.column + 1, ": ");
+      return absl::InvalidArgumentError(absl::StrCat(where, "unknown field ", QuoteForError(key),
+                                                     path.empty() ? "" : " in " + path, " (", d.name(), ")",
+                                                     DidYouMean(key, FieldNames(d))));
+    }
+    const google::protobuf::Descriptor* inner = f->message_type();
+    if (inner == nullptr || inner->file()->package() != v1::SweepSpec::descriptor()->file()->package()) continue;
+    const std::string field_path = path.empty() ? f->name() : absl::StrCat(path, ".", f->name());
+    if (f->is_repeated() && kv.second.IsSequence()) {
+      for (size_t i = 0; i < kv.second.size(); ++i) {
+        if (absl::Status s = CheckFieldNames(kv.second[i], *inner, absl::StrCat(field_path, "[", i, "]")); !s.ok()) {
+          return s;
+        }
+      }
+    } else if (absl::Status s = CheckFieldNames(kv.second, *inner, field_path); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<YAML::Node> LoadYaml(const std::string& text) {
   try {
-    root = YAML::Load(text);
+    return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
   }
+}
+
+absl::StatusOr<std::string> NodeToJson(const YAML::Node& root) {
   if (!root.IsMap()) return absl::InvalidArgumentError("the sweep must be a mapping of field names to values");
   std::string json;
   try {
@@ -88,12 +133,29 @@ absl::StatusOr<std::string> YamlToJson(const std::string& text) {
   return json;
 }
 
+}  // namespace
+
+absl::StatusOr<std::string> YamlToJson(const std::string& text) {
+  absl::StatusOr<YAML::Node> root = LoadYaml(text);
+  if (!root.ok()) return root.status();
+  return NodeToJson(*root);
+}
+
 absl::StatusOr<v1::SweepSpec> SweepSpecFromYaml(const std::string& text) {
-  absl::StatusOr<std::string> json = YamlToJson(text);
+  absl::StatusOr<YAML::Node> root = LoadYaml(text);
+  if (!root.ok()) return root.status();
+  absl::StatusOr<std::string> json = NodeToJson(*root);
   if (!json.ok()) return json.status();
+  if (absl::Status s = CheckFieldNames(*root, *v1::SweepSpec::descriptor(), ""); !s.ok()) return s;
   v1::SweepSpec spec;
   if (absl::Status st = schema::FromJson(*json, schema::UnknownFields::kReject, &spec); !st.ok()) return st;
+  FillAxisDefaults(&spec);
   return spec;
+}
+
+void FillAxisDefaults(v1::SweepSpec* spec) {
+  if (spec->seeds().empty()) spec->add_seeds(0);
+  if (spec->warmup_steps().empty() && !spec->has_random_search()) spec->add_warmup_steps(0);
 }
 
 absl::StatusOr<v1::SweepSpec> LoadSweepSpec(const std::string& path) {

@@ -11,9 +11,17 @@
 
 namespace normsweep::client {
 
-// YAML text (JSON is YAML too) to SweepSpec. Errors name the line (YAML
-// syntax) or the field (unknown name, wrong type).
+// YAML text (JSON is YAML too) to SweepSpec, with FillAxisDefaults.
+// Errors name the line (YAML syntax) or the field (wrong type); an unknown
+// field's error names its line and column, the message it is not a field of,
+// and the closest field name ("line 9, column 3: unknown field 'lr_maximum'
+// in boundary_search (BoundarySearch); did you mean 'lr_max'?").
 absl::StatusOr<v1::SweepSpec> SweepSpecFromYaml(const std::string& text);
+
+// The axes' defaults where the spec leaves them empty, the same for a sweep
+// file and for flags: seeds [0], and warmup_steps [0] unless a random search
+// samples the warm-up.
+void FillAxisDefaults(v1::SweepSpec* spec);
 
 // Reads FILE.yaml, FILE.yml or FILE.json; errors start with the path.
 absl::StatusOr<v1::SweepSpec> LoadSweepSpec(const std::string& path);

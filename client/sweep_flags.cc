@@ -7,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/did_you_mean.h"
+#include "client/sweep_file.h"
 #include "common/quote.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
@@ -73,7 +75,8 @@ absl::Status SetField(const std::string& set, const std::string& key, const std:
                       v1::TrainConfig* config) {
   const FieldDescriptor* f = FindField(key);
   if (f == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("--set ", set, ": TrainConfig has no field ", QuoteForError(key)));
+    return absl::InvalidArgumentError(absl::StrCat("--set ", set, ": TrainConfig has no field ", QuoteForError(key),
+                                                   DidYouMean(key, FieldNames(*v1::TrainConfig::descriptor()))));
   }
   const auto* r = config->GetReflection();
   const std::string where = absl::StrCat("--set ", set, " (TrainConfig.", f->name(), ")");
@@ -147,8 +150,7 @@ absl::StatusOr<v1::SweepSpec> SpecFromFlags(const CliArgs& args) {
   if (args.Has("placements")) {
     for (const std::string& p : Items(args.Get("placements"))) spec.add_placements(p);
   }
-  if (absl::Status s = AddIntegers("--warmup-steps", args.Get("warmup-steps", "0"), spec.mutable_warmup_steps());
-      !s.ok()) {
+  if (absl::Status s = AddIntegers("--warmup-steps", args.Get("warmup-steps"), spec.mutable_warmup_steps()); !s.ok()) {
     return s;
   }
   if (args.Has("lrs")) {
@@ -158,7 +160,7 @@ absl::StatusOr<v1::SweepSpec> SpecFromFlags(const CliArgs& args) {
       spec.add_peak_lrs(lr);
     }
   }
-  if (absl::Status s = AddIntegers("--seeds", args.Get("seeds", "0"), spec.mutable_seeds()); !s.ok()) return s;
+  if (absl::Status s = AddIntegers("--seeds", args.Get("seeds"), spec.mutable_seeds()); !s.ok()) return s;
   for (const auto& [flag, set] : {std::pair{"max-attempts", &v1::SweepSpec::set_max_attempts},
                                   std::pair{"max-interruptions", &v1::SweepSpec::set_max_interruptions},
                                   std::pair{"priority", &v1::SweepSpec::set_priority},
@@ -166,6 +168,7 @@ absl::StatusOr<v1::SweepSpec> SpecFromFlags(const CliArgs& args) {
     if (absl::Status s = SetInt32(args, flag, set, &spec); !s.ok()) return s;
   }
   if (absl::Status s = ApplySetFlags(args.All("set"), spec.mutable_base()); !s.ok()) return s;
+  FillAxisDefaults(&spec);  // as for a sweep file that leaves them out
   return spec;
 }
 

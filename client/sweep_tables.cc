@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/attempts_table.h"
 #include "client/results.h"
 #include "client/trial_failure.h"
@@ -23,7 +25,8 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
-int Done(const v1::TrialCounts& c) { return c.succeeded() + c.diverged() + c.failed() + c.cancelled(); }
+// Trials that ran to an outcome of their own; cancelled ones are counted apart.
+int Done(const v1::TrialCounts& c) { return c.succeeded() + c.diverged() + c.failed(); }
 
 // The value formatted, or "" when absent.
 std::string Opt(bool has, double v, const absl::FormatSpec<double>& format) {
@@ -43,13 +46,13 @@ std::string TrialStateLabel(v1::TrialState state) {
 }
 
 std::string RenderSweepList(const std::vector<v1::Sweep>& sweeps) {
-  std::string out = absl::StrFormat("%-6s %-28s %-10s %7s %6s %8s %7s  %s\n", "id", "name", "state", "trials", "done",
-                                    "diverged", "failed", "created");
+  std::string out = absl::StrFormat("%-6s %-28s %-10s %7s %6s %8s %7s %9s  %s\n", "id", "name", "state", "trials",
+                                    "done", "diverged", "failed", "cancelled", "created");
   for (const v1::Sweep& s : sweeps) {
     const v1::TrialCounts& c = s.counts();
-    absl::StrAppendFormat(&out, "%-6d %-28s %-10s %7d %6d %8d %7d  %s\n", s.id(), s.name().substr(0, 28),
+    absl::StrAppendFormat(&out, "%-6d %-28s %-10s %7d %6d %8d %7d %9d  %s\n", s.id(), s.name().substr(0, 28),
                           SweepStateLabel(s.state()), s.trial_count(), Done(c), c.diverged(), c.failed(),
-                          TimeUtil::ToString(s.created_at()));
+                          c.cancelled(), TimeUtil::ToString(s.created_at()));
   }
   return out;
 }
@@ -80,7 +83,7 @@ std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Tria
   }
   const int pw = static_cast<int>(place_width);
   absl::StrAppendFormat(&out, "\n%-8s %-5s %-*s %-8s %-9s %-5s %-20s %-10s %-8s %-6s %-6s %-10s %-8s %-*s %s\n",
-                        "trial", "idx", pw, "place", "warmup", "lr", "seed", "variant", "state", "attempts", "interr",
+                        "trial", "idx", pw, "place", "warmup", "peak_lr", "seed", "variant", "state", "attempts", "interr",
                         "step", "val_loss", "unigram", fw, "failure", "note");
   for (size_t i = 0; i < trials.size(); ++i) {
     const v1::Trial& t = trials[i];
@@ -151,12 +154,61 @@ std::string DiagnosticsTable(const v1::StepDiagnostics& first, const v1::StepDia
 // The normalisation settings that differ from the defaults (issue 24's
 // switches; Mix-LN's fraction whenever the placement is mix, since it is
 // part of the scheme), "" when none: ", rmsnorm, qk_norm, z_loss 0.0001".
-std::string NormSettings(const v1::TrainConfig& config) {
+// *shown gets the fields named.
+std::string NormSettings(const v1::TrainConfig& config, std::set<std::string>* shown) {
   std::string out;
-  if (config.has_mix_post_fraction()) absl::StrAppendFormat(&out, ", mix_post_fraction %g", config.mix_post_fraction());
-  if (!config.norm().empty() && config.norm() != "layernorm") absl::StrAppend(&out, ", ", config.norm());
-  if (config.qk_norm()) out += ", qk_norm";
-  if (config.z_loss() != 0) absl::StrAppendFormat(&out, ", z_loss %g", config.z_loss());
+  if (config.has_mix_post_fraction()) {
+    absl::StrAppendFormat(&out, ", mix_post_fraction %g", config.mix_post_fraction());
+    shown->insert("mix_post_fraction");
+  }
+  if (!config.norm().empty() && config.norm() != "layernorm") {
+    absl::StrAppend(&out, ", ", config.norm());
+    shown->insert("norm");
+  }
+  if (config.qk_norm()) {
+    out += ", qk_norm";
+    shown->insert("qk_norm");
+  }
+  if (config.z_loss() != 0) {
+    absl::StrAppendFormat(&out, ", z_loss %g", config.z_loss());
+    shown->insert("z_loss");
+  }
+  return out;
+}
+
+// The variant ("layers=12,qk_norm=true") without the settings already shown,
+// so that each is said once: ", layers=12", or "" when nothing is left. An
+// item that does not start with a TrainConfig field and "=" belongs to the
+// one before (a value with a comma in it).
+std::string VariantRest(const std::string& variant, const std::set<std::string>& shown) {
+  std::vector<std::pair<std::string, std::string>> items;  // field, "field=value"
+  for (absl::string_view item : absl::StrSplit(variant, ',', absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    const std::string field(item.substr(0, eq == absl::string_view::npos ? 0 : eq));
+    if (!items.empty() && (field.empty() || v1::TrainConfig::descriptor()->FindFieldByName(field) == nullptr)) {
+      absl::StrAppend(&items.back().second, ",", item);
+      continue;
+    }
+    items.emplace_back(field, std::string(item));
+  }
+  std::string out;
+  for (const auto& [field, item] : items) {
+    if (!shown.contains(field)) absl::StrAppend(&out, ", ", item);
+  }
+  return out;
+}
+
+// The metric points to print: every Nth step and the last, then the last N
+// of those.
+std::vector<const v1::MetricPoint*> SelectedRows(const google::protobuf::RepeatedPtrField<v1::MetricPoint>& metrics,
+                                                 const MetricRows& rows) {
+  std::vector<const v1::MetricPoint*> out;
+  for (int i = 0; i < metrics.size(); ++i) {
+    const bool last = i + 1 == metrics.size();
+    if (rows.every > 0 && metrics[i].step() % rows.every != 0 && !last) continue;
+    out.push_back(&metrics[i]);
+  }
+  if (rows.tail > 0 && out.size() > static_cast<size_t>(rows.tail)) out.erase(out.begin(), out.end() - rows.tail);
   return out;
 }
 
@@ -194,13 +246,16 @@ std::string FailureLines(const v1::Trial& trial, std::optional<double> max_val_l
 
 }  // namespace
 
-std::string RenderTrialDetail(const v1::GetTrialResponse& response, std::optional<double> max_val_loss) {
+std::string RenderTrialDetail(const v1::GetTrialResponse& response, std::optional<double> max_val_loss,
+                              const MetricRows& rows) {
   const v1::Trial& trial = response.trial();
   const v1::TrainConfig& config = trial.config();
-  std::string out = absl::StrFormat("trial %d of sweep %d: %s, placement %s%s, warmup %d, lr %s, seed %d%s\n",
+  std::set<std::string> shown;
+  const std::string norm_settings = NormSettings(config, &shown);
+  std::string out = absl::StrFormat("trial %d of sweep %d: %s, placement %s%s, warmup %d, peak_lr %s, seed %d%s\n",
                                     trial.id(), trial.sweep_id(), TrialStateLabel(trial.state()), config.placement(),
-                                    NormSettings(config), config.warmup_steps(), FormatLr(config.lr()), config.seed(),
-                                    trial.variant().empty() ? "" : ", " + trial.variant());
+                                    norm_settings, config.warmup_steps(), FormatLr(config.lr()), config.seed(),
+                                    VariantRest(trial.variant(), shown));
   if (trial.interruptions() > 0 || trial.attempts() > 1) {
     // Every interruption's cause, in the order of their first occurrence.
     std::vector<std::pair<std::string, int>> causes;
@@ -240,11 +295,19 @@ std::string RenderTrialDetail(const v1::GetTrialResponse& response, std::optiona
     absl::StrAppendFormat(&out, "%-*s\n", log_z || z_term ? 0 : kWidths[cells.size() - 1], cells.back());
   };
   add_row({"step", "lr", "train_loss", "val_loss", "grad_norm", "tokens/s", "log_z", "z_term"});
-  for (const v1::MetricPoint& m : response.metrics()) {
+  const std::vector<const v1::MetricPoint*> selected = SelectedRows(response.metrics(), rows);
+  for (const v1::MetricPoint* point : selected) {
+    const v1::MetricPoint& m = *point;
     add_row({absl::StrCat(m.step()), Opt(m.has_lr(), m.lr(), "%.3e"), Opt(m.has_train_loss(), m.train_loss(), "%.4f"),
              Opt(m.has_val_loss(), m.val_loss(), "%.4f"), Opt(m.has_grad_norm(), m.grad_norm(), "%.4f"),
              Opt(m.has_tokens_per_s(), m.tokens_per_s(), "%.0f"), Opt(m.has_output_log_z(), m.output_log_z(), "%.4f"),
              Opt(m.has_z_term(), m.z_term(), "%.3e")});
+  }
+  if (selected.size() < static_cast<size_t>(response.metrics_size())) {
+    std::string how;
+    if (rows.every > 0) absl::StrAppendFormat(&how, "the steps divisible by %d and the last", rows.every);
+    if (rows.tail > 0) absl::StrAppendFormat(&how, "%sthe last %d", how.empty() ? "" : ", then ", rows.tail);
+    absl::StrAppendFormat(&out, "(%d of %d metric rows: %s)\n", selected.size(), response.metrics_size(), how);
   }
   // Gradient norms come at step 0 and at every later evaluation: the first
   // and the last are printed.

@@ -29,14 +29,22 @@ std::string RenderSweepList(const std::vector<v1::Sweep>& sweeps);
 // blank while it is not judged; its error or divergence step as the note).
 std::string RenderSweepDetail(const v1::Sweep& sweep, const std::vector<v1::Trial>& trials);
 
-// `normsweep trial ID`: the trial (with its normalisation settings where
-// they are not the defaults: Mix-LN's fraction, rmsnorm, qk_norm, z_loss), l0 (result.init_val_loss, else the
-// step-0 evaluation), its metric points (with log Z when the trial has it),
-// its FFN gradient norms at the first and last step they were taken, the
-// per-block diagnostics at step 0 and at the last evaluation, and its
-// attempts (RenderAttemptsTable).
-std::string RenderTrialDetail(const v1::GetTrialResponse& trial,
-                              std::optional<double> max_val_loss = std::nullopt);
+// Which metric points `normsweep trial` prints (a run has thousands).
+struct MetricRows {
+  int every = 0;  // > 0: the steps that are multiples of it, and the last point
+  int tail = 0;   // > 0: the last `tail` points (of those `every` keeps)
+};
+
+// `normsweep trial ID`: the trial, each setting said once (its
+// normalisation settings where they are not the defaults: Mix-LN's fraction,
+// rmsnorm, qk_norm, z_loss; then the rest of its variant), l0
+// (result.init_val_loss, else the step-0 evaluation), its metric points
+// (with log Z when the trial has it; the rows chosen by `rows`, and a line
+// saying how many were left out), its FFN gradient norms at the first and
+// last step they were taken, the per-block diagnostics at step 0 and at the
+// last evaluation, and its attempts (RenderAttemptsTable).
+std::string RenderTrialDetail(const v1::GetTrialResponse& trial, std::optional<double> max_val_loss = std::nullopt,
+                              const MetricRows& rows = {});
 
 }  // namespace normsweep::client
 

@@ -1,6 +1,7 @@
 #include "db/export.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -57,6 +58,13 @@ const std::vector<const FieldDescriptor*>& ConfigFields() {
   static const auto* fields = new std::vector<const FieldDescriptor*>(ColumnFields(*v1::TrainConfig::descriptor()));
   return *fields;
 }
+// TrainConfig.lr is the peak lr: its column is named peak_lr, as the sweep's
+// axis and the analysis name it. The column `lr` (deprecated, kept one
+// release) repeats it after every other column, so that those before it keep
+// their places.
+constexpr char kConfigLrField[] = "lr";
+constexpr char kPeakLrColumn[] = "peak_lr";
+const FieldDescriptor& ConfigLrField() { return *v1::TrainConfig::descriptor()->FindFieldByName(kConfigLrField); }
 const std::vector<const FieldDescriptor*>& ResultFields() {
   static const auto* fields = new std::vector<const FieldDescriptor*>(ColumnFields(*v1::TrialResult::descriptor()));
   return *fields;
@@ -118,7 +126,11 @@ std::vector<ExportColumnSpec> ExportColumns(ExportTable table) {
                          {"created_at", EXPORT_COLUMN_TIMESTAMP}, {"started_at", EXPORT_COLUMN_TIMESTAMP},
                          {"finished_at", EXPORT_COLUMN_TIMESTAMP}});
       AddColumns(ConfigFields(), c);
+      for (ExportColumnSpec& column : c) {
+        if (column.name == kConfigLrField) column.name = kPeakLrColumn;
+      }
       AddColumns(ResultFields(), c);
+      AddColumns({&ConfigLrField()}, c);  // deprecated: peak_lr
       break;
     case ExportTable::kMetrics:
       c.push_back({"step", EXPORT_COLUMN_INT64});
@@ -126,7 +138,7 @@ std::vector<ExportColumnSpec> ExportColumns(ExportTable table) {
       break;
     case ExportTable::kGradNorms:
       c.insert(c.end(), {{"step", EXPORT_COLUMN_INT64}, {"layer", EXPORT_COLUMN_INT64},
-                         {"w1", EXPORT_COLUMN_DOUBLE}, {"w2", EXPORT_COLUMN_DOUBLE}});
+                         {"matrix", EXPORT_COLUMN_STRING}, {"norm", EXPORT_COLUMN_DOUBLE}});
       break;
     case ExportTable::kDiagnostics:
       c.insert(c.end(), {{"step", EXPORT_COLUMN_INT64}, {"layer", EXPORT_COLUMN_INT64}});
@@ -140,7 +152,8 @@ std::vector<ExportColumnSpec> ExportColumns(ExportTable table) {
 }
 
 std::string EncodeExportCursor(int64_t sweep_id, const std::string& table, const ExportKey& key) {
-  return absl::StrCat(sweep_id, ".", table, ".", key.x, ".", key.trial_id, ".", key.step, ".", key.layer);
+  return absl::StrCat(sweep_id, ".", table, ".", key.x, ".", key.trial_id, ".", key.step, ".", key.layer,
+                      key.matrix.empty() ? "" : ".", key.matrix);
 }
 
 absl::StatusOr<ExportPlan> PlanExport(const v1::ExportSweepRequest& request) {
@@ -183,16 +196,24 @@ absl::StatusOr<ExportPlan> PlanExport(const v1::ExportSweepRequest& request) {
     for (const FieldDescriptor* f : wanted) plan.metric_fields.push_back(f->number());
   }
   if (!request.since().empty()) {
-    const std::vector<std::string> parts = absl::StrSplit(request.since(), '.');
+    // The seventh part, a matrix name, is the rest of the cursor (it may hold dots).
+    const std::vector<std::string> parts = absl::StrSplit(request.since(), absl::MaxSplits('.', 6));
     int64_t sweep = 0;
     ExportKey k;
-    if (parts.size() != 6 || !absl::SimpleAtoi(parts[0], &sweep) || !absl::SimpleAtoi(parts[2], &k.x) ||
+    if (parts.size() < 6 || !absl::SimpleAtoi(parts[0], &sweep) || !absl::SimpleAtoi(parts[2], &k.x) ||
         !absl::SimpleAtoi(parts[3], &k.trial_id) || !absl::SimpleAtoi(parts[4], &k.step) ||
-        !absl::SimpleAtoi(parts[5], &k.layer)) {
+        !absl::SimpleAtoi(parts[5], &k.layer) || (parts.size() == 7 && parts[6].empty())) {
       return BadCursor(request.since(), "not a cursor of ExportSweep");
     }
     if (sweep != plan.sweep_id) return BadCursor(request.since(), absl::StrCat("a cursor of sweep ", sweep));
     if (parts[1] != plan.table_name) return BadCursor(request.since(), absl::StrCat("a cursor of table ", parts[1]));
+    if (parts.size() == 7) {
+      if (plan.table != ExportTable::kGradNorms) {
+        return BadCursor(request.since(), "not a cursor of ExportSweep (a matrix in a cursor of " +
+                                              plan.table_name + ")");
+      }
+      k.matrix = parts[6];
+    }
     plan.since = k;
   }
   return plan;
@@ -312,6 +333,7 @@ bool ExportChunkBuilder::AddTrial(const ExportKey& key, const v1::Trial& t) {
   put_time(t.has_finished_at(), t.finished_at());
   for (const FieldDescriptor* f : ConfigFields()) Put(t.config(), *f, row_[n++]);
   for (const FieldDescriptor* f : ResultFields()) Put(t.result(), *f, row_[n++]);
+  Put(t.config(), ConfigLrField(), row_[n++]);  // lr, deprecated: peak_lr
   return AddRow(key, row_);
 }
 
@@ -350,15 +372,13 @@ bool ExportChunkBuilder::AddMetricValues(const ExportKey& key, const double* val
   return true;
 }
 
-bool ExportChunkBuilder::AddGradNorms(const ExportKey& key, std::optional<double> w1, std::optional<double> w2) {
+bool ExportChunkBuilder::AddGradNorm(const ExportKey& key, double norm) {
   row_.assign(plan_.columns.size(), Value());
   row_[0].i = key.trial_id;
   row_[1].i = key.step;
   row_[2].i = key.layer;
-  row_[3].absent = !w1.has_value();
-  row_[3].d = w1.value_or(0);
-  row_[4].absent = !w2.has_value();
-  row_[4].d = w2.value_or(0);
+  row_[3].s = key.matrix;
+  row_[4].d = norm;
   return AddRow(key, row_);
 }
 

@@ -6,7 +6,8 @@
 // MemoryStore from its maps (db/memory_export.cc), PostgresStore with a
 // server-side cursor on a connection of its own (db/pg_export.cc).
 //
-// The cursor. Every exported row has a key (x, trial_id, step, layer): x is
+// The cursor. Every exported row has a key (x, trial_id, step, layer,
+// matrix; the matrix only in grad_norms, "" elsewhere): x is
 // when the row was last written, in the store's own order (PostgreSQL: the
 // id of the transaction that wrote it; MemoryStore: its store-wide
 // sequence), the rest break ties. A pass exports, in key order, the rows
@@ -17,14 +18,13 @@
 // row twice and none missing, whatever order the writers commit in. A row
 // written again (a trial that changed, a step whose evaluation came later)
 // gets a new x and is exported again, with its newest values; a client keeps
-// the last row of each (trial_id, step, layer).
+// the last row of each (trial_id, step, layer, matrix).
 #ifndef NORMSWEEP_DB_EXPORT_H_
 #define NORMSWEEP_DB_EXPORT_H_
 
 #include <compare>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,12 +42,15 @@ inline constexpr size_t kMaxMetricColumns = 16;
 enum class ExportTable { kTrials, kMetrics, kGradNorms, kDiagnostics, kAttempts };
 
 // A row's place in the export order (see above). Rows without a step or
-// layer hold 0 there (attempts: the attempt number in step).
+// layer hold 0 there (attempts: the attempt number in step). grad_norms'
+// rows of one layer differ only in their matrix, which breaks the tie in
+// byte order (PostgreSQL: COLLATE "C"); an empty matrix sorts first.
 struct ExportKey {
   int64_t x = 0;
   int64_t trial_id = 0;
   int32_t step = 0;
   int32_t layer = 0;
+  std::string matrix = {};
   auto operator<=>(const ExportKey&) const = default;
 };
 
@@ -76,6 +79,8 @@ absl::StatusOr<ExportPlan> PlanExport(const v1::ExportSweepRequest& request);
 // The columns of a table (every metric for metrics).
 std::vector<ExportColumnSpec> ExportColumns(ExportTable table);
 
+// "sweep.table.x.trial_id.step.layer", then ".matrix" when the key has one
+// (a matrix name may hold dots: it is the rest of the cursor).
 std::string EncodeExportCursor(int64_t sweep_id, const std::string& table, const ExportKey& key);
 
 struct ExportOptions {
@@ -109,8 +114,8 @@ class ExportChunkBuilder {
   // The same row from its values, in plan.metric_fields' order, absent[i]
   // marking those that are absent (PostgresStore's path: no message).
   bool AddMetricValues(const ExportKey& key, const double* values, const bool* absent);
-  // key: trial_id, step, layer; w1/w2 the norms of ffn.fc1/ffn.fc2.
-  bool AddGradNorms(const ExportKey& key, std::optional<double> w1, std::optional<double> w2);
+  // One matrix's norm; key: trial_id, step, layer, matrix (as stored: "ffn.fc1").
+  bool AddGradNorm(const ExportKey& key, double norm);
   bool AddDiagnostics(const ExportKey& key, const v1::LayerDiagnostics& layer);
   bool AddAttempt(const ExportKey& key, const v1::TrialAttempt& attempt);
 

@@ -16,16 +16,16 @@
 namespace normsweep::db {
 namespace {
 
-struct GradPair {
-  std::optional<double> w1, w2;
+struct GradNorm {
+  double norm = 0;
 };
-using Payload = std::variant<v1::Trial, v1::MetricPoint, GradPair, v1::LayerDiagnostics, v1::TrialAttempt>;
+using Payload = std::variant<v1::Trial, v1::MetricPoint, GradNorm, v1::LayerDiagnostics, v1::TrialAttempt>;
 
 bool Add(ExportChunkBuilder& out, const ExportKey& key, const Payload& p) {
   switch (p.index()) {
     case 0: return out.AddTrial(key, std::get<0>(p));
     case 1: return out.AddMetric(key, std::get<1>(p));
-    case 2: return out.AddGradNorms(key, std::get<2>(p).w1, std::get<2>(p).w2);
+    case 2: return out.AddGradNorm(key, std::get<2>(p).norm);
     case 3: return out.AddDiagnostics(key, std::get<3>(p));
     default: return out.AddAttempt(key, std::get<4>(p));
   }
@@ -65,18 +65,14 @@ absl::Status MemoryStore::ExportSweep(const ExportPlan& plan, const ExportOption
               keep({seq_of(id, it->first.second, 0), id, it->first.second, 0}, it->second);
             }
             break;
-          case ExportTable::kGradNorms: {
-            std::map<std::pair<int32_t, int32_t>, GradPair> by_layer;
+          case ExportTable::kGradNorms:
+            // A layer's matrices share its last write's seq.
             for (auto it = grad_norms_.lower_bound({id, INT32_MIN, INT32_MIN, ""});
                  it != grad_norms_.end() && std::get<0>(it->first) == id; ++it) {
               const auto& [trial, step, layer, matrix] = it->first;
-              GradPair& g = by_layer[{step, layer}];
-              if (matrix == "ffn.fc1") g.w1 = it->second;
-              if (matrix == "ffn.fc2") g.w2 = it->second;
+              keep({seq_of(id, step, layer), id, step, layer, matrix}, GradNorm{it->second});
             }
-            for (const auto& [sl, g] : by_layer) keep({seq_of(id, sl.first, sl.second), id, sl.first, sl.second}, g);
             break;
-          }
           case ExportTable::kDiagnostics:
             for (auto it = diagnostics_.lower_bound({id, INT32_MIN, INT32_MIN});
                  it != diagnostics_.end() && std::get<0>(it->first) == id; ++it) {

@@ -1,6 +1,7 @@
 #include "db/memory_store.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
@@ -518,6 +519,38 @@ absl::StatusOr<std::vector<v1::Worker>> MemoryStore::ListWorkers(absl::Time live
     worker.set_live(live);
     worker.set_running_trials(running[id]);
     worker.set_superseded_by(w.superseded_by);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<WorkerSpeeds>> MemoryStore::RecentTrialSpeeds(absl::Time live_since, int per_worker) {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerSpeeds> out;
+  for (const auto& [id, w] : workers_) {  // ascending id
+    if (w.last_heartbeat < live_since || w.superseded_by != 0) continue;
+    std::vector<const v1::Trial*> finished;
+    for (const auto& [trial_id, st] : trials_) {
+      const v1::Trial& t = st.trial;
+      if (t.state() != v1::TRIAL_SUCCEEDED || !t.has_finished_at() || !(t.result().tokens_per_s() > 0)) continue;
+      auto by = workers_.find(t.worker_id());
+      if (by != workers_.end() && by->second.info.name() == w.info.name() &&
+          by->second.info.hostname() == w.info.hostname()) {
+        finished.push_back(&t);
+      }
+    }
+    auto newest_first = [](const v1::Trial* a, const v1::Trial* b) {
+      auto key = [](const v1::Trial* t) {
+        return std::make_tuple(t->finished_at().seconds(), t->finished_at().nanos(), t->id());
+      };
+      return key(a) > key(b);
+    };
+    std::sort(finished.begin(), finished.end(), newest_first);
+    if (finished.empty()) continue;
+    WorkerSpeeds& speeds = out.emplace_back();
+    speeds.worker_id = id;
+    for (size_t i = 0; i < finished.size() && static_cast<int>(i) < per_worker; ++i) {
+      speeds.trials.push_back({finished[i]->config(), finished[i]->result().tokens_per_s()});
+    }
   }
   return out;
 }

@@ -48,6 +48,7 @@ class MemoryStore : public Store {
   absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now, const Outage& outage) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
+  absl::StatusOr<std::vector<WorkerSpeeds>> RecentTrialSpeeds(absl::Time live_since, int per_worker) override;
   // db/memory_export.cc: the rows are copied under mu_, then sent.
   absl::Status ExportSweep(const ExportPlan& plan, const ExportOptions& options,
                            const ExportCallbacks& callbacks) override;

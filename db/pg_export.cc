@@ -31,7 +31,8 @@ namespace {
 
 #define NS_X(col) "COALESCE(" col ".export_xid::text::bigint, 0)"
 
-// Each table's rows of sweep $1 as (kx, trial_id, step, layer, values...).
+// Each table's rows of sweep $1 as (kx, trial_id, step, layer, values...);
+// grad_norms' first value, its matrix, ends the key (db/export.h).
 std::string TableQuery(ExportTable table) {
   switch (table) {
     case ExportTable::kTrials:
@@ -40,11 +41,8 @@ std::string TableQuery(ExportTable table) {
     case ExportTable::kMetrics:
       return "";  // kMetricsQuery below: a batch a row, fetched in binary
     case ExportTable::kGradNorms:
-      return "SELECT max(" NS_X("g") ") AS kx, g.trial_id, g.step, g.layer,"
-             " max(g.norm) FILTER (WHERE g.matrix = 'ffn.fc1') AS w1,"
-             " max(g.norm) FILTER (WHERE g.matrix = 'ffn.fc2') AS w2"
-             " FROM trials t JOIN layer_grad_norms g ON g.trial_id = t.id WHERE t.sweep_id = $1"
-             " GROUP BY g.trial_id, g.step, g.layer";
+      return "SELECT " NS_X("g") " AS kx, g.trial_id, g.step, g.layer, g.matrix COLLATE \"C\" AS matrix, g.norm"
+             " FROM trials t JOIN layer_grad_norms g ON g.trial_id = t.id WHERE t.sweep_id = $1";
     case ExportTable::kDiagnostics:
       return "SELECT " NS_X("d") " AS kx, d.trial_id, d.step, d.layer, d.max_attn_logit, d.update_ratio_qkv,"
              " d.update_ratio_proj, d.update_ratio_fc1, d.update_ratio_fc2"
@@ -113,6 +111,22 @@ constexpr char kMetricsQuery[] =
 
 #undef NS_X
 #undef NS_XID
+
+// The DECLARE of a table's cursor: TableQuery's rows above since ($2...)
+// and below the horizon (the last parameter), in key order.
+std::string DeclareQuery(ExportTable table) {
+  constexpr char kDeclare[] = "DECLARE ns_export NO SCROLL CURSOR FOR ";
+  if (table == ExportTable::kMetrics) return absl::StrCat(kDeclare, kMetricsQuery);
+  if (table == ExportTable::kGradNorms) {
+    return absl::StrCat(kDeclare, "SELECT * FROM (", TableQuery(table), ") r",
+                        " WHERE (r.kx, r.trial_id, r.step, r.layer, r.matrix)"
+                        " > ($2::bigint, $3::bigint, $4::int, $5::int, $6::text COLLATE \"C\")"
+                        " AND r.kx < $7::bigint ORDER BY r.kx, r.trial_id, r.step, r.layer, r.matrix");
+  }
+  return absl::StrCat(kDeclare, "SELECT * FROM (", TableQuery(table), ") r",
+                      " WHERE (r.kx, r.trial_id, r.step, r.layer) > ($2::bigint, $3::bigint, $4::int, $5::int)"
+                      " AND r.kx < $6::bigint ORDER BY r.kx, r.trial_id, r.step, r.layer");
+}
 
 // PostgreSQL's binary send format (ExecBinaryResults' values), big-endian.
 uint32_t Be32(const char* p) {
@@ -237,9 +251,12 @@ absl::StatusOr<bool> AddRows(const ExportPlan& plan, const PgResult& r, ExportCh
       case ExportTable::kTrials: sent = out.AddTrial(key, trials[i]); break;
       case ExportTable::kMetrics:  // AddMetricRows
         return absl::InternalError("ExportSweep: metrics rows read as text");
-      case ExportTable::kGradNorms:
-        sent = out.AddGradNorms(key, r.GetOptionalDouble(i, 4), r.GetOptionalDouble(i, 5));
+      case ExportTable::kGradNorms: {
+        ExportKey matrix_key = key;
+        matrix_key.matrix = r.GetString(i, 4);
+        sent = out.AddGradNorm(matrix_key, r.GetDouble(i, 5));
         break;
+      }
       case ExportTable::kDiagnostics: {
         v1::LayerDiagnostics d;
         ReadRow(r, i, fields, d);
@@ -330,11 +347,8 @@ absl::Status PostgresStore::ExportSweep(const ExportPlan& plan, const ExportOpti
     return r;
   };
   const bool metrics = plan.table == ExportTable::kMetrics;
-  const std::string query =
-      metrics ? absl::StrCat("DECLARE ns_export NO SCROLL CURSOR FOR ", kMetricsQuery)
-              : absl::StrCat("DECLARE ns_export NO SCROLL CURSOR FOR SELECT * FROM (", TableQuery(plan.table), ") r",
-                             " WHERE (r.kx, r.trial_id, r.step, r.layer) > ($2::bigint, $3::bigint, $4::int, $5::int)"
-                             " AND r.kx < $6::bigint ORDER BY r.kx, r.trial_id, r.step, r.layer");
+  const bool matrices = plan.table == ExportTable::kGradNorms;  // a matrix ends the key
+  const std::string query = DeclareQuery(plan.table);
   MetricScratch scratch;
   // A metrics row is a batch of steps (10-100 of them from our workers).
   const int fetch_rows = std::max(1, metrics ? options.fetch_rows / 4 : options.fetch_rows);
@@ -361,6 +375,7 @@ absl::Status PostgresStore::ExportSweep(const ExportPlan& plan, const ExportOpti
     PgParams params;
     params.Add(plan.sweep_id).Add(since.x).Add(since.trial_id).Add(since.step);
     if (!metrics) params.Add(since.layer);  // a metrics row's layer is 0
+    if (matrices) params.Add(since.matrix);
     params.Add(xmin);
     RETURN_IF_ERROR(run(query, params).status());
     while (true) {

@@ -455,6 +455,22 @@ absl::StatusOr<std::vector<v1::Worker>> PostgresStore::ListWorkers(absl::Time li
   });
 }
 
+absl::StatusOr<std::vector<WorkerSpeeds>> PostgresStore::RecentTrialSpeeds(absl::Time live_since, int per_worker) {
+  using Out = std::vector<WorkerSpeeds>;
+  return WithConnection<Out>(pool_, [&](PgConnection& conn) -> absl::StatusOr<Out> {
+    ASSIGN_OR_RETURN(PgResult r, conn.Exec(sql::kRecentTrialSpeeds,
+                                           PgParams().AddMicros(live_since).Add(static_cast<int32_t>(per_worker))));
+    ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, ParseTrials(r));  // column 0 is the live worker's id
+    Out out;
+    for (int i = 0; i < r.rows(); ++i) {
+      const int64_t worker_id = r.GetInt64(i, 0);
+      if (out.empty() || out.back().worker_id != worker_id) out.emplace_back().worker_id = worker_id;
+      out.back().trials.push_back({std::move(*trials[i].mutable_config()), trials[i].result().tokens_per_s()});
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<v1::GetSweepAnalysisResponse> PostgresStore::GetSweepAnalysis(int64_t sweep_id, double tolerance) {
   using Out = v1::GetSweepAnalysisResponse;
   return WithConnection<Out>(pool_, [&](PgConnection& conn) { return QuerySweepAnalysis(conn, sweep_id, tolerance); });

@@ -107,6 +107,7 @@ class PostgresStore final : public Store {
   absl::StatusOr<ExpiryResult> ExpireLeases(absl::Time now, const Outage& outage) override;
   absl::StatusOr<StoreStats> Stats(absl::Time live_since) override;
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) override;
+  absl::StatusOr<std::vector<WorkerSpeeds>> RecentTrialSpeeds(absl::Time live_since, int per_worker) override;
   absl::StatusOr<v1::GetSweepAnalysisResponse> GetSweepAnalysis(int64_t sweep_id, double tolerance) override;
   // db/pg_export.cc: on a connection of its own per export, at most
   // max_exports at once (RESOURCE_EXHAUSTED beyond).

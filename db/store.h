@@ -74,6 +74,17 @@ struct TrialHistory {
   std::vector<v1::TrialAttempt> attempts;
 };
 
+// A trial a worker finished, for the cost estimate's throughput
+// (Store::RecentTrialSpeeds).
+struct TrialSpeed {
+  v1::TrainConfig config;   // resolved, as stored
+  double tokens_per_s = 0;  // TrialResult.tokens_per_s
+};
+struct WorkerSpeeds {
+  int64_t worker_id = 0;           // the live registration
+  std::vector<TrialSpeed> trials;  // newest first
+};
+
 struct StoreStats {
   v1::TrialCounts trials;        // all sweeps together
   int sweeps_running = 0;
@@ -211,6 +222,12 @@ class Store {
   // its call, for the next ExpireLeases); they are listed too, never live
   // (nor counted live by Stats: their process was restarted).
   virtual absl::StatusOr<std::vector<v1::Worker>> ListWorkers(absl::Time live_since, bool live_only) = 0;
+  // For each live worker (as ListWorkers counts them), by id: the last
+  // per_worker trials it finished SUCCEEDED with a tokens_per_s above 0,
+  // newest first (by finished_at, then trial id), those of its earlier
+  // registrations included (the same name and hostname: the worker was
+  // restarted). Workers without such trials are left out.
+  virtual absl::StatusOr<std::vector<WorkerSpeeds>> RecentTrialSpeeds(absl::Time live_since, int per_worker) = 0;
 
   // The sweep's rows of the analysis views (db/views: warmup_lr_grid_stats,
   // placement_sensitivity_at(tolerance)), as GetSweepAnalysis returns them.

@@ -23,7 +23,7 @@ constexpr char kCells[] =
 constexpr char kPlacements[] =
     "SELECT variant, placement, trials, succeeded, diverged, failed, cancelled, unfinished, best_val_loss,"
     " median_val_loss, grid_cells, cells_near_best, share_near_best, divergence_rate, best_cell_val_loss,"
-    " tolerance_used, plateaued, failure_rate, not_converged FROM placement_sensitivity_at($2) WHERE sweep_id = $1"
+    " tolerance, plateaued, failure_rate, not_converged FROM placement_sensitivity_at($2) WHERE sweep_id = $1"
     " ORDER BY variant COLLATE \"C\", placement COLLATE \"C\"";
 
 // lr_sensitivity: field 3, by variant, placement, warm-up.
@@ -49,11 +49,23 @@ constexpr char kBoundary[] =
     "SELECT line, variant, placement, warmup_steps, seed, state, max_trainable_lr, min_untrainable_lr, trials,"
     " finished FROM lr_boundary WHERE sweep_id = $1 ORDER BY line";
 
+// variant_comparison: field 7, by placement, then variant in the spec's
+// expansion order (the baseline first): the order of each variant's first
+// trial of the placement, which the view's baseline is defined by.
+constexpr char kVariants[] =
+    "SELECT v.placement, v.variant, baseline_variant, v.trials, mean_lr_sensitivity, best_val_loss, best_lr,"
+    " best_warmup_steps, failure_rate, max_trainable_lr, boundary_lines, delta_mean_lr_sensitivity,"
+    " delta_best_val_loss, best_lr_ratio, delta_failure_rate, max_trainable_lr_ratio"
+    " FROM variant_comparison v"
+    " JOIN (SELECT placement, variant, min(trial_index) AS first_index FROM trials WHERE sweep_id = $1"
+    "       GROUP BY placement, variant) o ON o.placement = v.placement AND o.variant = v.variant"
+    " WHERE v.sweep_id = $1 ORDER BY v.placement COLLATE \"C\", o.first_index";
+
 template <typename M>
 absl::Status ReadView(PgConnection& conn, const char* sql, const PgParams& params,
-                      google::protobuf::RepeatedPtrField<M>& out, FieldRenames renames = {}) {
+                      google::protobuf::RepeatedPtrField<M>& out) {
   ASSIGN_OR_RETURN(PgResult r, conn.Exec(sql, params));
-  return AppendRows(r, out, renames);
+  return AppendRows(r, out);
 }
 
 }  // namespace
@@ -64,13 +76,13 @@ absl::StatusOr<v1::GetSweepAnalysisResponse> QuerySweepAnalysis(PgConnection& co
   if (exists.rows() == 0) return NoSweep(sweep_id);
   v1::GetSweepAnalysisResponse out;
   RETURN_IF_ERROR(ReadView(conn, kCells, PgParams().Add(sweep_id), *out.mutable_cells()));
-  RETURN_IF_ERROR(ReadView(conn, kPlacements, PgParams().Add(sweep_id).Add(tolerance), *out.mutable_placements(),
-                           {{"tolerance", "tolerance_used"}}));
+  RETURN_IF_ERROR(ReadView(conn, kPlacements, PgParams().Add(sweep_id).Add(tolerance), *out.mutable_placements()));
   RETURN_IF_ERROR(ReadView(conn, kLrSensitivity, PgParams().Add(sweep_id), *out.mutable_lr_sensitivity()));
   RETURN_IF_ERROR(
       ReadView(conn, kLrSensitivitySummary, PgParams().Add(sweep_id), *out.mutable_lr_sensitivity_summary()));
   RETURN_IF_ERROR(ReadView(conn, kImportance, PgParams().Add(sweep_id), *out.mutable_importance()));
   RETURN_IF_ERROR(ReadView(conn, kBoundary, PgParams().Add(sweep_id), *out.mutable_boundary()));
+  RETURN_IF_ERROR(ReadView(conn, kVariants, PgParams().Add(sweep_id), *out.mutable_variants()));
   return out;
 }
 

@@ -25,7 +25,7 @@ packages=(
   # protobuf-compiler-grpc's grpc_python_plugin; its tests (label python)
   # compare DataFrames with SQL through psycopg2 and install it with pip
   python3-grpcio python3-protobuf python3-pandas python3-numpy python3-tqdm python3-matplotlib
-  python3-pytest python3-psycopg2 python3-pip
+  python3-pytest python3-psycopg2 python3-pip python3-venv
   # the export benchmark's anchor (tests/bench/export_bench.py): Optuna's RDB
   # storage (SQLAlchemy) on the same PostgreSQL, through psycopg2
   python3-optuna python3-sqlalchemy

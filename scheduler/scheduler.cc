@@ -11,7 +11,9 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "proto/schema/train_config.h"
+#include "scheduler/cost_estimate.h"
 #include "scheduler/sweep_expander.h"
+#include "scheduler/sweep_preview.h"
 #include "scheduler/validation.h"
 
 namespace normsweep::scheduler {
@@ -42,7 +44,13 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitS
   ASSIGN_OR_RETURN(const ValidSpec valid, ValidateSubmitSweep(request));
   ASSIGN_OR_RETURN(std::vector<db::NewTrial> trials, ExpandSweep(valid));
   const v1::SweepSpec& spec = valid.spec();
+  std::vector<std::string> warnings = SweepWarnings(valid, trials);
+  if (!request.validate_only() && !request.allow_warnings() && !warnings.empty()) return RefuseWarnings(warnings);
   v1::SubmitSweepResponse response;
+  for (v1::GridAxis& axis : GridAxes(valid)) *response.add_axes() = std::move(axis);
+  for (v1::GridGroup& group : GridGroups(trials)) *response.add_groups() = std::move(group);
+  for (std::string& w : warnings) response.add_warnings(std::move(w));
+  ASSIGN_OR_RETURN(*response.mutable_estimate(), Estimate(valid, trials));
   if (request.validate_only()) {
     v1::Sweep* sweep = response.mutable_sweep();
     sweep->set_name(spec.name());
@@ -58,6 +66,14 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::SubmitSweep(const v1::SubmitS
   response.set_created(created.created);
   if (created.created) NotifyChange();
   return response;
+}
+
+absl::StatusOr<v1::CostEstimate> Scheduler::Estimate(const ValidSpec& valid, const std::vector<db::NewTrial>& trials) {
+  const absl::Time live_since = clock_.Now() - options_.worker_timeout;
+  ASSIGN_OR_RETURN(std::vector<v1::Worker> workers, store_.ListWorkers(live_since, /*live_only=*/true));
+  ASSIGN_OR_RETURN(std::vector<db::WorkerSpeeds> speeds,
+                   store_.RecentTrialSpeeds(live_since, kThroughputTrialsPerWorker));
+  return EstimateCost(valid, trials, workers, speeds);
 }
 
 absl::StatusOr<v1::GetSweepResponse> Scheduler::GetSweep(const v1::GetSweepRequest& request) {

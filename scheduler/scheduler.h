@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -25,6 +26,7 @@
 #include "normsweep/v1/sweep_service.pb.h"
 #include "normsweep/v1/worker_service.pb.h"
 #include "scheduler/scheduler_metrics.h"
+#include "scheduler/sweep_spec.h"
 
 namespace normsweep::scheduler {
 
@@ -61,7 +63,11 @@ class Scheduler {
 
   // ---- SweepService ----
   // submitted_by, cancelled_by: the caller's name (common/authenticator.h),
-  // stored as Sweep.submitted_by and Sweep.cancelled_by.
+  // stored as Sweep.submitted_by and Sweep.cancelled_by. SubmitSweep fills
+  // in the expanded grid, the warnings and the cost estimate
+  // (sweep_preview.h, cost_estimate.h), for validate_only too; a sweep with
+  // warnings is stored only with allow_warnings (FAILED_PRECONDITION
+  // otherwise, before any store call).
   absl::StatusOr<v1::SubmitSweepResponse> SubmitSweep(const v1::SubmitSweepRequest& request,
                                                       const std::string& submitted_by = "");
   absl::StatusOr<v1::GetSweepResponse> GetSweep(const v1::GetSweepRequest& request);
@@ -119,6 +125,10 @@ class Scheduler {
   // response.fused_trials; then done.
   void LeaseFused(int64_t worker_id, absl::Time now, int more, v1::LeaseTrialResponse response,
                   Done<v1::LeaseTrialResponse> done);
+
+  // The cost estimate of trials on the live workers, with the throughput
+  // measured on their finished trials (two store reads).
+  absl::StatusOr<v1::CostEstimate> Estimate(const ValidSpec& valid, const std::vector<db::NewTrial>& trials);
 
   void NotifyChange();
   db::Store& store_;

@@ -23,7 +23,8 @@ SchedulerMetrics::SchedulerMetrics(prometheus::Registry& registry)
                                                       0.25, 0.5, 1, 2.5})),
       completed_(prometheus::BuildCounter()
                      .Name("normsweep_scheduler_trials_completed_total")
-                     .Help("Trials that reached a final state, by outcome")
+                     .Help("Trials that reached a final state through this scheduler, by outcome (CANCELLED: "
+                           "the pending trials a CancelSweep cancelled, and running trials that ended cancelled)")
                      .Register(registry)),
       requeued_(prometheus::BuildCounter()
                     .Name("normsweep_scheduler_attempts_requeued_total")
@@ -87,6 +88,8 @@ void SchedulerMetrics::TrialsLeasedFused(int n) {
 void SchedulerMetrics::TrialsCompleted(v1::TrialState outcome, int n) {
   if (n > 0) completed_.Add({{"outcome", db::TrialStateName(outcome)}}).Increment(n);
 }
+
+void SchedulerMetrics::TrialsCancelled(int n) { TrialsCompleted(v1::TRIAL_CANCELLED, n); }
 
 void SchedulerMetrics::AttemptsRequeued(const char* reason, int n) {
   if (n > 0) requeued_.Add({{"reason", reason}}).Increment(n);

@@ -24,7 +24,13 @@ class SchedulerMetrics {
   explicit SchedulerMetrics(prometheus::Registry& registry);
 
   void ObserveLeaseLatency(absl::Duration latency);
+  // Trials that reached a final state (trials_completed_total{outcome}).
   void TrialsCompleted(v1::TrialState outcome, int n = 1);
+  // The PENDING trials a CancelSweep took to CANCELLED: completed with
+  // outcome CANCELLED, as normsweep_scheduler_trials{state="CANCELLED"}
+  // counts them. (Its RUNNING trials are counted by TrialsCompleted when
+  // they end.)
+  void TrialsCancelled(int n);
   // Trials a LeaseTrial leased as fused_trials (beyond its first).
   void TrialsLeasedFused(int n);
   // Attempts that ended without finishing their trial, which went back to

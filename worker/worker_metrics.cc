@@ -12,7 +12,8 @@ namespace normsweep::worker {
 
 namespace {
 
-prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char* name, const char* help) {
+prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const std::string& name,
+                                              const std::string& help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
 }
 
@@ -24,14 +25,48 @@ prometheus::Labels With(prometheus::Labels labels, const char* key, std::string 
   return labels;
 }
 
+// RenamedTrialGauges()'s entries, in order.
+enum RenamedIndex { kStep, kTrainLoss, kValLoss, kGradNorm, kLearningRate };
+
 }  // namespace
 
+const std::vector<RenamedMetric>& RenamedTrialGauges() {
+  static const auto* const kRenamed = new std::vector<RenamedMetric>{
+      {"normsweep_worker_trial_step", "normsweep_trial_step", "Optimizer steps completed by a running trial"},
+      {"normsweep_worker_trial_train_loss", "normsweep_trial_train_loss", "Latest training loss of a running trial"},
+      {"normsweep_worker_trial_val_loss", "normsweep_trial_val_loss",
+       "Latest validation loss of a running trial (NaN before its first evaluation)"},
+      {"normsweep_worker_trial_grad_norm", "normsweep_trial_grad_norm",
+       "Latest global gradient norm of a running trial"},
+      {"normsweep_worker_trial_learning_rate", "normsweep_trial_learning_rate",
+       "Current learning rate of a running trial"},
+  };
+  return *kRenamed;
+}
+
+WorkerMetrics::RenamedFamily WorkerMetrics::Register(prometheus::Registry& registry, const RenamedMetric& m) {
+  return {&Gauge(registry, m.name, m.help),
+          &Gauge(registry, m.deprecated_name,
+                 absl::StrCat("Deprecated, removed in the next release: read ", m.name,
+                              " (which has a variant label). ", m.help))};
+}
+
+WorkerMetrics::RenamedGauge WorkerMetrics::Add(const RenamedFamily& f, const prometheus::Labels& labels,
+                                               const prometheus::Labels& deprecated_labels) {
+  return {&f.current->Add(labels), &f.deprecated->Add(deprecated_labels)};
+}
+
+void WorkerMetrics::Remove(const RenamedFamily& f, const RenamedGauge& g) {
+  f.current->Remove(g.current);
+  f.deprecated->Remove(g.deprecated);
+}
+
 WorkerMetrics::WorkerMetrics(prometheus::Registry& registry)
-    : train_loss_(Gauge(registry, "normsweep_trial_train_loss", "Latest training loss of a running trial")),
-      val_loss_(Gauge(registry, "normsweep_trial_val_loss", "Latest validation loss of a running trial")),
-      lr_(Gauge(registry, "normsweep_trial_learning_rate", "Current learning rate of a running trial")),
-      grad_norm_(Gauge(registry, "normsweep_trial_grad_norm", "Latest global gradient norm of a running trial")),
-      step_(Gauge(registry, "normsweep_trial_step", "Optimizer steps completed by a running trial")),
+    : train_loss_(Register(registry, RenamedTrialGauges()[kTrainLoss])),
+      val_loss_(Register(registry, RenamedTrialGauges()[kValLoss])),
+      lr_(Register(registry, RenamedTrialGauges()[kLearningRate])),
+      grad_norm_(Register(registry, RenamedTrialGauges()[kGradNorm])),
+      step_(Register(registry, RenamedTrialGauges()[kStep])),
       output_log_z_(Gauge(registry, "normsweep_worker_trial_output_log_z",
                           "Mean log-sum-exp of the output logits at a running trial's latest evaluation")),
       max_attn_logit_(Gauge(registry, "normsweep_worker_trial_max_attn_logit",
@@ -70,22 +105,25 @@ void WorkerMetrics::AddDevice(const std::string& device) {
 
 void WorkerMetrics::TrialStarted(const v1::Trial& trial, int slot, const std::string& device) {
   const v1::TrainConfig& c = trial.config();
-  const prometheus::Labels labels = {{"sweep", absl::StrCat(trial.sweep_id())},
-                                     {"trial", absl::StrCat(trial.id())},
-                                     {"placement", c.placement()},
-                                     {"warmup_steps", absl::StrCat(c.warmup_steps())},
-                                     {"peak_lr", absl::StrCat(c.lr())},
-                                     {"seed", absl::StrCat(c.seed())}};
+  // The deprecated names keep the labels they had; the variant tells apart
+  // the trials of one cell that differ in an extra axis (QK-norm on and off).
+  const prometheus::Labels deprecated_labels = {{"sweep", absl::StrCat(trial.sweep_id())},
+                                                {"trial", absl::StrCat(trial.id())},
+                                                {"placement", c.placement()},
+                                                {"warmup_steps", absl::StrCat(c.warmup_steps())},
+                                                {"peak_lr", absl::StrCat(c.lr())},
+                                                {"seed", absl::StrCat(c.seed())}};
+  const prometheus::Labels labels = With(deprecated_labels, "variant", trial.variant());
   absl::MutexLock lock(&mu_);
   Live live;
-  live.train_loss = &train_loss_.Add(labels);
-  live.val_loss = &val_loss_.Add(labels);
-  live.lr = &lr_.Add(labels);
-  live.grad_norm = &grad_norm_.Add(labels);
-  live.step = &step_.Add(labels);
+  live.train_loss = Add(train_loss_, labels, deprecated_labels);
+  live.val_loss = Add(val_loss_, labels, deprecated_labels);
+  live.lr = Add(lr_, labels, deprecated_labels);
+  live.grad_norm = Add(grad_norm_, labels, deprecated_labels);
+  live.step = Add(step_, labels, deprecated_labels);
   live.output_log_z = &output_log_z_.Add(labels);
   live.device = device;
-  live.val_loss->Set(std::numeric_limits<double>::quiet_NaN());  // no evaluation yet
+  live.val_loss.Set(std::numeric_limits<double>::quiet_NaN());  // no evaluation yet
   live.output_log_z->Set(std::numeric_limits<double>::quiet_NaN());
   live.labels = labels;
   live.layers = c.layers() > 0 ? std::min(c.layers(), trainer::kMaxLayers) : trainer::kMaxLayers;
@@ -107,16 +145,16 @@ void WorkerMetrics::OnEvent(int64_t trial_id, const v1::TrainEvent& e) {
   if (it == live_.end()) return;
   Live& l = it->second;
   if (e.type() == "step") {
-    l.step->Set(e.step());
-    if (e.has_train_loss()) l.train_loss->Set(e.train_loss());
-    if (e.has_lr()) l.lr->Set(e.lr());
-    if (e.has_grad_norm()) l.grad_norm->Set(e.grad_norm());
+    l.step.Set(e.step());
+    if (e.has_train_loss()) l.train_loss.Set(e.train_loss());
+    if (e.has_lr()) l.lr.Set(e.lr());
+    if (e.has_grad_norm()) l.grad_norm.Set(e.grad_norm());
     if (e.has_tokens_per_s()) {
       l.tokens_per_s = e.tokens_per_s();
       UpdateDeviceThroughput(l.device);
     }
   } else if (e.type() == "eval") {
-    if (e.has_val_loss()) l.val_loss->Set(e.val_loss());
+    if (e.has_val_loss()) l.val_loss.Set(e.val_loss());
     if (e.has_output_log_z()) l.output_log_z->Set(e.output_log_z());
     OnDiagnostics(l, e);
   }
@@ -160,11 +198,11 @@ void WorkerMetrics::TrialEnded(int64_t trial_id, v1::TrialState outcome) {
   if (it == live_.end()) return;
   Live l = it->second;
   live_.erase(it);
-  train_loss_.Remove(l.train_loss);
-  val_loss_.Remove(l.val_loss);
-  lr_.Remove(l.lr);
-  grad_norm_.Remove(l.grad_norm);
-  step_.Remove(l.step);
+  Remove(train_loss_, l.train_loss);
+  Remove(val_loss_, l.val_loss);
+  Remove(lr_, l.lr);
+  Remove(grad_norm_, l.grad_norm);
+  Remove(step_, l.step);
   output_log_z_.Remove(l.output_log_z);
   for (const auto& [layer, g] : l.layer_gauges) {
     if (g.max_attn_logit != nullptr) max_attn_logit_.Remove(g.max_attn_logit);

@@ -1,6 +1,6 @@
 // The worker's Prometheus metrics (every series is listed in
-// worker/README.md, "Metrics"), on a registry the caller owns: worker_main
-// exposes it on /metrics, tests serialise it.
+// worker/README.md, "Metrics"; names are normsweep_worker_*), on a registry
+// the caller owns: worker_main exposes it on /metrics, tests serialise it.
 // Thread-safe: mu_ guards the per-trial and per-slot bookkeeping; the
 // prometheus-cpp families synchronise themselves.
 #ifndef NORMSWEEP_WORKER_WORKER_METRICS_H_
@@ -14,6 +14,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -23,6 +24,16 @@
 
 namespace normsweep::worker {
 
+// A per-trial gauge renamed to the normsweep_worker_ pattern, whose old name
+// is still exported, with the same value and the old labels (no `variant`),
+// for one release (docs/cluster.md#metrics).
+struct RenamedMetric {
+  const char* name;
+  const char* deprecated_name;
+  const char* help;
+};
+const std::vector<RenamedMetric>& RenamedTrialGauges();
+
 class WorkerMetrics {
  public:
   explicit WorkerMetrics(prometheus::Registry& registry);
@@ -31,7 +42,9 @@ class WorkerMetrics {
   // A slot of `device` started (busy) or ended (!busy) a trainer process,
   // which trains one trial or several fused.
   void SlotBusy(const std::string& device, bool busy);
-  // A trial started on slot `slot` of `device`.
+  // A trial started on slot `slot` of `device`. Its series are labelled
+  // sweep, trial, placement, variant (Trial.variant, "" without extra
+  // axes), warmup_steps, peak_lr, seed.
   void TrialStarted(const v1::Trial& trial, int slot, const std::string& device);
   void OnEvent(int64_t trial_id, const v1::TrainEvent& event);
   // Removes the trial's series; outcome counted unless UNSPECIFIED (lost or
@@ -47,27 +60,37 @@ class WorkerMetrics {
     prometheus::Gauge* max_attn_logit = nullptr;
     prometheus::Gauge* update_ratio[4] = {};  // qkv, proj, fc1, fc2; made when first reported
   };
+  // One of RenamedTrialGauges(): a trial's series under both names.
+  struct RenamedGauge {
+    prometheus::Gauge* current = nullptr;
+    prometheus::Gauge* deprecated = nullptr;
+    void Set(double v) {
+      current->Set(v);
+      deprecated->Set(v);
+    }
+  };
+  struct RenamedFamily {
+    prometheus::Family<prometheus::Gauge>* current = nullptr;
+    prometheus::Family<prometheus::Gauge>* deprecated = nullptr;
+  };
   struct Live {
-    prometheus::Gauge* train_loss = nullptr;
-    prometheus::Gauge* val_loss = nullptr;
-    prometheus::Gauge* lr = nullptr;
-    prometheus::Gauge* grad_norm = nullptr;
-    prometheus::Gauge* step = nullptr;
+    RenamedGauge train_loss, val_loss, lr, grad_norm, step;
     prometheus::Gauge* output_log_z = nullptr;
     std::string device;
     double tokens_per_s = 0;
-    prometheus::Labels labels;  // the trial's, for the per-layer gauges
+    prometheus::Labels labels;  // the trial's, variant included, for the per-layer gauges
     int layers = 0;             // diagnostics of blocks [0, layers) are exported
     std::map<int, LayerGauges> layer_gauges;
   };
   void UpdateDeviceThroughput(const std::string& device) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnDiagnostics(Live& live, const v1::TrainEvent& eval) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Both families of one of RenamedTrialGauges().
+  static RenamedFamily Register(prometheus::Registry& registry, const RenamedMetric& m);
+  static RenamedGauge Add(const RenamedFamily& f, const prometheus::Labels& labels,
+                          const prometheus::Labels& deprecated_labels);
+  static void Remove(const RenamedFamily& f, const RenamedGauge& g);
 
-  prometheus::Family<prometheus::Gauge>& train_loss_;
-  prometheus::Family<prometheus::Gauge>& val_loss_;
-  prometheus::Family<prometheus::Gauge>& lr_;
-  prometheus::Family<prometheus::Gauge>& grad_norm_;
-  prometheus::Family<prometheus::Gauge>& step_;
+  RenamedFamily train_loss_, val_loss_, lr_, grad_norm_, step_;
   prometheus::Family<prometheus::Gauge>& output_log_z_;
   prometheus::Family<prometheus::Gauge>& max_attn_logit_;
   prometheus::Family<prometheus::Gauge>& update_ratio_;

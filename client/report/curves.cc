@@ -45,7 +45,7 @@ std::string CurvesSvg(const VariantView& v, const std::string& placement, const 
     if (pts.empty()) continue;
     ++drawn;
     const v1::TrainConfig& c = t->trial().config();
-    const std::string colour = Colour(style.lr_colour.at(c.lr()));
+    const std::string colour = LrColour(style.lr_colour.at(c.lr()), style.lr_colour.size());
     std::string points;
     for (const auto& [x, y] : pts) absl::StrAppend(&points, Px(f.X(x)), ",", Px(f.Y(std::min(y, kCurveCap))), " ");
     absl::StrAppend(&s, "<polyline class=\"curve\" fill=\"none\" stroke=\"", colour, "\"",
@@ -72,8 +72,9 @@ std::string CurveLegendSvg(const CurveStyle& style) {
   s += Text(8, y, "colour: peak lr", "class=\"tick\"");
   for (const auto& [lr, i] : style.lr_colour) {
     y += 20;
-    absl::StrAppend(&s, "<line x1=\"10\" x2=\"44\" y1=\"", Px(y - 4), "\" y2=\"", Px(y - 4), "\" stroke=\"", Colour(i),
-                    "\" class=\"curve\"/>", Text(52, y, FormatLr(lr), "class=\"tick\""));
+    absl::StrAppend(&s, "<line x1=\"10\" x2=\"44\" y1=\"", Px(y - 4), "\" y2=\"", Px(y - 4), "\" stroke=\"",
+                    LrColour(i, style.lr_colour.size()), "\" class=\"curve\"/>",
+                    Text(52, y, FormatLr(lr), "class=\"tick\""));
   }
   y += 26;
   s += Text(8, y, "dash: warm-up steps", "class=\"tick\"");

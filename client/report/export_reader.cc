@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -87,12 +88,14 @@ absl::Status CheckLength(const std::string& table, const v1::ExportChunk& chunk,
 
 bool Absent(const v1::ExportColumn& c, int row) { return c.absent_size() > row && c.absent(row); }
 
-// The index of a key column: present, INT64, a value in every row.
-absl::StatusOr<int> KeyColumn(const std::string& table, const v1::ExportChunk& chunk, const std::string& name) {
+// The index of a key column: present, of its type (INT64, or STRING for
+// grad_norms' matrix), a value in every row.
+absl::StatusOr<int> KeyColumn(const std::string& table, const v1::ExportChunk& chunk, const std::string& name,
+                              v1::ExportColumnType type = v1::EXPORT_COLUMN_INT64) {
   for (int i = 0; i < chunk.columns_size(); ++i) {
     const v1::ExportColumn& c = chunk.columns(i);
     if (c.name() != name) continue;
-    if (c.type() != v1::EXPORT_COLUMN_INT64) {
+    if (c.type() != type) {
       return Unreadable(table, name, absl::StrCat("a key column of type ", v1::ExportColumnType_Name(c.type())));
     }
     RETURN_IF_ERROR(CheckLength(table, chunk, c));
@@ -259,7 +262,7 @@ absl::Status ExportReader::AddTrials(const v1::ExportChunk& chunk) {
   ASSIGN_OR_RETURN(const std::vector<Binding> bindings,
                    Bind(kTable, chunk,
                         {v1::Trial::descriptor(), v1::TrainConfig::descriptor(), v1::TrialResult::descriptor()},
-                        {{"trial_id", 0, "id"}, {"trial_index", 0, "index"}}));
+                        {{"trial_id", 0, "id"}, {"trial_index", 0, "index"}, {"peak_lr", 1, "lr"}}));
   const auto& ids = chunk.columns(id_column).ints();
   std::vector<Entry*> entries(chunk.rows());
   for (int r = 0; r < chunk.rows(); ++r) {
@@ -313,29 +316,25 @@ absl::Status ExportReader::AddGradNorms(const v1::ExportChunk& chunk) {
   ASSIGN_OR_RETURN(const int id_column, KeyColumn(kTable, chunk, "trial_id"));
   ASSIGN_OR_RETURN(const int step_column, KeyColumn(kTable, chunk, "step"));
   ASSIGN_OR_RETURN(const int layer_column, KeyColumn(kTable, chunk, "layer"));
-  // w1, w2: the norms of ffn.fc1 and ffn.fc2 (sweep_service.proto), the
-  // matrices' names as GetTrial gives them.
-  const v1::ExportColumn* w[2] = {nullptr, nullptr};
+  ASSIGN_OR_RETURN(const int matrix_column, KeyColumn(kTable, chunk, "matrix", v1::EXPORT_COLUMN_STRING));
+  const v1::ExportColumn* norms = nullptr;
   for (const v1::ExportColumn& c : chunk.columns()) {
-    const int k = c.name() == "w1" ? 0 : c.name() == "w2" ? 1 : -1;
-    if (k < 0) continue;
+    if (c.name() != "norm") continue;
     if (c.type() != v1::EXPORT_COLUMN_DOUBLE && c.type() != v1::EXPORT_COLUMN_FLOAT) {
       return Unreadable(kTable, c.name(), absl::StrCat(v1::ExportColumnType_Name(c.type()), " is not a norm"));
     }
     RETURN_IF_ERROR(CheckLength(kTable, chunk, c));
-    w[k] = &c;
+    norms = &c;
   }
+  if (norms == nullptr) return Unreadable(kTable, "norm", "missing");
   read_grad_norms_ = true;
   const auto& ids = chunk.columns(id_column).ints();
   const auto& steps = chunk.columns(step_column).ints();
   const auto& layers = chunk.columns(layer_column).ints();
-  auto norm = [&](int k, int r) -> std::optional<double> {
-    if (w[k] == nullptr || Absent(*w[k], r)) return std::nullopt;
-    return w[k]->doubles(r);
-  };
+  const auto& matrices = chunk.columns(matrix_column).strings();
   for (int r = 0; r < chunk.rows(); ++r) {
-    EntryOf(ids[r]).grad_rows.push_back(
-        {static_cast<int32_t>(steps[r]), static_cast<int32_t>(layers[r]), norm(0, r), norm(1, r)});
+    EntryOf(ids[r]).grad_rows.push_back({static_cast<int32_t>(steps[r]), static_cast<int32_t>(layers[r]), matrices[r],
+                                         Absent(*norms, r) ? std::nullopt : std::optional<double>(norms->doubles(r))});
   }
   return absl::OkStatus();
 }
@@ -386,20 +385,17 @@ void ExportReader::TakeRowsInto(std::vector<v1::GetTrialResponse>& trials) {
     if (read_grad_norms_) {
       t.clear_layer_grad_norms();
       if (e != nullptr) {
-        SortKeepLast(e->grad_rows, [](const GradRow& g) { return std::make_pair(g.step, g.layer); });
+        SortKeepLast(e->grad_rows,
+                     [](const GradRow& g) { return std::tie(g.step, g.layer, g.matrix); });
         for (const GradRow& g : e->grad_rows) {
-          if (!g.w1 && !g.w2) continue;
+          if (!g.norm) continue;
           if (t.layer_grad_norms().empty() || t.layer_grad_norms().rbegin()->step() != g.step) {
             t.add_layer_grad_norms()->set_step(g.step);
           }
-          v1::LayerGradNorms& step = *t.mutable_layer_grad_norms()->rbegin();
-          for (const auto& [matrix, norm] : {std::pair{"ffn.fc1", g.w1}, std::pair{"ffn.fc2", g.w2}}) {
-            if (!norm) continue;
-            v1::LayerGradNorm* n = step.add_norms();
-            n->set_layer(g.layer);
-            n->set_matrix(matrix);
-            n->set_norm(*norm);
-          }
+          v1::LayerGradNorm* n = t.mutable_layer_grad_norms()->rbegin()->add_norms();
+          n->set_layer(g.layer);
+          n->set_matrix(g.matrix);
+          n->set_norm(*g.norm);
         }
       }
     }

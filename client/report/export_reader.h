@@ -7,9 +7,11 @@
 // TrainConfig, TrialResult, MetricPoint or LayerDiagnostics flows through
 // without a change here, and a column this client does not know (a newer
 // scheduler's) is skipped. The tables:
-//   trials       trial_id -> Trial.id, trial_index -> Trial.index, then each
-//                name in Trial, else TrainConfig, else TrialResult (the
-//                n-th column of a name takes the n-th of these that has it)
+//   trials       trial_id -> Trial.id, trial_index -> Trial.index, peak_lr
+//                -> TrainConfig.lr (so does the deprecated column lr, the
+//                same values), then each name in Trial, else TrainConfig,
+//                else TrialResult (the n-th column of a name takes the n-th
+//                of these that has it)
 //   metrics      trial_id, then MetricPoint's fields (step among them); a
 //                row with no value but its step is not kept: it draws
 //                nothing, and most steps of a sweep exported for a few
@@ -17,16 +19,17 @@
 //                stands for a value gone: the store keeps the first value
 //                of each field of a step (MetricPoint), so a row sent
 //                again has at least the values of the one before
-//   grad_norms   trial_id, step, layer, w1, w2: the LayerGradNorm norms of
-//                "ffn.fc1" and "ffn.fc2" (the only columns named by hand)
+//   grad_norms   trial_id, step, layer, matrix, norm: one LayerGradNorm a
+//                row, the stored shape (the only columns named by hand; an
+//                absent norm leaves no LayerGradNorm)
 //   diagnostics  trial_id, step -> StepDiagnostics.step, then
 //                LayerDiagnostics' fields (layer among them)
 // An absent value leaves its field unset.
 //
 // The export sends a row again when it was written again (db/export.h); the
 // last row of each key wins, whatever order the rows came in (trials:
-// trial_id; metrics: trial_id, step; grad_norms and diagnostics: trial_id,
-// step, layer). The trials' lists come out in GetTrial's order (db/
+// trial_id; metrics: trial_id, step; grad_norms: trial_id, step, layer,
+// matrix; diagnostics: trial_id, step, layer). The trials' lists come out in GetTrial's order (db/
 // postgres_store.cc, GetTrialHistory): metrics by step; gradient norms by
 // step, then layer and matrix; diagnostics by step, then layer.
 //
@@ -81,7 +84,8 @@ class ExportReader {
   // One grad_norms row.
   struct GradRow {
     int32_t step = 0, layer = 0;
-    std::optional<double> w1, w2;
+    std::string matrix;  // as stored: "ffn.fc1", "ffn.fc2"
+    std::optional<double> norm;
   };
   // What was read of one trial. Row messages are heap-allocated by their
   // RepeatedPtrField, so pointers to them survive later rows.

@@ -110,12 +110,13 @@ std::string VariantSections(const VariantView& v) {
       "n seeds diverged and are left out of the mean; \u201ck/n plat\u201d: k of n seeds plateaued (failed to "
       "train without diverging, see the summary) and are in it; \u201ck/n n.c.\u201d: k of n seeds had not "
       "converged (near the unigram loss but still learning: no failure). One colour scale for every "
-      "placement.</p>\n",
+      "placement and every variant.</p>\n",
       HeatmapSection(v));
   absl::StrAppend(&s, "<h2>Final validation loss against peak lr", Escape(suffix), "</h2>\n",
                   "<p>Each grid cell's mean final validation loss over seeds against its peak lr (log scale), one "
-                  "line per warm-up, as in Wortsman et al. 2023 (Figure 1). \u00d7: every seed diverged, drawn at "
-                  "l0, the loss at initialisation (dashed), which LR sensitivity counts in their place; a ring: "
+                  "line per warm-up, as in Wortsman et al. 2023 (Figure 1). The y range is the data's. \u00d7: "
+                  "every seed diverged, drawn at l0, the loss at initialisation (dashed), which LR sensitivity "
+                  "counts in their place; when l0 lies above the data the top edge stands for it (l0 \u2191); a ring: "
                   "some seeds diverged and the point is the mean of the others; a hollow point: some seeds "
                   "plateaued (failed to train without diverging, see the summary); a diamond: some seeds had not "
                   "converged (near the unigram loss but still learning).</p>\n",
@@ -149,6 +150,20 @@ std::string VariantSections(const VariantView& v) {
                   "(Xiong et al. 2020, Figure 3); each seed counted once.</p>\n",
                   GradNormsSection(v));
   return s;
+}
+
+// The variants side by side, in a <section> of its own
+// (client/report_screenshot.sh --section variants-compared).
+std::string VariantsCompared(const std::vector<VariantView>& variants, const v1::GetSweepAnalysisResponse& analysis) {
+  return absl::StrCat(
+      "<section id=\"variants-compared\">\n<h2>Variants compared</h2>\n<p>Each placement's variants side by side "
+      "(the <code>variant_comparison</code> view): the mean over warm-ups of the LR sensitivity, l* (the best "
+      "line's l*) with its lr and warm-up, the failure rate (see the summary) and, for a boundary search, the "
+      "median line's max trainable lr. \u0394 is the variant's figure minus the baseline's (the sweep's first "
+      "variant), \u00d7 the ratio of the lrs; lower is better for all but the lrs. The figures draw a line per "
+      "variant (its colour) and, for the loss, per warm-up (its dash), a placement's variants on one scale; "
+      "\u00d7 and l0 as in the figures of each variant below.</p>\n",
+      VariantsComparedSection(variants, analysis), "</section>\n");
 }
 
 }  // namespace
@@ -187,6 +202,7 @@ std::string RenderReportHtml(const ReportData& data) {
                   " nats or more over its last quarter is <em>not converged</em>: still learning when it "
                   "stopped, no failure, counted apart.</p>\n",
                   report::SummaryTable(summary, show_variant));
+  if (variants.size() > 1) s += report::VariantsCompared(variants, data.analysis);
   for (const report::VariantView& v : variants) s += report::VariantSections(v);
   s += BoundaryReportSection(data.analysis);  // boundary_search sweeps only
   s += report::DepthTable(data);

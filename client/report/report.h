@@ -1,7 +1,9 @@
 // `normsweep report`: one self-contained HTML page about a sweep, for a
-// paper or an issue: the (warm-up x peak lr) heatmap of final validation
-// loss per placement; final loss against log peak lr, a line per warm-up
-// with diverged cells at l0, and LR sensitivity against warm-up with l*
+// paper or an issue: with several variants (extra axes, qk_norm on and
+// off), the variants compared per placement; the (warm-up x peak lr)
+// heatmap of final validation loss per placement; final loss against log
+// peak lr, a line per warm-up with diverged cells at l0 (the top edge when
+// l0 is above the data), and LR sensitivity against warm-up with l*
 // (Wortsman et al. 2023, Figures 1 and 5); the fANOVA variance shares;
 // validation-loss curves per placement; the instability diagnostics (worst
 // layer's max attention logit, output log Z, largest update ratio) of the
@@ -16,10 +18,12 @@
 //   export_reader.{h,cc}  ExportSweep's chunks back into GetTrial's messages
 //   page.{h,cc}   RenderReportHtml, a pure function of the data (so the page
 //                 is tested from hand-made data), and WriteReport
-//   svg.{h,cc}    escaping, axes, ticks, colour maps, the placement palette
-//                 and titles, shared by every figure and the text tables
+//   svg.{h,cc}    escaping, axes, ticks, colour maps, the palettes (one
+//                 per kind of series) and the placements' titles, shared by
+//                 every figure and the text tables
 //   variant_view.{h,cc}  the data grouped per variant, as the figures read it
-//   figures.h     the figures, one .cc each; boundary.{h,cc} the boundary
+//   figures.h     the figures, one .cc each (variants_compared.cc: the
+//                 variants side by side); boundary.{h,cc} the boundary
 //                 search's chart
 #ifndef NORMSWEEP_CLIENT_REPORT_REPORT_H_
 #define NORMSWEEP_CLIENT_REPORT_REPORT_H_

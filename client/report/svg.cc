@@ -49,6 +49,13 @@ std::string PlacementColour(const std::string& placement) {
   return kOtherPlacementColours[h % std::size(kOtherPlacementColours)];
 }
 
+std::vector<std::string> PlacementPalette() {
+  std::vector<std::string> out;
+  for (const trainer::SchemeInfo& s : trainer::Schemes()) out.push_back(s.colour);
+  out.insert(out.end(), std::begin(kOtherPlacementColours), std::end(kOtherPlacementColours));
+  return out;
+}
+
 std::vector<std::string> PlacementOrder(std::vector<std::string> placements) {
   auto rank = [](const std::string& p) {
     const trainer::SchemeInfo* style = StyleOf(p);
@@ -66,10 +73,16 @@ std::vector<std::string> PlacementOrder(std::vector<std::string> placements) {
 namespace normsweep::client::report {
 namespace {
 
-constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-constexpr const char* kWarmupPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
-                                          "#17becf", "#e377c2", "#bcbd22", "#7f7f7f"};
+// Paul Tol's muted indigo, rose, green, sand and cyan and his dark brown:
+// none a placement's colour (kOtherPlacementColours has his teal, olive,
+// wine and purple); the pale sand and cyan come last.
+constexpr const char* kVariantPalette[kVariantColours] = {"#332288", "#cc6677", "#117733",
+                                                          "#661100", "#ddcc77", "#88ccee"};
+// magma (matplotlib) at 0.2, 0.3, .., 0.7 and 0.75: dark purple to salmon,
+// clear of the divergence red and of white.
+constexpr double kLrRamp[][3] = {{59, 15, 112}, {100, 26, 128}, {140, 41, 129}, {183, 55, 121},
+                                 {222, 73, 104}, {247, 112, 92}, {251, 136, 97}};
+constexpr double kWarmupLight = 170, kWarmupDark = 34;  // grey levels
 constexpr const char* kDashes[] = {"", "7 4", "2 3", "10 3 2 3", "4 2 1 2 1 2"};
 
 }  // namespace
@@ -112,8 +125,23 @@ std::string Hex(const std::array<double, 3>& c) {
                          static_cast<int>(std::lround(c[2])));
 }
 
-std::string Colour(size_t i) { return kPalette[i % std::size(kPalette)]; }
-std::string WarmupColour(size_t i) { return kWarmupPalette[i % std::size(kWarmupPalette)]; }
+std::string VariantColour(size_t i) { return kVariantPalette[i % kVariantColours]; }
+
+std::string LrColour(size_t i, size_t n) {
+  const double t = n <= 1 ? 0.5 : std::min(1.0, static_cast<double>(i) / (n - 1));
+  const double at = t * (std::size(kLrRamp) - 1);
+  const size_t k = std::min(static_cast<size_t>(at), std::size(kLrRamp) - 2);
+  const double f = at - k;
+  std::array<double, 3> c;
+  for (int j = 0; j < 3; ++j) c[j] = kLrRamp[k][j] + f * (kLrRamp[k + 1][j] - kLrRamp[k][j]);
+  return Hex(c);
+}
+
+std::string WarmupColour(size_t i, size_t n) {
+  const double t = n <= 1 ? 1.0 : std::min(1.0, static_cast<double>(i) / (n - 1));
+  const double g = kWarmupLight + t * (kWarmupDark - kWarmupLight);
+  return Hex({g, g, g});
+}
 std::string DashAttr(size_t i) {
   const char* d = kDashes[i % std::size(kDashes)];
   return *d ? absl::StrCat(" stroke-dasharray=\"", d, "\"") : "";

@@ -1,11 +1,23 @@
 // The drawing kit of `normsweep report` and its one placement style: HTML
 // escaping, number formats, SVG text and axes, ticks, text boxes and the
 // placement of free labels (so no two texts of a figure overlap), the
-// viridis colour map, the categorical palettes, and the colour and title of
-// each LayerNorm placement. Every figure of the report, the boundary chart
-// and the text tables (results, boundary) title and colour placements
-// through PlacementTitle and PlacementColour, so a placement looks the same
+// viridis colour map, the palettes, and the colour and title of each
+// LayerNorm placement. Every figure of the report, the boundary chart and
+// the text tables (results, boundary) title and colour placements through
+// PlacementTitle and PlacementColour, so a placement looks the same
 // everywhere.
+//
+// The palettes, one per kind of series, no colour in two of them; a figure
+// colours its series by one kind only (report_variants_test, ReportPaletteTest):
+//   placements  PlacementColour: Okabe-Ito, categorical (LR sensitivity per
+//               placement, gradient norms, diagnostics, boundary chart)
+//   variants    VariantColour: Paul Tol's muted colours, categorical, by the
+//               variant's place in the sweep (the variants' comparison)
+//   peak lrs    LrColour: a sequential ramp, magma's dark purple (smallest
+//               lr) to salmon (largest) (validation curves)
+//   warm-ups    WarmupColour: a grey ramp, light (shortest) to near black
+//               (loss against lr; the comparison draws warm-ups as dashes)
+// and viridis for a loss value (the heatmaps), red for divergence marks.
 #ifndef NORMSWEEP_CLIENT_REPORT_SVG_H_
 #define NORMSWEEP_CLIENT_REPORT_SVG_H_
 
@@ -29,6 +41,9 @@ std::string PlacementTitle(const std::string& placement, const std::string& vari
 // orange), and for any other name one of six more colours picked by a hash
 // of the name (deterministic; two unknown names may share one).
 std::string PlacementColour(const std::string& placement);
+
+// Every colour PlacementColour gives: the schemes' and the other names'.
+std::vector<std::string> PlacementPalette();
 
 // The placements in the order the figures and tables show them: post, pre,
 // peri, deepnorm, mix, then other names alphabetically.
@@ -65,10 +80,14 @@ struct ColourScale {
   bool DarkText(double v) const { return T(v) > 0.55; }
 };
 
-// Categorical colours (Tableau 10), the i-th of them cycling.
-std::string Colour(size_t i);
-// Colours for warm-ups: Tableau 10 without its red, which marks divergence.
-std::string WarmupColour(size_t i);
+// The i-th variant's colour (the sweep's variants in expansion order), six
+// of them cycling.
+std::string VariantColour(size_t i);
+inline constexpr size_t kVariantColours = 6;
+// The i-th of n peak lrs (ascending) on the lr ramp; n <= 1: its middle.
+std::string LrColour(size_t i, size_t n);
+// The i-th of n warm-ups (ascending) on the grey ramp; n <= 1: its dark end.
+std::string WarmupColour(size_t i, size_t n);
 // The i-th dash pattern as a stroke-dasharray attribute ("" for solid).
 std::string DashAttr(size_t i);
 

@@ -12,10 +12,13 @@ namespace normsweep::client::report {
 
 std::vector<VariantView> Variants(const ReportData& data) {
   std::map<std::string, VariantView> by_variant;
+  std::map<std::string, int32_t> first_index;  // by variant: its lowest trial index
   for (const v1::GetTrialResponse& t : data.trials) {
     VariantView& v = by_variant[t.trial().variant()];
     v.variant = t.trial().variant();
     v.trials[t.trial().config().placement()].push_back(&t);
+    auto [it, added] = first_index.try_emplace(v.variant, t.trial().index());
+    if (!added) it->second = std::min(it->second, t.trial().index());
   }
   for (const ResultCell& c : CellsFromAnalysis(data.analysis)) {
     auto it = by_variant.find(c.variant);
@@ -34,28 +37,31 @@ std::vector<VariantView> Variants(const ReportData& data) {
     if (it != by_variant.end()) it->second.importance.push_back(&r);
   }
   std::vector<VariantView> out;
-  for (auto& [name, v] : by_variant) {
-    v.index = static_cast<int>(out.size());
+  for (auto& [name, v] : by_variant) out.push_back(std::move(v));
+  std::stable_sort(out.begin(), out.end(), [&](const VariantView& a, const VariantView& b) {
+    return first_index.at(a.variant) < first_index.at(b.variant);
+  });
+  double lo = INFINITY, hi = -INFINITY;  // the colour scale over every variant's cells
+  for (VariantView& v : out) {
+    v.index = static_cast<int>(&v - out.data());
     v.max_val_loss = FailureMaxValLoss(data.sweep.spec());
     for (const auto& [placement, unused] : v.trials) v.placements.push_back(placement);
     v.placements = PlacementOrder(std::move(v.placements));
     std::set<int> warmups;
     std::set<double> lrs;
-    double lo = INFINITY, hi = -INFINITY;
     for (const ResultCell& c : v.cells) {
       warmups.insert(c.warmup_steps);
       lrs.insert(c.peak_lr);
       if (c.seeds_with_loss == 0) continue;
+      v.best_cell = std::min(v.best_cell.value_or(INFINITY), c.mean_final_val_loss);
       lo = std::min(lo, c.mean_final_val_loss);
       hi = std::max(hi, c.mean_final_val_loss);
     }
     v.warmups.assign(warmups.begin(), warmups.end());
     v.lrs.assign(lrs.begin(), lrs.end());
-    if (std::isfinite(lo)) {
-      v.best_cell = lo;
-      v.scale = {lo, hi};
-    }
-    out.push_back(std::move(v));
+  }
+  if (std::isfinite(lo)) {
+    for (VariantView& v : out) v.scale = {lo, hi};
   }
   return out;
 }

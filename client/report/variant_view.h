@@ -30,7 +30,7 @@ struct Mean {
 
 // The trials of one variant, and the grid axes both placements share.
 struct VariantView {
-  int index = 0;  // position on the page, for unique element ids
+  int index = 0;  // the variant's place in the sweep (Variants' order): element ids, VariantColour
   std::string variant;
   std::vector<std::string> placements;
   std::map<std::string, std::vector<const v1::GetTrialResponse*>> trials;  // by placement
@@ -40,12 +40,14 @@ struct VariantView {
   std::vector<const v1::VarianceShares*> importance;                      // grid_importance rows
   std::vector<int> warmups;
   std::vector<double> lrs;
-  std::optional<double> best_cell;
-  ColourScale scale;
+  std::optional<double> best_cell;  // this variant's best cell (near the best is within a variant, as the view has it)
+  ColourScale scale;                // one for every variant: the heatmaps of all variants compare
   std::optional<double> max_val_loss;  // the failure rule's (FailureMaxValLoss of the sweep's spec)
 };
 
-// By variant name; the views point into data, which must outlive them.
+// In the sweep's expansion order (by each variant's lowest trial index, the
+// first the baseline of the variants' comparison); the views point into
+// data, which must outlive them.
 std::vector<VariantView> Variants(const ReportData& data);
 
 // Step-0 W1/W2 norms per layer, mean over seeds: a seed's trials (one per

@@ -23,21 +23,28 @@
 -- docs/sql.md); not_converged the SUCCEEDED trials that ended near the
 -- unigram loss while still learning (not failures).
 --
+-- tolerance is the tolerance the row was computed with. tolerance_used, the
+-- last column, is the same value under its old name: deprecated, kept for
+-- one release (docs/sql.md, "Deprecated names"); the column in its place was
+-- tolerance_used before, so a reader by position reads the same value.
+--
 -- The function's current definition lives here with the view, its default
 -- tolerance (within 5% of the best cell): it is dropped and created again
 -- with the views (db/migrations.h), after the view that reads it is gone.
--- 0004_sensitivity_views.sql created its first version. New columns go
--- last: readers outside this repository may read by position.
+-- 0004_sensitivity_views.sql created its first version. Its argument is
+-- relative_tolerance (a column of the result is named tolerance). New
+-- columns go last: readers outside this repository may read by position.
 DROP FUNCTION IF EXISTS placement_sensitivity_at(double precision);
 
-CREATE FUNCTION placement_sensitivity_at(tolerance double precision)
+CREATE FUNCTION placement_sensitivity_at(relative_tolerance double precision)
 RETURNS TABLE (sweep_id bigint, variant text, placement text,
                trials bigint, succeeded bigint, diverged bigint, failed bigint,
                best_val_loss double precision, median_val_loss double precision,
                grid_cells bigint, cells_near_best bigint, share_near_best double precision,
                cancelled bigint, unfinished bigint, divergence_rate double precision,
-               best_cell_val_loss double precision, tolerance_used double precision,
-               plateaued bigint, failure_rate double precision, not_converged bigint)
+               best_cell_val_loss double precision, tolerance double precision,
+               plateaued bigint, failure_rate double precision, not_converged bigint,
+               tolerance_used double precision)
 LANGUAGE sql STABLE AS $$
   WITH outcomes AS (
     SELECT t.sweep_id, t.variant, t.placement,
@@ -81,7 +88,7 @@ LANGUAGE sql STABLE AS $$
          o.diverged::double precision / NULLIF(o.succeeded + o.diverged, 0),
          n.best_cell, normsweep_check_tolerance($1),
          o.plateaued, o.failures::double precision / NULLIF(o.succeeded + o.diverged, 0),
-         o.not_converged
+         o.not_converged, normsweep_check_tolerance($1)
   FROM outcomes o
   JOIN near n USING (sweep_id, variant, placement)
 $$;

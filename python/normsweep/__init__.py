@@ -19,12 +19,12 @@ __path__ = extend_path(__path__, __name__)
 from .client import TABLES, Client, new_request_id  # noqa: E402
 from .errors import (  # noqa: E402
     Cancelled, DeadlineExceeded, Error, FailedPrecondition, Internal, InvalidArgument, NotFound,
-    PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable, Unimplemented)
+    PermissionDenied, ResourceExhausted, SweepHasWarnings, Unauthenticated, Unavailable, Unimplemented)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "TABLES", "new_request_id", "Error", "InvalidArgument", "NotFound", "Unavailable",
     "DeadlineExceeded", "Cancelled", "Unauthenticated", "PermissionDenied", "FailedPrecondition",
-    "ResourceExhausted", "Unimplemented", "Internal",
+    "ResourceExhausted", "Unimplemented", "Internal", "SweepHasWarnings",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import grpc
@@ -12,9 +11,9 @@ import pandas as pd
 from . import connection
 from ._stubs import sweep_pb2, sweep_service_pb2, sweep_service_pb2_grpc
 from .columns import TABLE_KEYS, FrameBuilder
-from .errors import Error, InvalidArgument, from_rpc_error
-from .records import analysis_frames, flat, sweep_dict, sweeps_frame
-from .spec import SpecLike, load_spec
+from .errors import Error, InvalidArgument, SweepHasWarnings, from_rpc_error
+from .records import analysis_frames, flat, submit_dict, sweep_dict, sweeps_frame
+from .spec import SpecLike, load_spec, local_warnings
 
 _RETRIES = 3
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
@@ -98,24 +97,57 @@ class Client:
 
     # ---- sweeps ----
 
-    def submit(self, spec: SpecLike, request_id: Optional[str] = None,
-               validate_only: bool = False, overrides: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    def submit(self, spec: SpecLike, request_id: Optional[str] = None, validate_only: bool = False,
+               overrides: Optional[Mapping[str, Any]] = None, force: bool = False) -> Dict[str, Any]:
         """Submits a sweep: a dict in SweepSpec's JSON form, a SweepSpec, or a YAML/JSON file path.
 
         request_id makes the call idempotent (the same id returns the sweep the
         first call created, with created False); default a fresh one.
-        validate_only checks the spec and counts its trials without storing it.
         overrides sets TrainConfig fields on the spec's base, as the CLI's
         --set does: {"qk_norm": False, "z_loss": 0} wins over the file's values.
-        Returns the sweep as sweep() does, plus "created".
+
+        validate_only checks, expands and estimates the sweep without storing
+        it, as `normsweep submit --dry-run` does. A sweep with warnings (a
+        warm-up longer than the run, a grid of over 1,000 trials: the
+        scheduler's; a data_file missing on this host: the client's) is not
+        stored: SweepHasWarnings (a FailedPrecondition) lists them, and
+        force=True stores it anyway.
+
+        Returns the sweep as sweep() does, plus "created", the expanded grid
+        ("axes": [{"name", "values"}], values as text; "groups": [{"placement",
+        "variant", "trials"}]), "estimate" (CostEstimate's fields: flops,
+        training_tokens, flops_per_s_per_slot, throughput_source, slot_hours,
+        throughput_measured, core_hours, slots, wall_seconds (None without a
+        live worker), note) and "warnings" (a sentence each; empty when there
+        are none).
         """
+        message = load_spec(spec, overrides)
+        warnings = local_warnings(message)
+        if warnings and not validate_only and not force:
+            raise SweepHasWarnings(grpc.StatusCode.FAILED_PRECONDITION,
+                                   "the sweep has warnings, and nothing was stored: " + "; ".join(warnings) +
+                                   " (submit(..., force=True) stores it anyway)", warnings)
         request = sweep_service_pb2.SubmitSweepRequest(
             request_id=request_id if request_id is not None else new_request_id(),
-            spec=load_spec(spec, overrides), validate_only=validate_only)
-        response = self._call("SubmitSweep", request)
-        out = sweep_dict(response.sweep)
-        out["created"] = response.created
-        return out
+            spec=message, validate_only=validate_only, allow_warnings=force)
+        try:
+            response = self._call("SubmitSweep", request)
+        except Error as e:
+            # The scheduler refuses a sweep with warnings this way, and only such a sweep.
+            if e.code != grpc.StatusCode.FAILED_PRECONDITION or force:
+                raise
+            details = e.details if "force=True" in e.details else \
+                f"{e.details} (submit(..., force=True) stores it anyway)"
+            raise SweepHasWarnings(e.code, details, self._server_warnings(message)) from None
+        return submit_dict(response, warnings)
+
+    def _server_warnings(self, spec: sweep_pb2.SweepSpec) -> List[str]:
+        """The scheduler's warnings about spec (a validate_only submit); [] if it cannot say."""
+        try:
+            return list(self._call("SubmitSweep", sweep_service_pb2.SubmitSweepRequest(
+                request_id=new_request_id(), spec=spec, validate_only=True)).warnings)
+        except Error:
+            return []
 
     def sweep(self, sweep_id: int) -> Dict[str, Any]:
         """One sweep: id, name, state, counts, times, submitted_by, cancelled_by, spec, ..."""
@@ -148,8 +180,13 @@ class Client:
         """The sweep's figures as the SQL views define them, a DataFrame each:
 
         cells (warmup_lr_grid_stats), placements (placement_sensitivity),
-        lr_sensitivity, lr_sensitivity_summary, importance (variance shares)
-        and boundary (boundary-search lines). Columns are the proto fields.
+        lr_sensitivity, lr_sensitivity_summary, importance (variance shares),
+        boundary (boundary-search lines) and variants (variant_comparison: each
+        variant of a placement beside the placement's first, its baseline: LR
+        sensitivity, l*, best lr and warm-up, failure rate, largest trainable
+        lr, and the differences from the baseline; a row per placement and
+        variant, the baseline's first). Columns are the proto fields
+        (GetSweepAnalysisResponse in sweep_service.proto).
         """
         response = self._call("GetSweepAnalysis", sweep_service_pb2.GetSweepAnalysisRequest(
             sweep_id=sweep_id, near_best_tolerance=near_best_tolerance))
@@ -245,7 +282,8 @@ class Client:
 
     def trials(self, sweep_id: int, since: str = "") -> pd.DataFrame:
         """One row per trial: trial_id, trial_index, variant, state, attempts, interruptions,
-        worker_id, times, every resolved TrainConfig field and every TrialResult field."""
+        worker_id, times, every resolved TrainConfig field (its lr, the peak lr, as peak_lr)
+        and every TrialResult field; last, lr, the same as peak_lr (deprecated: read peak_lr)."""
         return self.export(sweep_id, "trials", since=since)
 
     def metrics(self, sweep_id: int, names: Optional[Sequence[str]] = None, since: str = "",
@@ -255,7 +293,9 @@ class Client:
         return self.export(sweep_id, "metrics", metrics=names, since=since, follow=follow)
 
     def grad_norms(self, sweep_id: int, since: str = "") -> pd.DataFrame:
-        """FFN gradient norms: trial_id, step, layer, w1, w2."""
+        """Gradient norms as stored, a row per matrix: trial_id, step, layer, matrix (as the
+        trainer names it: "ffn.fc1", "ffn.fc2"), norm. A wide frame, a column per matrix:
+        df.pivot(index=["trial_id", "step", "layer"], columns="matrix", values="norm")."""
         return self.export(sweep_id, "grad_norms", since=since)
 
     def diagnostics(self, sweep_id: int, since: str = "") -> pd.DataFrame:

@@ -40,7 +40,7 @@ TIMESTAMP = sweep_service_pb2.EXPORT_COLUMN_TIMESTAMP
 TABLE_KEYS: Dict[str, Sequence[str]] = {
     "trials": ("trial_id",),
     "metrics": ("trial_id", "step"),
-    "grad_norms": ("trial_id", "step", "layer"),
+    "grad_norms": ("trial_id", "step", "layer", "matrix"),
     "diagnostics": ("trial_id", "step", "layer"),
     "attempts": ("trial_id", "attempt"),
 }
@@ -226,12 +226,13 @@ class FrameBuilder:
             return pd.DataFrame()
         named = {c.name: c for c in self._columns}
         key_columns = [named[k] for k in key if k in named]
-        if any(c.type != INT64 or c.any_absent for c in key_columns):
-            # Not seen from the server (keys are present int64s): order the frame instead.
+        if any(c.type not in (INT64, STRING) or c.any_absent for c in key_columns):
+            # Not seen from the server (keys are present int64s and strings): order the frame instead.
             df = pd.DataFrame({c.name: _column_values(c, None, self.rows) for c in self._columns}, copy=False)
             present = [c.name for c in key_columns]
             return _last_per_key(df, present) if present and len(df) > 1 else df
-        keys = [c.array() for c in key_columns]
+        # A string key (grad_norms' matrix) is ordered by its rank among the column's values.
+        keys = [c.array() if c.type == INT64 else _string_ranks(c.array()) for c in key_columns]
         # Rows are put in order within the builder's buffers through one scratch
         # array, not into a new array per column: fresh pages cost more than the copy.
         scratch = np.empty(self.rows, dtype=np.int64)
@@ -239,13 +240,19 @@ class FrameBuilder:
         rows = self.rows if order is None else len(order)
         data = {}
         for col in self._columns:
-            if col in key_columns:
+            if col in key_columns and col.type == INT64:
                 values = keys[key_columns.index(col)]
                 data[col.name] = values if order is None else _reorder(values, order, scratch)
             else:
                 data[col.name] = _column_values(col, order, rows, scratch)
         # copy=False: no copy and no consolidation into 2-D blocks (pandas copies for that).
         return pd.DataFrame(data, copy=False)
+
+
+def _string_ranks(values: np.ndarray) -> np.ndarray:
+    """Each string's rank among the distinct values (int64), in code point order, the
+    server's (byte order of UTF-8, PostgreSQL's COLLATE "C")."""
+    return np.unique(values, return_inverse=True)[1].astype(np.int64).reshape(-1)
 
 
 def _reorder(values: np.ndarray, order: np.ndarray, scratch: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ Catch :class:`Error` for all of them, or a subclass for one code.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Dict, Optional, Sequence, Type
 
 import grpc
 
@@ -57,6 +57,20 @@ class PermissionDenied(Error):
 
 class FailedPrecondition(Error):
     """FAILED_PRECONDITION: the call does not fit the sweep's state."""
+
+
+class SweepHasWarnings(FailedPrecondition):
+    """A submit refused because the sweep has warnings (a warm-up longer than the run, a
+    grid of over 1,000 trials, a data_file missing on this host): nothing was stored.
+
+    ``.warnings`` lists them, a sentence each (``.details`` says them too).
+    ``submit(..., validate_only=True)`` shows them with the grid and the
+    estimate; ``submit(..., force=True)`` stores the sweep anyway.
+    """
+
+    def __init__(self, code: grpc.StatusCode, details: str, warnings: Sequence[str] = ()) -> None:
+        super().__init__(code, details)
+        self.warnings = list(warnings)
 
 
 class ResourceExhausted(Error):

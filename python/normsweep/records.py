@@ -101,9 +101,24 @@ ANALYSIS_TABLES = {
     "lr_sensitivity_summary": sweep_service_pb2.PlacementLrSensitivity,
     "importance": sweep_service_pb2.VarianceShares,
     "boundary": sweep_service_pb2.BoundaryLine,
+    "variants": sweep_service_pb2.VariantComparison,
 }
 
 
 def analysis_frames(response: sweep_service_pb2.GetSweepAnalysisResponse) -> Dict[str, pd.DataFrame]:
     """GetSweepAnalysisResponse as a DataFrame per repeated field, named as the response's fields."""
     return {name: frame(getattr(response, name), cls.DESCRIPTOR) for name, cls in ANALYSIS_TABLES.items()}
+
+
+def submit_dict(response: sweep_service_pb2.SubmitSweepResponse, client_warnings: List[str]) -> Dict[str, Any]:
+    """SubmitSweepResponse as submit() returns it: the sweep as sweep_dict, plus created, the
+    expanded grid (axes: [{"name", "values"}], values as text; groups: [{"placement",
+    "variant", "trials"}]), the estimate (CostEstimate's fields; wall_seconds None without a
+    live worker) and warnings (this client's, then the scheduler's)."""
+    out = sweep_dict(response.sweep)
+    out["created"] = response.created
+    out["axes"] = [{"name": a.name, "values": list(a.values)} for a in response.axes]
+    out["groups"] = [flat(g) for g in response.groups]
+    out["estimate"] = flat(response.estimate)
+    out["warnings"] = list(client_warnings) + list(response.warnings)
+    return out

@@ -198,6 +198,9 @@ bool SubmitSweeps(const std::string& address, const std::shared_ptr<grpc::Channe
     const int size = std::min(10000, trials - done) / 10 * 10;
     if (size == 0) break;
     v1::SubmitSweepRequest req;
+    // Over 1,000 trials, warm-ups past the default 1,000 steps: the
+    // scheduler warns, and a load test means it.
+    req.set_allow_warnings(true);
     v1::SweepSpec* spec = req.mutable_spec();
     spec->set_name(absl::StrCat("load-", n));
     spec->add_placements("post");

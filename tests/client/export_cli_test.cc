@@ -2,8 +2,9 @@
 // through the store as a worker would, a real normsweep-scheduler, the CLI
 // over gRPC. Values read back exactly (awkward doubles, NaN, the extremes),
 // absent ones are empty; --since continues after a cursor with no row twice
-// and none missing; --follow ends with the sweep; bad input gets a clear
-// message and exit status.
+// and none missing; --follow ends with the sweep; grad_norms comes in the
+// stored, long shape; bad input gets a clear message and exit status.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -210,6 +211,55 @@ TEST_F(ExportCliTest, ChosenMetricsAndJsonLines) {
       << text;
   EXPECT_THAT(text, HasSubstr("\"finished_at\":null"));  // the running trial
   EXPECT_THAT(text, HasSubstr("\"final_val_loss\":2.5"));
+}
+
+// grad_norms in the stored shape (issue 37): a row per (trial, step, layer,
+// matrix), the matrix by its stored name, each norm read back exactly; and
+// the trials table's peak lr as peak_lr, with the deprecated lr beside it.
+TEST_F(ExportCliTest, GradNormsAreLongAndTheTrialsPeakLrIsPeakLr) {
+  // Each row written: its key columns as text, and its norm.
+  std::vector<std::pair<std::string, double>> expected;
+  for (int i = 0; i < 2; ++i) {
+    v1::ReportProgressRequest progress = testing::ProgressOf(worker_, leased_[i]);
+    testing::AddPoint(progress, 0)->set_val_loss(5.5);
+    for (int step : {0, 10}) {
+      v1::LayerGradNorms* g = progress.add_layer_grad_norms();
+      g->set_step(step);
+      for (int layer : {0, 1}) {
+        for (const std::string matrix : {"ffn.fc1", "ffn.fc2"}) {
+          const double norm = (1.0 + i) / 3 + step + 0.1 * layer + (matrix == "ffn.fc2" ? 0.01 : 0);
+          testing::AddNorm(g, layer, matrix, norm);
+          expected.emplace_back(absl::StrCat(leased_[i].id(), ",", step, ",", layer, ",", matrix, ","), norm);
+        }
+      }
+    }
+    ASSERT_TRUE(store_->ReportProgress(progress, absl::Now()).ok());
+  }
+  const std::string out = dir_ + "/g.csv";
+  CommandResult r = Cli({"export", Id(), "--table", "grad_norms", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> lines = absl::StrSplit(ReadFile(out), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1 + expected.size()) << ReadFile(out);
+  EXPECT_EQ(lines[0], "trial_id,step,layer,matrix,norm");
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto& [key, norm] = expected[i];
+    const std::string& line = lines[i + 1];
+    ASSERT_EQ(line.substr(0, key.size()), key) << "row " << i;
+    EXPECT_EQ(std::strtod(line.substr(key.size()).c_str(), nullptr), norm) << line;  // the double written
+  }
+
+  r = Cli({"export", Id(), "--table", "trials", "--out", out});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> trials = absl::StrSplit(ReadFile(out), '\n', absl::SkipEmpty());
+  ASSERT_EQ(trials.size(), 3u);
+  const std::vector<std::string> header = absl::StrSplit(trials[0], ',');
+  const auto peak_lr = std::find(header.begin(), header.end(), "peak_lr");
+  ASSERT_NE(peak_lr, header.end()) << trials[0];
+  EXPECT_EQ(header.back(), "lr");  // deprecated, last so that the other columns keep their places
+  const std::vector<std::string> row = absl::StrSplit(trials[1], ',');
+  ASSERT_EQ(row.size(), header.size());
+  EXPECT_EQ(row[peak_lr - header.begin()], "0.001");
+  EXPECT_EQ(row.back(), "0.001");
 }
 
 TEST_F(ExportCliTest, FollowEndsWithTheSweepWithEveryRowOnce) {

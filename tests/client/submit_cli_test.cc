@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -98,6 +99,75 @@ TEST_F(SubmitCliTest, AxisFieldsInBaseAreRefusedAndNothingIsStored) {
   auto sweeps = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 10);
   ASSERT_TRUE(sweeps.ok()) << sweeps.status();
   EXPECT_TRUE(sweeps->empty());
+}
+
+// A data_file missing on the submitting host: a warning that stops the
+// submit (exit status 1, nothing stored) unless --force, which stores it.
+TEST_F(SubmitCliTest, AMissingDataFileStopsTheSubmitUnlessForced) {
+  const std::string sweep = WriteSweep(kSweep);
+  const std::string missing = "data_file=" + dir_ + "/no-such-corpus.txt";
+  CommandResult r = Submit({sweep, "--set", missing});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("warning: base.data_file '" + dir_ + "/no-such-corpus.txt' does not exist on "
+                                  "this host; the workers read it on theirs, so it may still be right there\n"));
+  EXPECT_THAT(r.output, HasSubstr("normsweep: not submitted, nothing stored: the sweep has warnings (above); "
+                                  "normsweep submit --force submits it all the same\n"));
+  auto sweeps = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 10);
+  ASSERT_TRUE(sweeps.ok()) << sweeps.status();
+  EXPECT_TRUE(sweeps->empty());
+  // The dry run says it too, and stores nothing either.
+  r = Submit({sweep, "--set", missing, "--dry-run"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("valid: 1 trials (a dry run: nothing was stored)\n"));
+  EXPECT_THAT(r.output, HasSubstr("warnings (a real submit stops on these unless --force):\n"
+                                  "  - base.data_file '"));
+  // Forced: stored, the warning said once more.
+  r = Submit({sweep, "--set", missing, "--force"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("warning: base.data_file '"));
+  sweeps = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 10);
+  ASSERT_TRUE(sweeps.ok()) << sweeps.status();
+  ASSERT_EQ(sweeps->size(), 1u);
+  EXPECT_EQ(sweeps->front().spec().base().data_file(), dir_ + "/no-such-corpus.txt");
+}
+
+// The scheduler's warnings (a warm-up longer than the run): refused with
+// FAILED_PRECONDITION and printed, nothing stored, unless --force; the dry
+// run prints the scheduler's grid and estimate.
+TEST_F(SubmitCliTest, TheSchedulersWarningsStopTheSubmitUnlessForced) {
+  const std::string sweep = WriteSweep(kSweep);  // steps: 4
+  CommandResult r = Submit({sweep, "--dry-run"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("valid: 1 trials (a dry run: nothing was stored)\n\ngrid (axes in expansion order):\n"));
+  EXPECT_THAT(r.output, HasSubstr("\nestimate:\n  compute     "));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("warnings")));
+  const std::string long_warmup = WriteSweep(absl::StrReplaceAll(kSweep, {{"warmup_steps: [0]", "warmup_steps: [10]"}}));
+  r = Submit({long_warmup});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("normsweep: submit refused: "));
+  EXPECT_THAT(r.output, HasSubstr("warmup_steps 10"));
+  EXPECT_THAT(r.output, HasSubstr("--force"));
+  auto sweeps = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 10);
+  ASSERT_TRUE(sweeps.ok()) << sweeps.status();
+  EXPECT_TRUE(sweeps->empty());
+  r = Submit({long_warmup, "--dry-run"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("warnings (a real submit stops on these unless --force):\n  - "));
+  r = Submit({long_warmup, "--force"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("warning: "));
+  sweeps = store_->ListSweeps(v1::SWEEP_STATE_UNSPECIFIED, 0, 10);
+  ASSERT_TRUE(sweeps.ok()) << sweeps.status();
+  EXPECT_EQ(sweeps->size(), 1u);
+}
+
+// A misspelt field: its line and column and the closest name, before any call.
+TEST_F(SubmitCliTest, AnUnknownFieldSaysWhereAndTheClosestName) {
+  const std::string path = WriteSweep(absl::StrReplaceAll(kSweep, {{"  d_model: 16", "  d_modle: 16"}}));
+  const CommandResult r = Submit({path});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(path + ": line 8, column 3: unknown field 'd_modle' in base (TrainConfig); did "
+                                         "you mean 'd_model'?"));
 }
 
 }  // namespace

@@ -52,6 +52,54 @@ max_attempts: 2
   EXPECT_EQ(spec->max_attempts(), 2);
 }
 
+// An unknown field: its line and column, the message it is not a field of,
+// and the closest field name.
+TEST(SweepFileTest, UnknownFieldsSayWhereAndTheClosestName) {
+  auto error = [](const std::string& text) {
+    absl::StatusOr<v1::SweepSpec> spec = SweepSpecFromYaml(text);
+    EXPECT_FALSE(spec.ok()) << text;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(spec.status().message());
+  };
+  EXPECT_EQ(error("name: x\nplacements: [pre]\nseed: [0, 1]\n"),
+            "line 3, column 1: unknown field 'seed' (SweepSpec); did you mean 'seeds'?");
+  EXPECT_EQ(error("name: x\nbase:\n  layers: 2\n  d_modle: 64\n"),
+            "line 4, column 3: unknown field 'd_modle' in base (TrainConfig); did you mean 'd_model'?");
+  EXPECT_EQ(error("name: b\nboundary_search: {lr_min: 1e-4, lr_maximum: 1e-2}\n"),
+            "line 2, column 33: unknown field 'lr_maximum' in boundary_search (BoundarySearch); did you mean "
+            "'lr_max'?");
+  EXPECT_EQ(error("name: x\nextra_axes:\n  - field: layers\n    values: [\"2\"]\n  - feild: qk_norm\n"),
+            "line 5, column 5: unknown field 'feild' in extra_axes[1] (ExtraAxis); did you mean 'field'?");
+  // Case is not a different name to a person.
+  EXPECT_THAT(error("Name: x\n"), HasSubstr("unknown field 'Name' (SweepSpec); did you mean 'name'?"));
+  // Nothing close: no guess.
+  EXPECT_EQ(error("name: x\nbase:\n  completely_unrelated: 1\n"),
+            "line 3, column 3: unknown field 'completely_unrelated' in base (TrainConfig)");
+  // JSON (a sweep file may be either) gets the same; JSON names are fields too.
+  EXPECT_EQ(error("{\"name\": \"j\",\n \"peakLrs\": [0.001],\n \"base\": {\"stpes\": 10}}"),
+            "line 3, column 11: unknown field 'stpes' in base (TrainConfig); did you mean 'steps'?");
+}
+
+// A file that leaves out seeds or warmup_steps gets [0], as the flags do
+// (sweep_flags_test checks the flags' side against this function).
+TEST(SweepFileTest, SeedsAndWarmupStepsDefaultToZero) {
+  auto spec = SweepSpecFromYaml("name: d\nplacements: [pre]\npeak_lrs: [1e-3]\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->seeds(), ::testing::ElementsAre(0));
+  EXPECT_THAT(spec->warmup_steps(), ::testing::ElementsAre(0));
+  // Given values stay; a random search samples the warm-up, so it gets none.
+  spec = SweepSpecFromYaml("name: d\nplacements: [pre]\nseeds: [3]\n"
+                           "random_search: {samples: 4, lr_min: 1e-4, lr_max: 1e-2, warmup_max: 100}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->seeds(), ::testing::ElementsAre(3));
+  EXPECT_TRUE(spec->warmup_steps().empty());
+  // A boundary search runs a line per warm-up: [0] too.
+  spec = SweepSpecFromYaml("name: b\nplacements: [pre]\nboundary_search: {lr_min: 1e-4, lr_max: 1e-2}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->warmup_steps(), ::testing::ElementsAre(0));
+  EXPECT_THAT(spec->seeds(), ::testing::ElementsAre(0));
+}
+
 TEST(SweepFileTest, ExtraAxisValuesAreStringsAsWritten) {
   // qk_norm's values unquoted are YAML bools, layers' numbers: both read as
   // the strings written (the schema's values are strings).

@@ -1,5 +1,6 @@
 #include "client/sweep_flags.h"
 
+#include "client/sweep_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -7,6 +8,7 @@ namespace normsweep::client {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 
 CliArgs Args(std::map<std::string, std::string> flags, std::vector<std::string> sets = {}) {
   CliArgs a;
@@ -58,6 +60,25 @@ TEST(SpecFromFlagsTest, DefaultsSeedsAndWarmupToZero) {
   EXPECT_EQ(spec->base().SerializeAsString(), "");
 }
 
+// The flag form and the file form give a spec that leaves out seeds and
+// warm-ups the same axes.
+TEST(SpecFromFlagsTest, DefaultsAgreeWithASweepFile) {
+  absl::StatusOr<v1::SweepSpec> flags = SpecFromFlags(Args({{"name", "n"}, {"placements", "pre"}, {"lrs", "1e-3"}}));
+  absl::StatusOr<v1::SweepSpec> file = SweepSpecFromYaml("name: n\nplacements: [pre]\npeak_lrs: [1e-3]\n");
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_THAT(flags->seeds(), ElementsAre(0));
+  EXPECT_THAT(flags->seeds(), ElementsAreArray(file->seeds()));
+  EXPECT_THAT(flags->warmup_steps(), ElementsAre(0));
+  EXPECT_THAT(flags->warmup_steps(), ElementsAreArray(file->warmup_steps()));
+  // Given as an empty list: the same default, not an empty axis.
+  flags = SpecFromFlags(Args({{"name", "n"}, {"placements", "pre"}, {"lrs", "1e-3"}, {"seeds", ""},
+                              {"warmup-steps", ","}}));
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_THAT(flags->seeds(), ElementsAre(0));
+  EXPECT_THAT(flags->warmup_steps(), ElementsAre(0));
+}
+
 TEST(SpecFromFlagsTest, ErrorsNameTheFlag) {
   EXPECT_EQ(Error(Args({{"placements", "pre"}})), "--name is required when no sweep file is given");
   EXPECT_EQ(Error(Args({{"name", "n"}, {"lrs", "1e-3,fast"}})), "--lrs: 'fast' is not a finite number");
@@ -92,7 +113,10 @@ TEST(ApplySetFlagsTest, ErrorsNameTheFlagAndTheField) {
   auto error = [&](const std::string& set) { return std::string(ApplySetFlags({set}, &c).message()); };
   EXPECT_EQ(error("layers"), "--set layers: expected FIELD=VALUE");
   EXPECT_EQ(error("=3"), "--set =3: expected FIELD=VALUE");
-  EXPECT_EQ(error("nope=1"), "--set nope=1: TrainConfig has no field 'nope'");
+  EXPECT_EQ(error("nope=1"), "--set nope=1: TrainConfig has no field 'nope'; did you mean 'norm'?");
+  EXPECT_EQ(error("warmup_step=1"), "--set warmup_step=1: TrainConfig has no field 'warmup_step'; did you mean "
+                                    "'warmup_steps'?");
+  EXPECT_EQ(error("zzzzzzzzzz=1"), "--set zzzzzzzzzz=1: TrainConfig has no field 'zzzzzzzzzz'");
   EXPECT_EQ(error("layers=twelve"), "--set layers=twelve (TrainConfig.layers): 'twelve' is not an integer");
   EXPECT_EQ(error("layers="), "--set layers= (TrainConfig.layers): '' is not an integer");
   EXPECT_EQ(error("dropout=inf"), "--set dropout=inf (TrainConfig.dropout): 'inf' is not a finite number");

@@ -1,5 +1,10 @@
 #include "client/sweep_tables.h"
 
+#include <cctype>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -57,15 +62,30 @@ TEST(SweepTablesTest, StateLabels) {
 }
 
 TEST(SweepTablesTest, SweepList) {
-  EXPECT_EQ(RenderSweepList({}), "id     name                         state       trials   done diverged  failed  created\n");
+  EXPECT_EQ(RenderSweepList({}),
+            "id     name                         state       trials   done diverged  failed cancelled  created\n");
   v1::Sweep done = Sweep();
   done.set_id(8);
   done.set_name("short");
   done.set_state(v1::SWEEP_COMPLETED);
   EXPECT_EQ(RenderSweepList({Sweep(), done}),
-            "id     name                         state       trials   done diverged  failed  created\n"
-            "7      ln-warmup-a-name-longer-than running         12      7        2       1  2026-12-01T08:10:49Z\n"
-            "8      short                        completed       12      7        2       1  2026-12-01T08:10:49Z\n");
+            "id     name                         state       trials   done diverged  failed cancelled  created\n"
+            "7      ln-warmup-a-name-longer-than running         12      7        2       1         0  "
+            "2026-12-01T08:10:49Z\n"
+            "8      short                        completed       12      7        2       1         0  "
+            "2026-12-01T08:10:49Z\n");
+}
+
+// Cancelled trials did not run to an outcome: a column of their own, not done.
+TEST(SweepTablesTest, SweepListCountsCancelledTrialsApartFromDone) {
+  v1::Sweep cancelled = Sweep();
+  cancelled.set_state(v1::SWEEP_CANCELLED);
+  v1::TrialCounts* c = cancelled.mutable_counts();
+  c->set_pending(0);
+  c->set_running(0);
+  c->set_cancelled(5);  // 4 succeeded + 2 diverged + 1 failed + 5 cancelled = 12
+  EXPECT_THAT(RenderSweepList({cancelled}),
+              HasSubstr("7      ln-warmup-a-name-longer-than cancelled       12      7        2       1         5  "));
 }
 
 TEST(SweepTablesTest, SweepDetail) {
@@ -85,7 +105,7 @@ TEST(SweepTablesTest, SweepDetail) {
             "succeeded, 2 diverged, 1 failed, 0 cancelled)\n"
             "created 2026-12-01T08:10:49Z\n"
             "\n"
-            "trial    idx   place    warmup   lr        seed  variant              state      attempts interr step   "
+            "trial    idx   place    warmup   peak_lr   seed  variant              state      attempts interr step   "
             "val_loss   unigram  failure  note\n"
             "101      0     pre      400      1e-03     2                          succeeded  1        0      100    "
             "2.3457              -        \n"
@@ -122,17 +142,27 @@ TEST(SweepTablesTest, TrialDetailSaysTheNormSettingsThatAreNotDefaults) {
   c->set_norm("layernorm");
   c->set_qk_norm(false);
   c->set_z_loss(0);
-  EXPECT_THAT(RenderTrialDetail(r), HasSubstr("trial 101 of sweep 7: succeeded, placement pre, warmup 400, lr 1e-03, "
-                                              "seed 2\n"));
+  EXPECT_THAT(RenderTrialDetail(r), HasSubstr("trial 101 of sweep 7: succeeded, placement pre, warmup 400, "
+                                              "peak_lr 1e-03, seed 2\n"));
   c->set_placement("mix");
   c->set_mix_post_fraction(0.25);
   c->set_norm("rmsnorm");
   c->set_qk_norm(true);
   c->set_z_loss(1e-4);
+  // Each setting once: the variant's qk_norm=true is the qk_norm already said.
   r.mutable_trial()->set_variant("qk_norm=true");
   EXPECT_THAT(RenderTrialDetail(r),
               HasSubstr("trial 101 of sweep 7: succeeded, placement mix, mix_post_fraction 0.25, rmsnorm, qk_norm, "
-                        "z_loss 0.0001, warmup 400, lr 1e-03, seed 2, qk_norm=true\n"));
+                        "z_loss 0.0001, warmup 400, peak_lr 1e-03, seed 2\n"));
+  // The rest of the variant stays: other fields, and a switch at its default
+  // (not said by the settings); a value with a comma stays whole.
+  r.mutable_trial()->set_variant("layers=12,norm=rmsnorm,data_file=/d/a,b.txt,mix_post_fraction=0.25,z_loss=0.0001");
+  c->set_qk_norm(false);
+  EXPECT_THAT(RenderTrialDetail(r),
+              HasSubstr(", placement mix, mix_post_fraction 0.25, rmsnorm, z_loss 0.0001, warmup 400, peak_lr 1e-03, "
+                        "seed 2, layers=12, data_file=/d/a,b.txt\n"));
+  r.mutable_trial()->set_variant("qk_norm=false");
+  EXPECT_THAT(RenderTrialDetail(r), HasSubstr(", seed 2, qk_norm=false\n"));
 }
 
 TEST(SweepTablesTest, TrialDetail) {
@@ -160,7 +190,7 @@ TEST(SweepTablesTest, TrialDetail) {
   // SUCCEEDED without a final loss: by the rule (proto/schema/failure.h) it
   // failed to train.
   EXPECT_EQ(RenderTrialDetail(r),
-            "trial 101 of sweep 7: succeeded, placement pre, warmup 400, lr 1e-03, seed 2\n"
+            "trial 101 of sweep 7: succeeded, placement pre, warmup 400, peak_lr 1e-03, seed 2\n"
             "failure: no finite loss\n"
             "step    lr         train_loss  val_loss    grad_norm  tokens/s  \n"
             "1       2.500e-06  5.5432                  1.2500     12346     \n"
@@ -189,6 +219,47 @@ TEST(SweepTablesTest, TrialDetail) {
   EXPECT_THAT(RenderTrialDetail(r),
               HasSubstr("seed 2, layers=12\nattempts 2 (the trial's own, counted against max_attempts), "
                         "interruptions 2 (worker_lost 1, lease_lost 1)\n"));
+}
+
+// A run of thousands of steps: --every N keeps the steps divisible by N and
+// the last, --tail N the last N of those, and a line says what was left out.
+TEST(SweepTablesTest, TrialDetailEveryAndTail) {
+  v1::GetTrialResponse r;
+  *r.mutable_trial() = Trial(101, 0, v1::TRIAL_RUNNING);
+  for (int step = 0; step <= 2501; ++step) {
+    v1::MetricPoint* p = r.add_metrics();
+    p->set_step(step);
+    p->set_train_loss(step);
+  }
+  // The step column of each row printed, in order.
+  auto steps = [](const std::string& text) {
+    std::vector<int> out;
+    std::istringstream lines(text.substr(text.find("tokens/s")));
+    std::string line;
+    std::getline(lines, line);  // the header
+    while (std::getline(lines, line) && !line.empty() && std::isdigit(static_cast<unsigned char>(line[0]))) {
+      out.push_back(std::stoi(line));
+    }
+    return out;
+  };
+  EXPECT_EQ(steps(RenderTrialDetail(r)).size(), 2502u);
+  EXPECT_THAT(RenderTrialDetail(r), Not(HasSubstr("metric rows")));  // all of them: nothing to say
+  std::string out = RenderTrialDetail(r, std::nullopt, {.every = 1000});
+  EXPECT_EQ(steps(out), (std::vector<int>{0, 1000, 2000, 2501}));
+  EXPECT_THAT(out, HasSubstr("\n(4 of 2502 metric rows: the steps divisible by 1000 and the last)\n"));
+  out = RenderTrialDetail(r, std::nullopt, {.tail = 3});
+  EXPECT_EQ(steps(out), (std::vector<int>{2499, 2500, 2501}));
+  EXPECT_THAT(out, HasSubstr("(3 of 2502 metric rows: the last 3)\n"));
+  out = RenderTrialDetail(r, std::nullopt, {.every = 500, .tail = 2});
+  EXPECT_EQ(steps(out), (std::vector<int>{2500, 2501}));
+  EXPECT_THAT(out, HasSubstr("(2 of 2502 metric rows: the steps divisible by 500 and the last, then the last 2)\n"));
+  // The last step divisible: it is not printed twice.
+  r.mutable_metrics()->RemoveLast();
+  EXPECT_EQ(steps(RenderTrialDetail(r, std::nullopt, {.every = 500})), (std::vector<int>{0, 500, 1000, 1500, 2000, 2500}));
+  // A tail longer than the run: every row, and no line.
+  out = RenderTrialDetail(r, std::nullopt, {.tail = 5000});
+  EXPECT_EQ(steps(out).size(), 2501u);
+  EXPECT_THAT(out, Not(HasSubstr("metric rows")));
 }
 
 // Issue 16's figures in `normsweep trial`: l0, log Z beside each point, the
@@ -228,7 +299,7 @@ TEST(SweepTablesTest, TrialDetailWithInitialLossAndDiagnostics) {
   r.mutable_trial()->set_state(v1::TRIAL_SUCCEEDED);
   r.mutable_trial()->mutable_result()->set_init_val_loss(5.5);
   EXPECT_EQ(RenderTrialDetail(r),
-            "trial 101 of sweep 7: succeeded, placement pre, warmup 400, lr 1e-03, seed 2\n"
+            "trial 101 of sweep 7: succeeded, placement pre, warmup 400, peak_lr 1e-03, seed 2\n"
             "l0 (validation loss at initialisation) 5.5000\n"
             "failure: no finite loss\n"
             "step    lr         train_loss  val_loss    grad_norm  tokens/s   log_z\n"

@@ -1,6 +1,7 @@
 // ExportSweep on both stores (db/export.h): columns and rows against
 // GetTrial / GetTrialHistory, the chunk bound, the cursor under a concurrent
 // writer, bad names. PostgreSQL runs on a throwaway database per test.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -90,6 +91,20 @@ class ExportTest : public testing::BothStoresTest {
         int64_t step = row.contains("step") ? std::stoll(row["step"]) : row.contains("attempt") ? std::stoll(row["attempt"]) : 0;
         int64_t layer = row.contains("layer") ? std::stoll(row["layer"]) : 0;
         out[{std::stoll(row["trial_id"]), step, layer}] = row;
+      }
+    }
+    return out;
+  }
+
+  // grad_norms' rows as (trial_id, step, layer, matrix) -> norm, each key once.
+  static std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, std::string> GradRows(const Exported& e) {
+    std::map<std::tuple<int64_t, int64_t, int64_t, std::string>, std::string> out;
+    for (const v1::ExportChunk& c : e.chunks) {
+      for (int r = 0; r < c.rows(); ++r) {
+        const auto key = std::make_tuple(c.columns(0).ints(r), c.columns(1).ints(r), c.columns(2).ints(r),
+                                         c.columns(3).strings(r));
+        EXPECT_FALSE(out.contains(key)) << "sent twice: layer " << std::get<2>(key) << " " << std::get<3>(key);
+        out[key] = Cell(c.columns(4), r);
       }
     }
     return out;
@@ -203,7 +218,8 @@ TEST_P(ExportTest, TablesEqualGetTrialAndHistory) {
     EXPECT_EQ(row["state"], v1::TrialState_Name(t.state()));
     EXPECT_EQ(row["variant"], t.variant());
     EXPECT_EQ(row["attempts"], std::to_string(t.attempts()));
-    EXPECT_EQ(row["lr"], Hex(t.config().lr()));
+    EXPECT_EQ(row["peak_lr"], Hex(t.config().lr()));
+    EXPECT_EQ(row["lr"], Hex(t.config().lr()));  // deprecated: peak_lr
     EXPECT_EQ(row["placement"], t.config().placement());
     EXPECT_EQ(row["d_model"], "64");
     EXPECT_EQ(row["final_val_loss"], t.result().has_final_val_loss() ? Hex(t.result().final_val_loss()) : "");
@@ -226,12 +242,12 @@ TEST_P(ExportTest, TablesEqualGetTrialAndHistory) {
       EXPECT_EQ(row["z_term"], p.has_z_term() ? Hex(p.z_term()) : "");
       EXPECT_EQ(row["tokens_per_s"], p.has_tokens_per_s() ? Hex(p.tokens_per_s()) : "");
     }
+    const auto grows = GradRows(Export(s.id(), "grad_norms"));
     for (const auto& g : h.layer_grad_norms) {
-      Exported gn = Export(s.id(), "grad_norms");
-      auto grows = Rows(gn);
       for (const auto& n : g.norms()) {
-        const std::tuple<int64_t, int64_t, int64_t> key{t.id(), g.step(), n.layer()};
-        EXPECT_EQ(grows[key][n.matrix() == "ffn.fc1" ? "w1" : "w2"], Hex(n.norm()));
+        const auto key = std::make_tuple(t.id(), int64_t{g.step()}, int64_t{n.layer()}, n.matrix());
+        ASSERT_TRUE(grows.contains(key)) << "trial " << t.id() << " layer " << n.layer() << " " << n.matrix();
+        EXPECT_EQ(grows.at(key), Hex(n.norm()));
       }
     }
     auto drows = Rows(Export(s.id(), "diagnostics"));
@@ -246,7 +262,7 @@ TEST_P(ExportTest, TablesEqualGetTrialAndHistory) {
   size_t sent = 0;  // each (trial, step) once
   for (const v1::ExportChunk& c : m.chunks) sent += c.rows();
   EXPECT_EQ(sent, expected);
-  EXPECT_EQ(Rows(Export(s.id(), "grad_norms")).size(), 6u);
+  EXPECT_EQ(GradRows(Export(s.id(), "grad_norms")).size(), 12u);  // 3 trials x 2 layers x 2 matrices
   EXPECT_EQ(Rows(Export(s.id(), "diagnostics")).size(), 6u);
 
   // Attempts as GetTrial lists them: the recorded ones (the two expired
@@ -281,6 +297,87 @@ TEST_P(ExportTest, TablesEqualGetTrialAndHistory) {
   ASSERT_EQ(narrow.chunks[0].columns_size(), 4);
   EXPECT_EQ(narrow.chunks[0].columns(2).name(), "val_loss");
   EXPECT_EQ(narrow.chunks[0].columns(3).name(), "lr");
+}
+
+TEST(ExportColumnsTest, TrialsNamePeakLrAndKeepLrLastGradNormsAreLong) {
+  std::vector<std::string> names;
+  for (const ExportColumnSpec& c : ExportColumns(ExportTable::kTrials)) names.push_back(c.name);
+  // TrainConfig.lr's column is peak_lr, in lr's place among the config's fields.
+  const int lr_index = v1::TrainConfig::descriptor()->FindFieldByName("lr")->index();
+  const std::vector<std::string> first = {"trial_id", "trial_index", "variant", "state", "attempts", "interruptions",
+                                          "worker_id", "created_at", "started_at", "finished_at"};
+  ASSERT_GT(names.size(), first.size() + lr_index + 1);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + first.size()), first);
+  EXPECT_EQ(names[first.size() + v1::TrainConfig::descriptor()->FindFieldByName("placement")->index()], "placement");
+  EXPECT_EQ(names[first.size() + lr_index], "peak_lr");
+  // lr, deprecated, once, after every other column (the results' included).
+  EXPECT_EQ(names.back(), "lr");
+  EXPECT_EQ(std::count(names.begin(), names.end(), "lr"), 1);
+  EXPECT_EQ(names[names.size() - 2], v1::TrialResult::descriptor()->field(
+                                         v1::TrialResult::descriptor()->field_count() - 1)->name());
+
+  std::vector<std::pair<std::string, v1::ExportColumnType>> grad;
+  for (const ExportColumnSpec& c : ExportColumns(ExportTable::kGradNorms)) grad.emplace_back(c.name, c.type);
+  const std::vector<std::pair<std::string, v1::ExportColumnType>> expected = {
+      {"trial_id", v1::EXPORT_COLUMN_INT64}, {"step", v1::EXPORT_COLUMN_INT64}, {"layer", v1::EXPORT_COLUMN_INT64},
+      {"matrix", v1::EXPORT_COLUMN_STRING}, {"norm", v1::EXPORT_COLUMN_DOUBLE}};
+  EXPECT_EQ(grad, expected);
+}
+
+TEST(ExportCursorTest, AMatrixEndsTheCursorOfGradNormsOnly) {
+  ExportKey key{7, 3, 0, 1, "ffn.fc2"};
+  const std::string cursor = EncodeExportCursor(5, "grad_norms", key);
+  EXPECT_EQ(cursor, "5.grad_norms.7.3.0.1.ffn.fc2");
+  v1::ExportSweepRequest req;
+  req.set_sweep_id(5);
+  req.set_table("grad_norms");
+  req.set_since(cursor);
+  absl::StatusOr<ExportPlan> plan = PlanExport(req);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->since, key);
+  req.set_since("5.grad_norms.7.3.0.1");  // a layer's cursor: before its matrices
+  ASSERT_TRUE(PlanExport(req).ok());
+  EXPECT_EQ(PlanExport(req)->since.matrix, "");
+  EXPECT_EQ(EncodeExportCursor(5, "metrics", ExportKey{7, 3, 4, 0}), "5.metrics.7.3.4.0");
+  req.set_table("metrics");
+  req.set_since("5.metrics.7.3.4.0.ffn.fc1");
+  absl::StatusOr<ExportPlan> other = PlanExport(req);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(other.status().message(), HasSubstr("a matrix in a cursor of metrics"));
+  req.set_table("grad_norms");
+  req.set_since("5.grad_norms.7.3.0.1.");
+  EXPECT_THAT(PlanExport(req).status().message(), HasSubstr("since: not a cursor of ExportSweep"));
+}
+
+// Every chunk a row: each chunk's cursor, taken between two matrices of one
+// layer (written by one transaction: the same x), continues with the next.
+TEST_P(ExportTest, GradNormsCursorContinuesBetweenTheMatricesOfALayer) {
+  v1::Sweep s = Create(2);
+  int64_t w = Worker();
+  std::vector<v1::Trial> trials = LeaseAll(w, 2);
+  for (const auto& t : trials) Report(t, w, 0, 1);
+  ExportOptions one_row;
+  one_row.max_chunk_bytes = 1;  // a chunk holds one row
+  Exported all = Export(s.id(), "grad_norms", "", {}, one_row);
+  ASSERT_TRUE(all.status.ok()) << all.status;
+  const auto rows = GradRows(all);
+  ASSERT_EQ(rows.size(), 8u);  // 2 trials x 2 layers x 2 matrices
+  ASSERT_EQ(all.rows(), 8);
+  // In key order: within a layer, ffn.fc1 before ffn.fc2.
+  std::vector<std::string> matrices;
+  for (const auto& c : all.chunks) {
+    if (c.rows() > 0) matrices.push_back(c.columns(3).strings(0));
+  }
+  EXPECT_EQ(matrices, (std::vector<std::string>{"ffn.fc1", "ffn.fc2", "ffn.fc1", "ffn.fc2", "ffn.fc1", "ffn.fc2",
+                                                "ffn.fc1", "ffn.fc2"}));
+  int before = 0;
+  for (const auto& c : all.chunks) {
+    before += c.rows();
+    Exported rest = Export(s.id(), "grad_norms", c.cursor());
+    ASSERT_TRUE(rest.status.ok()) << rest.status << " after " << c.cursor();
+    EXPECT_EQ(before + rest.rows(), 8) << "after " << c.cursor();
+  }
+  EXPECT_EQ(Export(s.id(), "grad_norms", all.cursor()).rows(), 0);
 }
 
 TEST_P(ExportTest, ChunksStayUnderTheBound) {

@@ -1,11 +1,15 @@
 // Workers in both stores (store_fixture.h): a restarted worker's
 // registrations and leases, heartbeats that renew leases and report lost
-// ones, liveness, and the workers list.
+// ones, liveness, the workers list, and their finished trials' speeds.
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "db/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/requests.h"
 #include "tests/db/store_fixture.h"
 
 namespace normsweep::db {
@@ -180,6 +184,62 @@ TEST_P(StoreWorkersTest, ListsWorkersWithLivenessAndRunningTrials) {
   auto stats = store_->Stats(kT0 + absl::Seconds(1));
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->live_workers, 2);
+}
+
+// The cost estimate's throughput (Store::RecentTrialSpeeds): each live
+// worker's last SUCCEEDED trials with a throughput, newest first, those of
+// its earlier registrations included.
+TEST_P(StoreWorkersTest, RecentTrialSpeedsAreEachLiveWorkersLastSucceededTrials) {
+  Create("s", 8);
+  const int64_t a = Worker("a");
+  const int64_t b = Worker("b");
+  Worker("idle");  // live, nothing finished: left out
+  // Leases one trial to worker and ends it `seconds` after kT0.
+  auto run = [&](int64_t worker, v1::TrialState outcome, std::optional<double> tokens_per_s, int seconds) {
+    const v1::Trial t = Lease(worker, kT0 + absl::Seconds(seconds - 1));
+    v1::FinishTrialRequest req = testing::FinishOf(worker, t, outcome);
+    if (tokens_per_s.has_value()) req.mutable_result()->set_tokens_per_s(*tokens_per_s);
+    auto finished = store_->FinishTrial(req, kT0 + absl::Seconds(seconds));
+    EXPECT_TRUE(finished.ok()) << finished.status();
+    return t;
+  };
+  const v1::Trial oldest = run(a, v1::TRIAL_SUCCEEDED, 100, 1);
+  run(a, v1::TRIAL_SUCCEEDED, 200, 2);
+  run(a, v1::TRIAL_DIVERGED, 300, 3);        // not a finished run's speed
+  run(a, v1::TRIAL_SUCCEEDED, std::nullopt, 4);  // no throughput reported
+  run(b, v1::TRIAL_SUCCEEDED, 500, 5);
+  // a restarts: its new registration keeps the history of the old one.
+  v1::RegisterWorkerRequest again;
+  again.set_name("a");
+  again.set_hostname("host");
+  auto a2 = store_->RegisterWorker(again, kT0 + absl::Seconds(6));
+  ASSERT_TRUE(a2.ok()) << a2.status();
+  const v1::Trial newest = run(*a2, v1::TRIAL_SUCCEEDED, 600, 7);
+
+  auto speeds = [&](absl::Time live_since, int per_worker) {
+    std::vector<std::pair<int64_t, std::vector<double>>> out;  // (worker, tokens_per_s newest first)
+    auto got = store_->RecentTrialSpeeds(live_since, per_worker);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok()) return out;
+    for (const WorkerSpeeds& w : *got) {
+      std::vector<double> tps;
+      for (const TrialSpeed& t : w.trials) tps.push_back(t.tokens_per_s);
+      out.emplace_back(w.worker_id, tps);
+    }
+    return out;
+  };
+  using Speeds = std::vector<std::pair<int64_t, std::vector<double>>>;
+  EXPECT_EQ(speeds(kT0, 2), (Speeds{{b, {500}}, {*a2, {600, 200}}}));
+  EXPECT_EQ(speeds(kT0, 20), (Speeds{{b, {500}}, {*a2, {600, 200, 100}}}));
+  // Live since 1 s after kT0: only the restarted a (b and idle were last heard of at kT0).
+  EXPECT_EQ(speeds(kT0 + absl::Seconds(1), 20), (Speeds{{*a2, {600, 200, 100}}}));
+  auto got = store_->RecentTrialSpeeds(kT0, 20);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  ASSERT_EQ((*got)[1].trials.size(), 3u);
+  EXPECT_EQ((*got)[1].trials.front().config.SerializeAsString(), newest.config().SerializeAsString());
+  EXPECT_EQ((*got)[1].trials.back().config.SerializeAsString(), oldest.config().SerializeAsString());
+  EXPECT_NE(a, *a2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreWorkersTest, testing::BothStores(), testing::StoreKindName);

@@ -3,8 +3,9 @@
 for the references between them and into the code, without a cluster or a
 registry: names, ports, labels, selectors, secret keys, the flags (spelled
 with dashes) and the environment variables the binaries actually read
-(taken from the sources),
-mounted paths (a TLS or token file a binary is pointed at lies in a mounted
+(taken from the sources), the metric names the dashboards and rules read
+(exported, none of them deprecated: scheduler/scheduler_metrics.cc,
+worker/worker_metrics.cc), mounted paths (a TLS or token file a binary is pointed at lies in a mounted
 volume, is a key of its Secret, or a credential the unit loads), Dockerfile
 stages, data source uids. systemd units go through `systemd-analyze verify`
 (skipped with a message when it is not installed).
@@ -24,7 +25,8 @@ import yaml
 from manifests_common import DEPLOY, read
 from manifests_docker_systemd import check_credentials, check_docker, check_systemd, docker_compose_config
 from manifests_k8s import check_k8s, load_k8s
-from manifests_monitoring import check_dashboard, check_grafana, check_prometheus
+from manifests_monitoring import (check_dashboard, check_grafana, check_metric_sources, check_prometheus,
+                                  check_rules)
 
 
 def must_fail(what, check, expect=""):
@@ -43,6 +45,8 @@ def main():
     compose = yaml.safe_load(read(os.path.join(DEPLOY, "docker", "compose.yaml")))
     services = check_k8s(docs, errors)
     check_prometheus(services, compose, errors)
+    check_metric_sources(errors)
+    check_rules(errors)
     check_grafana(compose, errors)
     check_docker(compose, errors)
     docker_compose_config(errors)
@@ -114,6 +118,32 @@ def main():
     next(v for v in fixed_list["templating"]["list"] if v["name"] == "placement").update(type="custom", query="post,pre")
     bad += must_fail("a fixed list of placements",
                      lambda errs: check_dashboard("fixed-list.json", fixed_list, sources, errs))
+    # Metric names: a deprecated one (kept for users' own queries, one
+    # release), one nobody exports, in a panel, a variable and a rule.
+    def live_target(dashboard):
+        return next(t for p in dashboard["panels"] for t in p.get("targets", [])
+                    if "normsweep_worker_trial_" in t.get("expr", ""))
+
+    old_name = copy.deepcopy(sensitivity)
+    target = live_target(old_name)
+    target["expr"] = target["expr"].replace("normsweep_worker_trial_", "normsweep_trial_")
+    bad += must_fail("a dashboard reading a deprecated metric name",
+                     lambda errs: check_dashboard("old-name.json", old_name, sources, errs), "a deprecated name")
+    old_variable = copy.deepcopy(sensitivity)
+    v = next(v for v in old_variable["templating"]["list"] if v["datasource"]["type"] == "prometheus")
+    v["query"]["query"] = v["query"]["query"].replace("normsweep_worker_trial_step", "normsweep_trial_step")
+    bad += must_fail("a variable reading a deprecated metric name",
+                     lambda errs: check_dashboard("old-variable.json", old_variable, sources, errs),
+                     "a deprecated name")
+    unknown = copy.deepcopy(sensitivity)
+    target = live_target(unknown)
+    target["expr"] = target["expr"].replace("normsweep_worker_trial_", "normsweep_worker_trials_")
+    bad += must_fail("a dashboard reading a metric nobody exports",
+                     lambda errs: check_dashboard("unknown.json", unknown, sources, errs), "neither the scheduler")
+    rules = yaml.safe_load(read(os.path.join(DEPLOY, "prometheus", "normsweep-rules.yml")))
+    rules["groups"][0]["rules"].append({"record": "normsweep:val_loss:min", "expr": "min(normsweep_trial_val_loss)"})
+    bad += must_fail("a rule reading a deprecated metric name", lambda errs: check_rules(errs, rules),
+                     "a deprecated name")
     unit = read(os.path.join(DEPLOY, "systemd", "normsweep-scheduler.service"))
     no_credential = re.sub(r"^LoadCredential=tls.key:.*$", "", unit, flags=re.M)
     bad += must_fail("a unit reading a credential it does not load",

@@ -136,7 +136,8 @@ std::string StartPrometheus(DeployStack& s, const std::string& prometheus) {
 
 // One rejected submission (counted in normsweep_scheduler_rpc_errors_total),
 // then the sweep to its end: trials of about 3 s, so that every one is
-// scraped live.
+// scraped live. QK-norm off and on is an extra axis: two variants per
+// placement, for the variant label and the variant_comparison panels.
 std::string RunSweep(DeployStack& s) {
   client::SweepClient client(s.scheduler->address());
   auto bad = client::SweepSpecFromYaml("name: bad\nplacements: [post]\npeak_lrs: [-1]\nbase: {steps: 1}\n");
@@ -144,20 +145,21 @@ std::string RunSweep(DeployStack& s) {
   if (client.Submit(*bad, "", false).ok()) return "the scheduler accepted a negative learning rate";
   auto spec = client::SweepSpecFromYaml(
       "name: deploy-dashboards\nplacements: [post, pre]\nwarmup_steps: [0, 50]\npeak_lrs: [1e-3, 1e-2]\n"
-      "seeds: [0]\nbase: {layers: 2, d_model: 32, heads: 2, seq_len: 32, batch_size: 8, steps: 2000, "
+      "seeds: [0]\nextra_axes: [{field: qk_norm, values: [\"false\", \"true\"]}]\n"
+      "base: {layers: 2, d_model: 32, heads: 2, seq_len: 32, batch_size: 8, steps: 2000, "
       "eval_every: 100, eval_batches: 2}\n");
   if (!spec.ok()) return spec.status().ToString();
   auto submitted = client.Submit(*spec, "deploy-dashboards", false);
   if (!submitted.ok()) return submitted.status().ToString();
   s.sweep_id = submitted->sweep().id();
-  const absl::Time deadline = absl::Now() + absl::Seconds(150);
+  const absl::Time deadline = absl::Now() + absl::Seconds(360);
   while (true) {
     auto sweep = client.GetSweep(s.sweep_id);
     if (!sweep.ok()) return sweep.status().ToString();
     if (sweep->state() == v1::SWEEP_COMPLETED) break;
-    if (absl::Now() > deadline) return "the sweep did not complete in 150 s: " + sweep->ShortDebugString();
+    if (absl::Now() > deadline) return "the sweep did not complete in 360 s: " + sweep->ShortDebugString();
     auto live = HttpGet(s.worker_metrics_port, "/metrics");
-    if (live.ok() && absl::StrContains(*live, "normsweep_trial_train_loss{")) {
+    if (live.ok() && absl::StrContains(*live, "normsweep_worker_trial_train_loss{")) {
       s.worker_metrics_live = *live;  // with a running trial's series
     }
     absl::SleepFor(absl::Milliseconds(250));

@@ -1,7 +1,8 @@
 // What the deploy/prometheus and deploy/grafana tests run against: a
 // throwaway PostgreSQL, a normsweep-scheduler, a normsweep-worker running
 // the real normsweep-train, and Debian's Prometheus scraping both (1 s)
-// through a small real sweep (both placements x 2 warm-ups x 2 lrs). Set up
+// through a small real sweep (both placements x 2 warm-ups x 2 lrs x
+// QK-norm off and on, an extra axis: two variants). Set up
 // once per test binary from its main thread, read-only afterwards.
 #ifndef NORMSWEEP_TESTS_DEPLOY_DEPLOY_STACK_H_
 #define NORMSWEEP_TESTS_DEPLOY_DEPLOY_STACK_H_

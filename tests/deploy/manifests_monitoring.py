@@ -1,6 +1,7 @@
-"""deploy/prometheus and deploy/grafana against the services they scrape
-and the data sources they query (check_manifests.py); the queries
-themselves run in prometheus_grafana_test.cc."""
+"""deploy/prometheus and deploy/grafana against the services they scrape,
+the metrics those export and the data sources they query
+(check_manifests.py); the queries themselves run in
+prometheus_grafana_test.cc."""
 import glob
 import json
 import os
@@ -8,7 +9,63 @@ import re
 
 import yaml
 
-from manifests_common import DEPLOY, flag_value, read
+from manifests_common import DEPLOY, ROOT, flag_value, read
+
+# Where the binaries name their metrics: the one home of every name.
+METRICS_SOURCES = ("scheduler/scheduler_metrics.cc", "worker/worker_metrics.cc")
+HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
+
+
+def exported_metrics():
+    """(names, deprecated): every metric name the scheduler and the worker
+    register, and the deprecated ones (worker/worker_metrics.cc's
+    RenamedTrialGauges, exported for one release) mapped to their new names."""
+    text = "".join(read(os.path.join(ROOT, p)) for p in METRICS_SOURCES)
+    names = set(re.findall(r'"(normsweep_[a-z0-9_]+)"', text))
+    deprecated = dict((old, new) for new, old in re.findall(
+        r'\{"(normsweep_worker_trial_[a-z0-9_]+)",\s*"(normsweep_[a-z0-9_]+)"', text))
+    return names, deprecated
+
+
+def check_metric_sources(errors):
+    """Every metric is normsweep_<component>_<what>, but for the deprecated
+    names, each of which has its new name beside it."""
+    names, deprecated = exported_metrics()
+    if not deprecated:
+        errors.append("worker/worker_metrics.cc: found no renamed gauges ({\"normsweep_worker_trial_...\", "
+                      "\"normsweep_trial_...\"}): the deprecated-name checks would check nothing")
+    for n in sorted(names):
+        if not re.match(r"normsweep_(scheduler|worker)_[a-z0-9_]+$", n) and n not in deprecated:
+            errors.append(f"{' or '.join(METRICS_SOURCES)}: metric {n} is not named normsweep_<component>_<what>")
+    for old, new in sorted(deprecated.items()):
+        if new not in names:
+            errors.append(f"worker/worker_metrics.cc: {old} is renamed to {new}, which is not registered")
+
+
+def check_promql_names(where, text, errors, metrics=None):
+    """The metrics a PromQL expression reads: exported, under their current
+    names (no dashboard or rule reads a deprecated one)."""
+    names, deprecated = metrics or exported_metrics()
+    series = names | {n + s for n in names for s in HISTOGRAM_SERIES}
+    for n in sorted(set(re.findall(r"\bnormsweep_[a-z0-9_]+", text))):
+        if n in deprecated:
+            errors.append(f"{where}: reads {n}, a deprecated name: read {deprecated[n]}")
+        elif n not in series:
+            errors.append(f"{where}: reads {n}, which neither the scheduler nor the worker exports")
+
+
+def check_rules(errors, rules=None):
+    if rules is None:
+        rules = yaml.safe_load(read(os.path.join(DEPLOY, "prometheus", "normsweep-rules.yml")))
+    metrics = exported_metrics()
+    n = 0
+    for g in rules["groups"]:
+        for r in g["rules"]:
+            n += 1
+            check_promql_names(f"prometheus/normsweep-rules.yml: {r.get('record') or r.get('alert')}", r["expr"],
+                               errors, metrics)
+    if n == 0:
+        errors.append("prometheus/normsweep-rules.yml: no rules")
 
 
 def check_prometheus(services, compose, errors):
@@ -97,6 +154,12 @@ def check_dashboard(name, d, sources_by_uid, errors):
         ds = v.get("datasource")
         if ds and sources_by_uid.get(ds.get("uid")) != ds.get("type"):
             errors.append(f"grafana/{name}: variable {v['name']} uses data source {ds}, not a provisioned one")
+    metrics = exported_metrics()
+    for v in d.get("templating", {}).get("list", []):
+        q = v.get("query")
+        if (v.get("datasource") or {}).get("type") == "prometheus":
+            text = q.get("query", "") if isinstance(q, dict) else q
+            check_promql_names(f"grafana/{name}: variable {v['name']}", text, errors, metrics)
     builtins = {"__rate_interval", "__interval", "__range", "__interval_ms", "__range_s"}
     panels = []
     for p in d.get("panels", []):
@@ -121,6 +184,8 @@ def check_dashboard(name, d, sources_by_uid, errors):
             if not text:
                 errors.append(f"grafana/{name}: panel {p['title']!r} target {t.get('refId')} has no query")
                 continue
+            if ds["type"] == "prometheus":
+                check_promql_names(f"grafana/{name}: panel {p['title']!r}", text, errors, metrics)
             for v in re.findall(r"\$\{?(\w+)", text):
                 if v not in variables | builtins:
                     errors.append(f"grafana/{name}: panel {p['title']!r} uses ${v}, which is not defined")

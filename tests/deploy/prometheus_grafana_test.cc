@@ -5,7 +5,9 @@
 // over the sweep's time range, every SQL panel and variable query must
 // return rows from the real database (as Grafana's read-only role of
 // deploy/docker/postgres-init), and promtool must accept the configs, the
-// rules and our /metrics output. Grafana's template variables are
+// rules and our /metrics output, whose names follow one pattern (the
+// deprecated ones, kept one release, twin the new ones and are read by no
+// dashboard or rule). Grafana's template variables are
 // substituted the way Grafana does (grafana_dashboards.h). No Prometheus
 // installed is a failure (deploy/install-deps.sh installs it).
 #include <fstream>
@@ -18,9 +20,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/deploy_stack.h"
 #include "tests/deploy/grafana_dashboards.h"
+#include "worker/worker_metrics.h"
 
 namespace normsweep::testing {
 namespace {
@@ -127,21 +132,90 @@ TEST_F(PrometheusGrafanaTest, EveryRecordingRuleReturnsData) {
 }
 
 TEST_F(PrometheusGrafanaTest, LiveLossSeriesCarryTheTrialsLabels) {
-  // The sensitivity dashboard filters and colours by these labels.
+  // The sensitivity dashboard filters and colours by these labels, and
+  // names each series by placement and variant.
   absl::StatusOr<Value> data = stack->PromApi(absl::StrCat(
-      "/api/v1/series?match[]=", UrlEncode(absl::StrCat("normsweep_trial_val_loss{sweep=\"", stack->sweep_id, "\"}")),
-      "&", stack->RangeParams()));
+      "/api/v1/series?match[]=",
+      UrlEncode(absl::StrCat("normsweep_worker_trial_val_loss{sweep=\"", stack->sweep_id, "\"}")), "&",
+      stack->RangeParams()));
   ASSERT_TRUE(data.ok()) << data.status();
-  std::set<std::string> placements, cells;
+  std::set<std::string> placements, variants, trials;
   for (const Value& series : data->list_value().values()) {
     placements.insert(StringField(series, "placement"));
-    cells.insert(absl::StrCat(StringField(series, "placement"), " ", StringField(series, "warmup_steps"), " ",
-                              StringField(series, "peak_lr")));
+    variants.insert(StringField(series, "variant"));
+    trials.insert(absl::StrCat(StringField(series, "placement"), " ", StringField(series, "variant"), " ",
+                               StringField(series, "warmup_steps"), " ", StringField(series, "peak_lr")));
     EXPECT_NE(StringField(series, "trial"), "");
     EXPECT_NE(StringField(series, "seed"), "");
   }
   EXPECT_EQ(placements, (std::set<std::string>{"post", "pre"}));
-  EXPECT_EQ(cells.size(), 8u) << "every trial of the sweep was scraped while it ran";
+  EXPECT_EQ(variants, (std::set<std::string>{"qk_norm=false", "qk_norm=true"}));
+  EXPECT_EQ(trials.size(), 16u) << "every trial of the sweep was scraped while it ran, told apart by its variant";
+}
+
+// A /metrics text's families: name -> HELP, and its samples: the series
+// (name and labels as written) -> value text.
+struct MetricsText {
+  std::map<std::string, std::string> help;
+  std::map<std::string, std::string> samples;
+};
+
+MetricsText ParseMetrics(const std::string& text) {
+  MetricsText m;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::ConsumePrefix(&line, "# HELP ")) {
+      const size_t space = line.find(' ');
+      m.help[std::string(line.substr(0, space))] =
+          space == absl::string_view::npos ? "" : std::string(line.substr(space + 1));
+    } else if (!absl::StartsWith(line, "#")) {
+      const size_t space = line.rfind(' ');
+      if (space != absl::string_view::npos) {
+        m.samples[std::string(line.substr(0, space))] = std::string(line.substr(space + 1));
+      }
+    }
+  }
+  return m;
+}
+
+TEST_F(PrometheusGrafanaTest, MetricNamesFollowOnePatternAndTheDeprecatedOnesTwinTheNew) {
+  const MetricsText scheduler_text = ParseMetrics(stack->scheduler_metrics);
+  const MetricsText worker_text = ParseMetrics(stack->worker_metrics_live);
+  std::map<std::string, std::string> renamed;  // deprecated name -> name
+  for (const worker::RenamedMetric& r : worker::RenamedTrialGauges()) renamed[r.deprecated_name] = r.name;
+  ASSERT_FALSE(renamed.empty());
+  for (const auto& [who, m] : std::map<std::string, const MetricsText*>{{"scheduler", &scheduler_text},
+                                                                         {"worker", &worker_text}}) {
+    EXPECT_GE(m->help.size(), 5u) << who;
+    for (const auto& [name, help] : m->help) {
+      if (!absl::StartsWith(name, "normsweep")) continue;  // the exposer's own, if any
+      if (renamed.count(name)) {
+        EXPECT_EQ(who, "worker") << name;
+        EXPECT_TRUE(absl::StartsWith(help, "Deprecated")) << name << ": " << help;
+      } else {
+        EXPECT_TRUE(absl::StartsWith(name, absl::StrCat("normsweep_", who, "_"))) << who << " exports " << name;
+      }
+    }
+  }
+  // A running trial's series under both names, the old one with the labels
+  // it always had (no variant). Their values are the same ones set together
+  // (worker_metrics_test), but one scrape reads the families one after the
+  // other while the trial trains, so it may catch them a step apart.
+  int compared = 0;
+  for (const auto& sample : worker_text.samples) {
+    const std::string& series = sample.first;
+    for (const auto& [old_name, name] : renamed) {
+      if (!absl::StartsWith(series, name + "{")) continue;
+      const size_t variant = series.find(",variant=\"");
+      ASSERT_NE(variant, std::string::npos) << series;
+      const size_t end = series.find('"', variant + 10);  // the value's closing quote
+      ASSERT_NE(end, std::string::npos) << series;
+      const std::string old_series =
+          absl::StrCat(old_name, series.substr(name.size(), variant - name.size()), series.substr(end + 1));
+      EXPECT_TRUE(worker_text.samples.count(old_series)) << "no " << old_series << " beside " << series;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 5) << stack->worker_metrics_live;
 }
 
 TEST_F(PrometheusGrafanaTest, PromtoolAcceptsConfigsRulesAndOurMetrics) {

@@ -138,7 +138,7 @@ TEST_F(NormSchemesEndToEndTest, FivePlacementsTimesQkNormRunAndEverySchemeIsShow
   ASSERT_EQ(csv.exit_code, 0) << csv.output;
   const std::vector<std::string> lines = absl::StrSplit(csv.output, '\n', absl::SkipEmpty());
   EXPECT_EQ(lines.size(), 1u + 20u) << csv.output;
-  EXPECT_THAT(csv.output, HasSubstr("\ndeepnorm,\"qk_norm=true\",0,0.01,1,"));
+  EXPECT_THAT(csv.output, HasSubstr("\ndeepnorm,qk_norm=true,0,0.01,1,"));
 
   // normsweep show and trial say each trial's scheme.
   CommandResult show = Cli({"show", absl::StrCat(id)});

@@ -81,7 +81,7 @@ v1::ExportChunk TwoTrials() {
                    Ints("worker_id", {0, 3}, {true, false}),
                    Ints("created_at", {1767225600123456, 1767225600000000}, {}, v1::EXPORT_COLUMN_TIMESTAMP),
                    Ints("started_at", {0, -1500000}, {true, false}, v1::EXPORT_COLUMN_TIMESTAMP),
-                   Strings("placement", {"post", "pre"}), Doubles("lr", {1e-2, 1e-3}),
+                   Strings("placement", {"post", "pre"}), Doubles("peak_lr", {1e-2, 1e-3}),
                    Ints("warmup_steps", {0, 100}), Doubles("mix_post_fraction", {0, 0.5}, {true, false}),
                    Ints("qk_norm", {1, 0}, {}, v1::EXPORT_COLUMN_BOOL),
                    Doubles("final_val_loss", {0, 2.5}, {true, false}), Ints("diverged_step", {40, 0}, {false, true}),
@@ -104,6 +104,21 @@ TEST(ExportReaderTest, TrialsComeByIndexWithTheirFieldsByName) {
     config { placement: "post" lr: 1e-2 qk_norm: true }
     result { diverged_step: 40 })pb"), trials[1].trial()));
   EXPECT_FALSE(trials[1].trial().config().has_mix_post_fraction()) << "absent stays unset";
+}
+
+// A scheduler before peak_lr sent the peak lr as `lr` only; today's sends
+// both (lr deprecated, one release): each reads into TrainConfig.lr.
+TEST(ExportReaderTest, ThePeakLrFromEitherColumn) {
+  for (const std::vector<std::string>& names :
+       {std::vector<std::string>{"lr"}, {"peak_lr"}, {"peak_lr", "lr"}, {"lr", "peak_lr"}}) {
+    std::vector<v1::ExportColumn> columns = {Ints("trial_id", {11})};
+    for (const std::string& name : names) columns.push_back(Doubles(name, {3e-4}));
+    ExportReader reader(kSweep);
+    ASSERT_TRUE(reader.Add("trials", Chunk(1, columns)).ok());
+    const std::vector<v1::GetTrialResponse> trials = reader.TakeTrials();
+    ASSERT_EQ(trials.size(), 1u);
+    EXPECT_EQ(trials[0].trial().config().lr(), 3e-4) << names.front();
+  }
 }
 
 TEST(ExportReaderTest, ATrialSentAgainKeepsItsLastRow) {
@@ -146,19 +161,30 @@ TEST(ExportReaderTest, MetricsByStepTheLastRowOfAStepWinningRowsWithoutValuesLef
   EXPECT_TRUE(SameMessage(Parse<v1::MetricPoint>("step: 0 val_loss: 5.5"), trials[1].metrics(0)));
 }
 
+// The stored shape, a row per matrix: out of order, a row sent again (the
+// last wins, an absent norm included), a matrix the report does not draw
+// kept as it came.
 TEST(ExportReaderTest, GradNormsGroupedByStepThenLayerAndMatrixAsGetTrial) {
   ExportReader reader(kSweep);
   ASSERT_TRUE(reader.Add("trials", TwoTrials()).ok());
-  ASSERT_TRUE(reader.Add("grad_norms", Chunk(4, {Ints("trial_id", {11, 11, 11, 11}), Ints("step", {5, 0, 0, 0}),
-                                                 Ints("layer", {0, 1, 0, 1}), Doubles("w1", {7, 1.1, 1.0, 9}),
-                                                 Doubles("w2", {0, 2.1, 2.0, 0}, {true, false, false, true})}))
+  const std::vector<std::string> matrices = {"ffn.fc1", "ffn.fc1", "ffn.fc2", "ffn.fc1", "attn.qkv", "ffn.fc2"};
+  ASSERT_TRUE(reader.Add("grad_norms", Chunk(6, {Ints("trial_id", {11, 11, 11, 11, 11, 11}),
+                                                 Ints("step", {5, 0, 0, 0, 0, 0}), Ints("layer", {0, 1, 0, 0, 1, 1}),
+                                                 Strings("matrix", matrices),
+                                                 Doubles("norm", {7, 1.1, 2.0, 1.0, 0.5, 0},
+                                                         {false, false, false, false, false, true})}))
+                  .ok());
+  // Sent again in a later chunk: trial 11's layer 1 fc1, and fc2 of layer 0 now absent.
+  ASSERT_TRUE(reader.Add("grad_norms",
+                         Chunk(2, {Ints("trial_id", {11, 11}), Ints("step", {0, 0}), Ints("layer", {1, 0}),
+                                   Strings("matrix", {"ffn.fc1", "ffn.fc2"}), Doubles("norm", {9, 0}, {false, true})}))
                   .ok());
   const std::vector<v1::GetTrialResponse> trials = reader.TakeTrials();
   v1::GetTrialResponse want = Parse<v1::GetTrialResponse>(R"pb(
     layer_grad_norms {
       step: 0
       norms { layer: 0 matrix: "ffn.fc1" norm: 1.0 }
-      norms { layer: 0 matrix: "ffn.fc2" norm: 2.0 }
+      norms { layer: 1 matrix: "attn.qkv" norm: 0.5 }
       norms { layer: 1 matrix: "ffn.fc1" norm: 9 }
     }
     layer_grad_norms { step: 5 norms { layer: 0 matrix: "ffn.fc1" norm: 7 } })pb");
@@ -224,8 +250,25 @@ TEST(ExportReaderTest, AChunkItCannotReadIsAnErrorNamingTheColumnAndAddsNothing)
        "column 'lr': 1 values in a chunk of 2 rows"},
       {"trials", Chunk(1, {Ints("trial_id", {1}), Strings("state", {"TRIAL_SIDEWAYS"})}),
        "column 'state': no TrialState value 'TRIAL_SIDEWAYS'"},
-      {"grad_norms", Chunk(1, {Ints("trial_id", {1}), Ints("step", {0}), Ints("layer", {0}), Strings("w1", {"x"})}),
-       "column 'w1': EXPORT_COLUMN_STRING is not a norm"},
+      {"grad_norms",
+       Chunk(1, {Ints("trial_id", {1}), Ints("step", {0}), Ints("layer", {0}), Strings("matrix", {"ffn.fc1"}),
+                 Strings("norm", {"x"})}),
+       "column 'norm': EXPORT_COLUMN_STRING is not a norm"},
+      {"grad_norms",
+       Chunk(1, {Ints("trial_id", {1}), Ints("step", {0}), Ints("layer", {0}), Strings("matrix", {"ffn.fc1"})}),
+       "column 'norm': missing"},
+      {"grad_norms",
+       Chunk(2, {Ints("trial_id", {1, 1}), Ints("step", {0, 0}), Ints("layer", {0, 0}),
+                 Strings("matrix", {"ffn.fc1", ""}, {false, true}), Doubles("norm", {1, 2})}),
+       "column 'matrix': a key column with row 1 absent"},
+      {"grad_norms",
+       Chunk(1, {Ints("trial_id", {1}), Ints("step", {0}), Ints("layer", {0}), Ints("matrix", {1}),
+                 Doubles("norm", {1})}),
+       "column 'matrix': a key column of type EXPORT_COLUMN_INT64"},
+      // The wide shape of a scheduler before issue 37.
+      {"grad_norms",
+       Chunk(1, {Ints("trial_id", {1}), Ints("step", {0}), Ints("layer", {0}), Doubles("w1", {1}), Doubles("w2", {2})}),
+       "column 'matrix': missing (a key column)"},
       {"attempts", Chunk(0, {}), "'attempts' is not one the report reads"},
   };
   for (const Case& c : cases) {
@@ -338,25 +381,24 @@ TEST(ExportReaderTest, EveryFieldTheSchedulersExportCarriesComesBack) {
   };
   // The trials in reverse: the reader orders them.
   add_all("trials", [&](db::ExportChunkBuilder& b) {
-    for (int k = 2; k >= 0; --k) b.AddTrial({k, want[k].trial().id(), 0, 0}, want[k].trial());
+    for (int k = 2; k >= 0; --k) b.AddTrial({k, want[k].trial().id(), 0, 0, ""}, want[k].trial());
   });
   add_all("metrics", [&](db::ExportChunkBuilder& b) {
     for (const v1::GetTrialResponse& t : want) {
-      for (const v1::MetricPoint& m : t.metrics()) b.AddMetric({1, t.trial().id(), m.step(), 0}, m);
+      for (const v1::MetricPoint& m : t.metrics()) b.AddMetric({1, t.trial().id(), m.step(), 0, ""}, m);
     }
   });
   add_all("grad_norms", [&](db::ExportChunkBuilder& b) {
     for (const v1::GetTrialResponse& t : want) {
-      for (int layer = 0; layer < 2; ++layer) {
-        const v1::LayerGradNorms& g = t.layer_grad_norms(0);
-        b.AddGradNorms({1, t.trial().id(), 0, layer}, g.norms(2 * layer).norm(), g.norms(2 * layer + 1).norm());
+      for (const v1::LayerGradNorm& n : t.layer_grad_norms(0).norms()) {
+        b.AddGradNorm({1, t.trial().id(), 0, n.layer(), n.matrix()}, n.norm());
       }
     }
   });
   add_all("diagnostics", [&](db::ExportChunkBuilder& b) {
     for (const v1::GetTrialResponse& t : want) {
       for (const v1::StepDiagnostics& d : t.diagnostics()) {
-        for (const v1::LayerDiagnostics& l : d.layers()) b.AddDiagnostics({1, t.trial().id(), d.step(), l.layer()}, l);
+        for (const v1::LayerDiagnostics& l : d.layers()) b.AddDiagnostics({1, t.trial().id(), d.step(), l.layer(), ""}, l);
       }
     }
   });

@@ -164,10 +164,12 @@ TEST_F(ReportCliTest, WritesThePageOfARealSweep) {
   // plateaued 0 and the failure rate, the view's (0% with the rule, none before).
   EXPECT_TRUE(std::regex_search(html, std::regex("<td>Pre-LN</td><td>8</td><td>8</td><td>0</td><td>0</td>"
                                                  "<td>(0%|&ndash;)</td><td>0</td><td>0</td><td>0</td><td>1.800</td>")));
-  // Loss against lr: the diverged cell at l0, from the trials' init_val_loss.
-  EXPECT_THAT(html, HasSubstrs({"Post-LN, warm-up 0, lr 1e-02: no usable seed (2/2 diverged or non-finite), drawn at "
-                                "l0 5.550",
-                                "<title>Post-LN: l0 (loss at initialisation) 5.550</title>",
+  // Loss against lr: the diverged cell at l0, from the trials' init_val_loss,
+  // above the data (1.85 to 2.95): at the top edge, which stands for it.
+  EXPECT_THAT(html, HasSubstrs({"Post-LN, warm-up 0, lr 1e-02: no usable seed (2/2 diverged or non-finite), l0 "
+                                "5.550, above the data: drawn at the top",
+                                "<title>Post-LN: l0 (loss at initialisation) 5.550, above the data: the top edge "
+                                "stands for it</title>",
                                 "<title>Pre-LN, warm-up 100, lr 1e-02: 1.850 (2 seeds)</title>",
                                 // LR sensitivity, by hand: Post-LN without warm-up ((2.95 - 2.95) +
                                 // (5.55 - 2.95)) / 2 = 1.3; with warm-up both lrs give 2.65: 0; Pre-LN

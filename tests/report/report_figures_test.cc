@@ -2,6 +2,8 @@
 // rows (tests/report/report_fixture.h's LiteratureFigures) and from the real
 // views: final loss against lr, LR sensitivity with l*, the variance shares,
 // the instability diagnostics, and what each says when its rows are missing.
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <regex>
 #include <string>
@@ -65,6 +67,44 @@ std::map<std::string, Mark> Crosses(const std::string& html, const std::string& 
   return out;
 }
 
+// The SVG whose aria-label is `label`, from its <svg to its </svg>.
+std::string Svg(const std::string& html, const std::string& label) {
+  const size_t at = html.find(absl::StrCat("aria-label=\"", label, "\""));
+  EXPECT_NE(at, std::string::npos) << label;
+  if (at == std::string::npos) return "";
+  const size_t start = html.rfind("<svg", at), end = html.find("</svg>", at);
+  return html.substr(start, end - start);
+}
+
+// Loss-against-lr panels (one y scale) have the y range of their data, not
+// l0's (issue 37: the data filled the bottom 15% of the plot): every y tick
+// below l0, and the mean-loss points of the panels spanning more than half
+// the plot's height.
+void ExpectYRangeOfTheData(const std::string& html, const std::vector<std::string>& labels, double l0) {
+  double lo = INFINITY, hi = -INFINITY, top = 0, height = 0;
+  for (const std::string& label : labels) {
+    const std::string svg = Svg(html, label);
+    std::smatch plot;
+    ASSERT_TRUE(std::regex_search(svg, plot, std::regex(R"re(<rect x="[^"]+" y="([^"]+)" width="[^"]+" height="([^"]+)" class="plot"/>)re")))
+        << label;
+    top = std::stod(plot[1].str());
+    height = std::stod(plot[2].str());
+    static const std::regex ytick(R"re(<text x="[^"]+" y="[^"]+" class="tick" text-anchor="end">([^<]+)</text>)re");
+    int ticks = 0;
+    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), ytick); it != std::sregex_iterator(); ++it, ++ticks) {
+      EXPECT_LT(std::stod((*it)[1].str()), l0) << label << ": a y tick at l0 or above";
+    }
+    EXPECT_GE(ticks, 3) << label;
+    for (const auto& [title, m] : Circles(svg, "loss-point")) {
+      EXPECT_GT(m.y, top) << title;
+      lo = std::min(lo, m.y);
+      hi = std::max(hi, m.y);
+    }
+  }
+  ASSERT_TRUE(std::isfinite(lo)) << "no points";
+  EXPECT_GT(hi - lo, 0.5 * height) << "the points fill " << (hi - lo) / height << " of the plot";
+}
+
 TEST(ReportFiguresTest, LossAgainstLogLrPanelsLinesAndDivergedMarks) {
   const Figures fig = LiteratureFigures();
   const std::string html = RenderReportHtml(fig.data);
@@ -90,21 +130,30 @@ TEST(ReportFiguresTest, LossAgainstLogLrPanelsLinesAndDivergedMarks) {
   EXPECT_GT(b.y, a.y);
   EXPECT_GT(b.y, partial.y);
   EXPECT_EQ(partial.x, b.x);
-  // Every seed diverged: a cross at the line's l0, on the dashed l0 line.
+  // Every seed diverged: l0 (5.8) is far above the data (2.05 to 3.01), so
+  // the top edge stands for it: the cross there, on the dashed l0 line,
+  // labelled with l0 and an arrow; the line breaks at the cross.
   const std::map<std::string, Mark> crosses = Crosses(sec, "diverged-mark diverged-point");
   ASSERT_EQ(crosses.size(), 2u);
-  const Mark cross = crosses.at("Post-LN, warm-up 100, lr 1e-02: no usable seed (2/2 diverged or non-finite), drawn at l0 5.800");
+  const Mark cross = crosses.at("Post-LN, warm-up 100, lr 1e-02: no usable seed (2/2 diverged or non-finite), l0 "
+                                "5.800, above the data: drawn at the top");
   EXPECT_NEAR(cross.x - b.x, b.x - a.x, 0.11);
+  EXPECT_EQ(cross.y, 36.0);  // the panel's top (30) + 6
   std::smatch l0;
-  ASSERT_TRUE(std::regex_search(sec, l0, std::regex(R"re(<line class="l0-line" x1="[^"]+" x2="[^"]+" y1="([^"]+)" y2="[^"]+"><title>Post-LN: l0 \(loss at initialisation\) 5.800</title>)re")));
+  ASSERT_TRUE(std::regex_search(sec, l0, std::regex(R"re(<line class="l0-line" x1="[^"]+" x2="[^"]+" y1="([^"]+)" y2="[^"]+"><title>Post-LN: l0 \(loss at initialisation\) 5.800, above the data: the top edge stands for it</title>)re")));
   EXPECT_EQ(std::stod(l0[1].str()), cross.y);
-  EXPECT_LT(cross.y, b.y);
-  EXPECT_THAT(sec, HasSubstr("<title>Pre-LN: l0 (loss at initialisation) 5.700</title>"));
+  EXPECT_THAT(sec, HasSubstrs({">l0 5.800 \u2191</text>", ">l0 5.700 \u2191</text>",
+                               "<title>Pre-LN: l0 (loss at initialisation) 5.700, above the data: the top edge stands "
+                               "for it</title>"}));
+  // The y range is the data's: no tick reaches l0, and the points span
+  // most of the plot's height.
+  ExpectYRangeOfTheData(
+      sec, {"Post-LN: final validation loss against peak lr", "Pre-LN: final validation loss against peak lr"}, 5.7);
   // The lrs label the log axis; the legend names warm-ups and markers.
   for (const char* tick : {">1e-04</text>", ">1e-03</text>", ">1e-02</text>"}) EXPECT_EQ(Count(sec, tick), 2u) << tick;
-  EXPECT_THAT(sec, HasSubstrs({">line: warm-up steps</text>", ">every seed diverged: drawn at l0</text>",
+  EXPECT_THAT(sec, HasSubstrs({">line: warm-up steps</text>", ">every seed diverged: at the top</text>",
                                ">some seeds diverged: mean of the rest</text>", ">l0: loss at initialisation</text>"}));
-  EXPECT_THAT(sec, Not(HasSubstr("at the top")));
+  EXPECT_THAT(sec, Not(HasSubstr("drawn at l0 5.")));
   ExpectFiniteGeometry(html);
   ExpectSelfContained(html);
 }
@@ -305,9 +354,11 @@ TEST(ReportFiguresTest, FromTheViews) {
                                 "3 lrs, 2 seeds at l0</title>",
                                 "<td>Post-LN</td><td>2</td><td>1.195</td><td>1.013 (100)</td><td>1.377</td>"
                                 "<td>2.860</td></tr>"}));
-  // The loss figure: the cells where every seed diverged at the views' l0.
+  // The loss figure: the cells where every seed diverged at the views' l0,
+  // at the top edge (l0 is above the data).
   const std::string loss = Section(html, "Final validation loss against peak lr");
-  EXPECT_THAT(loss, HasSubstr("<title>Post-LN: l0 (loss at initialisation) 5.800</title>"));
+  EXPECT_THAT(loss, HasSubstr("<title>Post-LN: l0 (loss at initialisation) 5.800, above the data: the top edge "
+                              "stands for it</title>"));
   EXPECT_EQ(Crosses(loss, "diverged-mark diverged-point").size(), 2u);
   EXPECT_THAT(loss, HasSubstr("<title>Post-LN, warm-up 0, lr 1e-03: 2.900 (1 seed; 1/2 diverged or non-finite, left "
                               "out)</title>"));
@@ -327,6 +378,40 @@ TEST(ReportFiguresTest, FromTheViews) {
   }
   // Diagnostics: the views' best cell picks the same Post-LN trial.
   EXPECT_THAT(html, HasSubstr(absl::StrCat(">Post-LN, best lr: trial ", fig.post_best, "</text>")));
+  ExpectFiniteGeometry(html);
+}
+
+// The variants compared from the real views: qk_norm off and on (the
+// trials of VariantsFigures, "on" 0.05 lower everywhere), the figures from
+// the views' cells and LR sensitivity lines, the table from the
+// variant_comparison rows.
+TEST(ReportFiguresTest, VariantsComparedFromTheViews) {
+  Figures fig = testing::VariantsFigures();
+  for (v1::GetTrialResponse& t : fig.data.trials) {
+    v1::TrialResult& r = *t.mutable_trial()->mutable_result();
+    r.set_init_val_loss(t.trial().config().placement() == "post" ? 5.8 : 5.7);
+    if (t.trial().variant() == "qk_norm=true" && r.has_final_val_loss()) {
+      r.set_final_val_loss(r.final_val_loss() - 0.05);
+    }
+  }
+  const ReportData d = WithAnalysis(fig.data);
+  const std::string html = RenderReportHtml(d);
+  const std::string sec = Section(html, "Variants compared");
+  // By hand, Pre-LN without warm-up at lr 1e-3: seeds 2.1 and 2.12, 2.05 and 2.07 on.
+  EXPECT_THAT(sec, HasSubstrs({"<title>Pre-LN (qk_norm=false), warm-up 0, lr 1e-03: 2.110 (2 seeds)</title>",
+                               "<title>Pre-LN (qk_norm=true), warm-up 0, lr 1e-03: 2.060 (2 seeds)</title>",
+                               // Post-LN without warm-up, as FromTheViews: LRS 1.377, l* 3.010; on: l* 2.960.
+                               "<title>Post-LN (qk_norm=false), warm-up 0: LR sensitivity 1.377; l* 3.010 at lr 1e-04",
+                               "<title>Post-LN (qk_norm=true), warm-up 0: LR sensitivity ",
+                               "l* 2.960 at lr 1e-04</title>", ">l0 5.800 \u2191</text>"}));
+  // The variant_comparison rows: the baseline and qk_norm=true per
+  // placement; l* the best line's (Post-LN 2.86 at warm-up 100 off, 2.81 on).
+  EXPECT_EQ(d.analysis.variants_size(), 4);
+  EXPECT_THAT(sec, Not(HasSubstr("The scheduler gave no comparison rows")));
+  EXPECT_EQ(Count(sec, "<td>qk_norm=false (baseline)</td>"), 2u);
+  EXPECT_EQ(Count(sec, "<tr><td>qk_norm=true</td>"), 2u);
+  EXPECT_THAT(sec, HasSubstrs({"<td>2.860</td><td class=\"delta\">&mdash;</td><td>1e-03 (100)</td>",
+                               "<td>2.810</td><td class=\"delta\">\u22120.050</td><td>1e-03 (100)</td>"}));
   ExpectFiniteGeometry(html);
 }
 

@@ -306,6 +306,74 @@ void AddBoundaryLines(Figures& fig) {
   }
 }
 
+namespace {
+
+v1::VariantComparison Comparison(const std::string& placement, const std::string& variant, int trials, double lrs,
+                                 double best, double best_lr, int best_warmup, double failure_rate,
+                                 const v1::VariantComparison* baseline) {
+  v1::VariantComparison r;
+  r.set_placement(placement);
+  r.set_variant(variant);
+  r.set_baseline_variant(baseline != nullptr ? baseline->variant() : variant);
+  r.set_trials(trials);
+  r.set_mean_lr_sensitivity(lrs);
+  r.set_best_val_loss(best);
+  r.set_best_lr(best_lr);
+  r.set_best_warmup_steps(best_warmup);
+  r.set_failure_rate(failure_rate);
+  const v1::VariantComparison& b = baseline != nullptr ? *baseline : r;
+  r.set_delta_mean_lr_sensitivity(lrs - b.mean_lr_sensitivity());
+  r.set_delta_best_val_loss(best - b.best_val_loss());
+  r.set_best_lr_ratio(best_lr / b.best_lr());
+  r.set_delta_failure_rate(failure_rate - b.failure_rate());
+  return r;
+}
+
+}  // namespace
+
+Figures VariantsFigures() {
+  Figures off = LiteratureFigures();
+  Figures on = LiteratureFigures();  // later trial indices (MakeTrial counts): the second variant
+  auto name = [](Figures& fig, const std::string& variant) {
+    client::ReportData& d = fig.data;
+    for (v1::GetTrialResponse& t : d.trials) t.mutable_trial()->set_variant(variant);
+    for (v1::GridCell& c : *d.analysis.mutable_cells()) c.set_variant(variant);
+    for (v1::LrSensitivity& r : *d.analysis.mutable_lr_sensitivity()) r.set_variant(variant);
+    for (v1::PlacementLrSensitivity& r : *d.analysis.mutable_lr_sensitivity_summary()) r.set_variant(variant);
+    for (v1::VarianceShares& r : *d.analysis.mutable_importance()) r.set_variant(variant);
+  };
+  name(off, "qk_norm=false");
+  name(on, "qk_norm=true");
+  v1::GetSweepAnalysisResponse& a = on.data.analysis;
+  for (v1::GridCell& c : *a.mutable_cells()) {
+    if (c.placement() == "pre" && c.peak_lr() > 5e-3) {
+      c = Cell("pre", c.warmup_steps(), c.peak_lr(), 2, 0, c.warmup_steps() == 0 ? 2.06 : 2.10, 2);
+      c.set_variant("qk_norm=true");
+    }
+    if (c.has_mean_val_loss()) c.set_mean_val_loss(c.mean_val_loss() - 0.05);
+  }
+  for (v1::LrSensitivity& r : *a.mutable_lr_sensitivity()) {
+    const bool post = r.placement() == "post", warm = r.warmup_steps() > 0;
+    r.set_lr_sensitivity(post ? (warm ? 0.7 : 0.9) : (warm ? 0.2 : 0.3));
+    r.set_best_val_loss(post ? (warm ? 2.81 : 2.85) : (warm ? 2.05 : 2.01));
+    r.set_best_lr(post ? 1e-3 : 1e-2);
+  }
+  Figures out = std::move(off);
+  client::ReportData& d = out.data;
+  for (v1::GetTrialResponse& t : on.data.trials) d.trials.push_back(std::move(t));
+  d.analysis.mutable_cells()->MergeFrom(a.cells());
+  d.analysis.mutable_lr_sensitivity()->MergeFrom(a.lr_sensitivity());
+  d.analysis.mutable_lr_sensitivity_summary()->MergeFrom(a.lr_sensitivity_summary());
+  d.analysis.mutable_importance()->MergeFrom(a.importance());
+  const v1::VariantComparison post = Comparison("post", "qk_norm=false", 12, 1.1, 2.86, 1e-3, 100, 0.5, nullptr);
+  const v1::VariantComparison pre = Comparison("pre", "qk_norm=false", 12, 0.35, 2.11, 1e-3, 0, 1.0 / 6, nullptr);
+  *d.analysis.add_variants() = post;
+  *d.analysis.add_variants() = Comparison("post", "qk_norm=true", 12, 0.8, 2.81, 1e-3, 100, 1.0 / 3, &post);
+  *d.analysis.add_variants() = pre;
+  *d.analysis.add_variants() = Comparison("pre", "qk_norm=true", 12, 0.25, 2.01, 1e-2, 0, 0, &pre);
+  return out;
+}
+
 std::string Section(const std::string& html, const std::string& heading) {
   const size_t start = html.find("<h2>" + heading);
   EXPECT_NE(start, std::string::npos) << heading;

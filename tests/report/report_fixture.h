@@ -89,6 +89,20 @@ void LengthenTexts(Figures& fig);
 // one seed each, FOUND: 15 series on the boundary chart.
 void AddBoundaryLines(Figures& fig);
 
+// LiteratureFigures swept with qk_norm off and on: the variants
+// "qk_norm=false" (the baseline: its trials come first) and "qk_norm=true"
+// (the same trials; only its analysis rows differ), whose rows are
+// LiteratureFigures' with better figures: every cell mean 0.05 lower,
+// Post-LN's cells at lr 1e-2 still all diverged, Pre-LN's without a
+// diverged seed (2.01 and 2.05 at warm-ups 0 and 100); LR sensitivity
+// Post-LN 0.9 and 0.7 (l* 2.85 and 2.81 at 1e-3), Pre-LN 0.3 and 0.2 (l*
+// 2.01 and 2.05 at 1e-2); and the variant_comparison rows by hand:
+//   post  false  LRS 1.10  l* 2.860 at 1e-03 (100)  failure 50%
+//         true   LRS 0.80  l* 2.810 at 1e-03 (100)  failure 33%
+//   pre   false  LRS 0.35  l* 2.110 at 1e-03 (0)    failure 17%
+//         true   LRS 0.25  l* 2.010 at 1e-02 (0)    failure 0%
+Figures VariantsFigures();
+
 inline constexpr double kUnigramLoss = 3.41;
 
 // The part of the page under a heading (an <h2> starting with it), up to the

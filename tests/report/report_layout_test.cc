@@ -1,11 +1,15 @@
 // The report's layout as a browser draws it: no two texts of one figure
 // overlap, measured by headless Chromium (tests/report/text_boxes.h) on
 // pages of hand-made figures (tests/report/report_fixture.h), among them the
-// close l* labels of issue 34. Without Chromium these tests fail, as the
-// screenshot tests do: CI installs it (deploy/install-deps.sh).
+// close l* labels of issue 34 and the variants compared of issue 37, whose
+// section client/report_screenshot.sh --section shoots alone. Without
+// Chromium these tests fail, as the screenshot tests do: CI installs it
+// (deploy/install-deps.sh).
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <regex>
 #include <set>
@@ -17,7 +21,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/report/page.h"
+#include "client/report/svg.h"
 #include "gtest/gtest.h"
+#include "tests/common/read_file.h"
+#include "tests/common/subprocess.h"
+#include "tests/report/png_image.h"
 #include "tests/report/report_fixture.h"
 #include "tests/report/text_boxes.h"
 
@@ -162,6 +170,96 @@ TEST(ReportLayoutTest, ABoundaryLegendOfManySeriesStaysInsideThePlot) {
   EXPECT_TRUE(std::any_of(boxes.begin(), boxes.end(), [](const TextBox& b) {
     return b.figure == "max trainable lr against warm-up steps" && b.text == "Mix-LN (qk_norm=c)";
   })) << "no boundary chart with its last legend entry";
+}
+
+// Issue 37: qk_norm off and on, the variants compared per placement (the
+// tables, a panel per figure and placement, the legend) beside the
+// variants' own sections.
+TEST(ReportLayoutTest, NoTwoTextsOfAFigureOverlapWithTwoVariants) {
+  const std::vector<TextBox> boxes = ExpectNoOverlap(testing::VariantsFigures().data, "variants");
+  std::set<std::string> figures;
+  for (const TextBox& b : boxes) figures.insert(b.figure);
+  for (const char* figure : {"Post-LN: final validation loss against peak lr by variant",
+                             "Pre-LN: LR sensitivity against warm-up steps by variant", "variants legend"}) {
+    EXPECT_TRUE(figures.contains(figure)) << figure << " was not laid out";
+  }
+}
+
+// Runs client/report_screenshot.sh with args; its exit code, its output in *output.
+int Shoot(const std::vector<std::string>& args, const std::string& dir, std::string* output) {
+  const char* src = std::getenv("NORMSWEEP_SOURCE_DIR");
+  EXPECT_NE(src, nullptr) << "run under ctest (NORMSWEEP_SOURCE_DIR)";
+  if (src == nullptr) return -1;
+  std::vector<std::string> argv = {std::string(src) + "/client/report_screenshot.sh"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string log = dir + "/shot.out";
+  auto p = testing::Subprocess::Start(argv, {}, log);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return -1;
+  const int rc = p->Wait(180);
+  *output = testing::ReadFile(log);
+  return rc;
+}
+
+// Pixels within 10 per channel of a colour ("#rrggbb").
+int64_t CountColour(const testing::PngImage& img, const std::string& hex) {
+  const int r = std::stoi(hex.substr(1, 2), nullptr, 16), g = std::stoi(hex.substr(3, 2), nullptr, 16),
+            b = std::stoi(hex.substr(5, 2), nullptr, 16);
+  int64_t n = 0;
+  for (size_t i = 0; i + 2 < img.rgb.size(); i += 3) {
+    n += std::abs(img.rgb[i] - r) <= 10 && std::abs(img.rgb[i + 1] - g) <= 10 && std::abs(img.rgb[i + 2] - b) <= 10;
+  }
+  return n;
+}
+
+// The variants' comparison alone, as a browser draws it: the two variants'
+// colours, and none of the heatmaps below it on the page.
+TEST(ReportScreenshotTest, TheVariantsSectionAlone) {
+  const std::string dir = TempDir("variants_shot");
+  ASSERT_TRUE(client::WriteReport(dir, client::RenderReportHtml(testing::VariantsFigures().data)).ok());
+  const std::string png = dir + "/section.png";
+  std::string output;
+  ASSERT_EQ(Shoot({"--section", "variants-compared", dir, png, "1400x1300"}, dir, &output), 0) << output;
+  auto img = testing::DecodePng(testing::ReadFile(png));
+  ASSERT_TRUE(img.ok()) << img.status();
+  ASSERT_EQ(img->width, 1400);
+  ASSERT_EQ(img->height, 1300);
+  // Two placements x (eight loss lines + two LR-sensitivity lines) a
+  // variant, with their points: hundreds of pixels of each colour.
+  for (size_t v = 0; v < 2; ++v) {
+    const std::string colour = client::report::VariantColour(v);
+    EXPECT_GT(CountColour(*img, colour), 400) << "variant " << v << " (" << colour << ") is not drawn";
+  }
+  // The page's own sections are hidden: no heatmap's best cell (viridis
+  // yellow), no Pre-LN line of the per-variant figures.
+  EXPECT_EQ(CountColour(*img, client::report::Hex(client::report::Viridis(1))), 0) << "a heatmap is in the shot";
+  EXPECT_LT(CountColour(*img, client::PlacementColour("pre")), 20) << "a per-placement figure is in the shot";
+  EXPECT_EQ(CountColour(*img, "#ff7f0e"), 0) << "the variance shares' bars (an SVG in the body) are in the shot";
+  // The section starts at the top: ink within the first 120 rows.
+  int first_row = -1;
+  for (int y = 0; y < img->height && first_row < 0; ++y) {
+    for (int x = 0; x < img->width; ++x) {
+      const size_t i = (static_cast<size_t>(y) * img->width + x) * 3;
+      if (img->rgb[i] < 128 && img->rgb[i + 1] < 128 && img->rgb[i + 2] < 128) {
+        first_row = y;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(first_row, 0);
+  EXPECT_LT(first_row, 120) << "the section does not start at the top";
+}
+
+TEST(ReportScreenshotTest, ASectionThePageLacksIsAnError) {
+  const std::string dir = TempDir("no_section");
+  ASSERT_TRUE(client::WriteReport(dir, client::RenderReportHtml(LiteratureFigures().data)).ok());
+  std::string output;
+  EXPECT_EQ(Shoot({"--section", "variants-compared", dir, dir + "/x.png"}, dir, &output), 2);
+  EXPECT_NE(output.find("has no section 'variants-compared'"), std::string::npos) << output;
+  EXPECT_EQ(Shoot({"--section", "a\"b", dir, dir + "/x.png"}, dir, &output), 2);
+  EXPECT_NE(output.find("--section takes an element id"), std::string::npos) << output;
+  EXPECT_EQ(Shoot({"--section"}, dir, &output), 2);
+  EXPECT_NE(output.find("usage:"), std::string::npos) << output;
 }
 
 }  // namespace

@@ -219,7 +219,7 @@ TEST(ReportSchemesTest, OneColourPerPlacementAndAPanelPerScheme) {
   d.sweep.set_name("schemes");
   d.sweep.set_state(v1::SWEEP_COMPLETED);
   double loss = 2.0;
-  for (const std::string& variant : {"qk_norm=false", "qk_norm=true"}) {
+  for (const char* variant : {"qk_norm=false", "qk_norm=true"}) {
     for (const std::string& p : placements) {
       for (int warmup : {0, 100}) {
         for (double lr : {1e-3, 1e-2}) {

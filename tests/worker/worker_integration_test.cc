@@ -199,7 +199,8 @@ TEST_F(WorkerIntegrationTest, TinySweepRunsToCompletionWithEveryMetricStored) {
   EXPECT_THAT(*metrics, HasSubstr("normsweep_worker_slot_idle_seconds_count"));
   // Per-trial series, the diagnostics' among them, end with their trials.
   EXPECT_THAT(*metrics, Not(HasSubstr("normsweep_worker_trial_max_attn_logit{")));
-  EXPECT_THAT(*metrics, Not(HasSubstr("normsweep_trial_step{")));
+  EXPECT_THAT(*metrics, Not(HasSubstr("normsweep_worker_trial_step{")));
+  EXPECT_THAT(*metrics, Not(HasSubstr("normsweep_trial_step{")));  // the deprecated name too
   // The figure the issue asks to keep small: a slot's gap between trials.
   for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
     if (absl::StartsWith(line, "normsweep_worker_slot_idle_seconds_sum") ||

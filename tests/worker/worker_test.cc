@@ -72,7 +72,8 @@ TEST_F(WorkerTest, EventsBecomeBatchesThenFinishTrial) {
   EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_trials_finished_total{outcome=\"SUCCEEDED\"} 1"));
   EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_trials_finished_total{outcome=\"DIVERGED\"} 1"));
   EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_busy_slots{device=\"cpu\"} 0"));
-  EXPECT_THAT(metrics_text, Not(HasSubstr("normsweep_trial_train_loss{")));  // series removed at the end
+  EXPECT_THAT(metrics_text, Not(HasSubstr("normsweep_worker_trial_train_loss{")));  // series removed at the end
+  EXPECT_THAT(metrics_text, Not(HasSubstr("normsweep_trial_train_loss{")));  // and under the deprecated name
   EXPECT_THAT(metrics_text, HasSubstr("normsweep_worker_slot_idle_seconds_count 1"));
 }
 
@@ -81,11 +82,15 @@ TEST_F(WorkerTest, LiveTrialMetricsCarryTheTrialLabels) {
   Start();
   ASSERT_TRUE(WaitForStep(a, 5));
   const std::string text = Metrics();
+  // The fake's trials have no extra axes: an empty variant.
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_trial_step{peak_lr=\"0.001\",placement=\"pre\",seed=\"3\",sweep=\"7\","
+                              "trial=\"1\",variant=\"\",warmup_steps=\"4\"} 5"));
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_trial_learning_rate{"));
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_trial_grad_norm{"));
+  EXPECT_THAT(text, HasSubstr("normsweep_worker_trial_train_loss{"));
+  // The deprecated names, for one release: the old labels, the same value.
   EXPECT_THAT(text, HasSubstr("normsweep_trial_step{peak_lr=\"0.001\",placement=\"pre\",seed=\"3\",sweep=\"7\","
                               "trial=\"1\",warmup_steps=\"4\"} 5"));
-  EXPECT_THAT(text, HasSubstr("normsweep_trial_learning_rate{"));
-  EXPECT_THAT(text, HasSubstr("normsweep_trial_grad_norm{"));
-  EXPECT_THAT(text, HasSubstr("normsweep_trial_train_loss{"));
   EXPECT_THAT(text, HasSubstr("normsweep_worker_busy_slots{device=\"cpu\"} 1"));
   EXPECT_THAT(text, HasSubstr("normsweep_worker_tokens_per_second{device=\"cpu\"} 1005"));
   fake_.CancelTrial(a);
@@ -106,7 +111,8 @@ TEST_F(WorkerTest, DiagnosticsReachTheSchedulerAndTheirGaugesLiveAsLongAsTheTria
       },
       absl::Seconds(10)));
   const std::string live = Metrics();
-  const std::string labels = "peak_lr=\"0.001\",placement=\"pre\",seed=\"3\",sweep=\"7\",trial=\"1\",warmup_steps=\"4\"";
+  const std::string labels =
+      "peak_lr=\"0.001\",placement=\"pre\",seed=\"3\",sweep=\"7\",trial=\"1\",variant=\"\",warmup_steps=\"4\"";
   // Step 20's evaluation: block l's logit 2 + l + 0.2, log Z 5.6 - 0.02.
   EXPECT_THAT(live, HasSubstr("normsweep_worker_trial_max_attn_logit{layer=\"1\"," + labels + "} 3.2"));
   EXPECT_THAT(live, HasSubstr("normsweep_worker_trial_max_attn_logit{layer=\"0\"," + labels + "} 2.2"));

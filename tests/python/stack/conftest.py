@@ -3,7 +3,6 @@ for the session, and a finished tiny sweep (real trainer, translate task)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path

@@ -10,6 +10,7 @@ import pytest
 
 import normsweep
 from conftest import TINY_SPEC, run_to_end, tiny_spec
+from normsweep.v1 import sweep_service_pb2
 
 
 def test_submit_is_idempotent_and_validates(client, worker):
@@ -81,11 +82,18 @@ def test_watch_reports_every_trial_until_the_end(client, worker, stack, capsys):
     assert f"sweep {sweep['id']}" in err and "4/4" in err  # the tqdm bar
 
 
+# variant_comparison's rows in the response's order: by placement, then the variants in the
+# spec's expansion order (the baseline first), as db/sweep_analysis.cc reads them.
+VARIANTS_ORDER = ("(SELECT min(trial_index) FROM trials t WHERE t.sweep_id = v.sweep_id"
+                  " AND t.placement = v.placement AND t.variant = v.variant)")
+
+
 def test_analysis_equals_the_views(client, finished_sweep, stack):
     frames = client.analysis(finished_sweep)
     assert set(frames) == {"cells", "placements", "lr_sensitivity", "lr_sensitivity_summary", "importance",
-                           "boundary"}
+                           "boundary", "variants"}
     views = {
+        "variants": ("variant_comparison v", f'placement COLLATE "C", {VARIANTS_ORDER}'),
         "cells": ("warmup_lr_grid_stats", "variant, placement, warmup_steps, peak_lr"),
         "lr_sensitivity": ("lr_sensitivity", "variant, placement, warmup_steps"),
         "lr_sensitivity_summary": ("lr_sensitivity_summary", "variant, placement"),
@@ -104,6 +112,28 @@ def test_analysis_equals_the_views(client, finished_sweep, stack):
     assert len(frames["cells"]) == 8 and set(frames["cells"]["placement"]) == {"post", "pre"}
     assert frames["boundary"].empty  # a grid, not a boundary search
     assert "peak_lr" in frames["cells"].columns and frames["cells"]["peak_lr"].dtype == float
+    # One variant: each placement is its own baseline.
+    v = frames["variants"]
+    assert v["placement"].tolist() == ["post", "pre"] and (v["variant"] == v["baseline_variant"]).all()
+    assert (v["delta_best_val_loss"] == 0).all() and (v["best_lr_ratio"] == 1).all()
+
+
+def test_variants_compared_qk_norm_off_and_on(client, worker, stack):
+    # "Does QK-norm help Pre-LN?": a variant beside the placement's first variant, its baseline.
+    sweep = client.submit(tiny_spec(name="qk-norm", placements=["pre"], warmup_steps=[0],
+                                    extra_axes=[{"field": "qk_norm", "values": [False, True]}]))
+    assert run_to_end(client, sweep["id"])["state"] == "COMPLETED"
+    v = client.analysis(sweep["id"])["variants"]
+    assert list(v.columns) == [f.name for f in sweep_service_pb2.VariantComparison.DESCRIPTOR.fields]
+    rows = stack.sql(f"SELECT {', '.join(v.columns)} FROM variant_comparison v WHERE sweep_id = %s"
+                     f" ORDER BY {VARIANTS_ORDER}", (sweep["id"],))
+    assert len(v) == len(rows) == 2
+    assert_rows_equal(v, rows, list(v.columns), "variants")
+    base, other = v.iloc[0], v.iloc[1]
+    assert "qk_norm" in other["variant"] and base["variant"] != other["variant"]
+    assert (v["baseline_variant"] == base["variant"]).all() and (v["trials"] == 2).all()
+    assert math.isclose(other["delta_best_val_loss"], other["best_val_loss"] - base["best_val_loss"], rel_tol=1e-12)
+    assert math.isclose(other["best_lr_ratio"], other["best_lr"] / base["best_lr"], rel_tol=1e-12)
 
 
 def assert_rows_equal(df: pd.DataFrame, rows, columns, what: str) -> None:
@@ -120,13 +150,58 @@ def assert_rows_equal(df: pd.DataFrame, rows, columns, what: str) -> None:
                 assert got == expected, f"{what} row {i} {col}: {got!r} != {expected!r}"
 
 
+def test_validate_only_shows_the_grid_and_the_estimate(client, worker, stack):
+    before = stack.sql("SELECT count(*) FROM sweeps")
+    dry = client.submit(tiny_spec(name="dry-grid", seeds=[0, 1]), validate_only=True)
+    assert not dry["created"] and dry["trial_count"] == 16 and dry["warnings"] == []
+    axes = {a["name"]: a["values"] for a in dry["axes"]}
+    assert axes["placement"] == ["post", "pre"] and axes["warmup_steps"] == ["0", "5"]
+    assert axes["peak_lr"] == ["0.001", "0.01"] and axes["seed"] == ["0", "1"]
+    assert [(g["placement"], g["trials"]) for g in dry["groups"]] == [("post", 8), ("pre", 8)]
+    e = dry["estimate"]
+    assert e["flops"] > 0 and e["slot_hours"] > 0 and e["core_hours"] >= e["slot_hours"]
+    assert e["training_tokens"] == 16 * 20 * 4 * 16  # trials x steps x batch_size x seq_len
+    assert e["slots"] >= 2 and e["wall_seconds"] is not None and e["wall_seconds"] > 0  # the worker's 2 slots
+    assert e["throughput_source"]
+    assert stack.sql("SELECT count(*) FROM sweeps") == before  # nothing stored
+
+
+def test_a_sweep_with_warnings_is_stored_only_when_forced(client, stack):
+    # A warm-up longer than the run: the peak lr is never reached.
+    spec = tiny_spec(name="warned", placements=["pre"], warmup_steps=[40], base={"steps": 20})
+    dry = client.submit(spec, validate_only=True)
+    assert len(dry["warnings"]) == 1 and "warmup_steps" in dry["warnings"][0]
+    before = stack.sql("SELECT count(*) FROM sweeps")
+    with pytest.raises(normsweep.SweepHasWarnings) as e:
+        client.submit(spec)
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION and isinstance(e.value, normsweep.FailedPrecondition)
+    assert "warmup_steps" in e.value.details and "force=True" in e.value.details
+    assert e.value.warnings == dry["warnings"]
+    assert stack.sql("SELECT count(*) FROM sweeps") == before
+    forced = client.submit(spec, force=True)
+    assert forced["created"] and forced["warnings"] == dry["warnings"]
+    client.cancel(forced["id"])
+
+
+def test_the_readmes_error_example_is_true(client):
+    # python/README.md, "Errors": the example and the text it shows.
+    with pytest.raises(normsweep.InvalidArgument) as e:
+        client.submit({"name": "x", "peak_lrs": [-1e-3], "placements": ["pre"]})
+    assert (e.value.code, e.value.details) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                               "spec.peak_lrs[0]: lr: must be finite and > 0")
+
+
 def test_a_bad_spec_field_is_invalid_argument_naming_it(client):
     with pytest.raises(normsweep.InvalidArgument) as e:
         client.submit(tiny_spec(name="bad", peak_lrs=[-1e-3]))
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "peak_lrs" in e.value.details
     with pytest.raises(normsweep.InvalidArgument) as e:
         client.submit(tiny_spec(name="bad", base={"placement_typo": "pre"}))
-    assert "placement_typo" in e.value.details  # refused before the call, as the CLI does
+    # Refused before the call, as the CLI does, in the sweep file's names.
+    assert e.value.details == "unknown field 'placement_typo' in base (TrainConfig)"  # nothing close
+    with pytest.raises(normsweep.InvalidArgument) as e:
+        client.submit(tiny_spec(name="bad", base={"qkNrom": True}))
+    assert e.value.details == "unknown field 'qkNrom' in base (TrainConfig); did you mean 'qk_norm'?"
     with pytest.raises(normsweep.InvalidArgument) as e:
         client.submit(tiny_spec(name="bad", placements=["middle"]))
     assert "middle" in e.value.details

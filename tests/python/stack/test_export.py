@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 
-import grpc
 import numpy as np
 import pandas as pd
 import pytest
@@ -46,8 +45,10 @@ def test_trials_equal_the_trials_table(client, finished_sweep, stack, exported):
     df = exported
     assert list(df.columns[:10]) == ["trial_id", "trial_index", "variant", "state", "attempts", "interruptions",
                                      "worker_id", "created_at", "started_at", "finished_at"]
-    for f in list(train_pb2.TrainConfig.DESCRIPTOR.fields) + list(sweep_pb2.TrialResult.DESCRIPTOR.fields):
-        assert f.name in df.columns, f.name
+    config = [f.name for f in train_pb2.TrainConfig.DESCRIPTOR.fields]
+    results = [f.name for f in sweep_pb2.TrialResult.DESCRIPTOR.fields]
+    # TrainConfig.lr, the peak lr, is peak_lr in its place; lr (deprecated) repeats it last.
+    assert list(df.columns[10:]) == [("peak_lr" if c == "lr" else c) for c in config] + results + ["lr"]
     assert len(df) == 8 and df["trial_id"].is_monotonic_increasing
     assert str(df["finished_at"].dtype).startswith("datetime64") and str(df["finished_at"].dtype).endswith("UTC]")
     columns = ["trial_index", "variant", "state", "attempts", "interruptions", "worker_id", "final_val_loss",
@@ -60,10 +61,11 @@ def test_trials_equal_the_trials_table(client, finished_sweep, stack, exported):
     assert_rows_equal(df, [r[:len(columns)] for r in rows], columns, "trials")
     for i, r in enumerate(rows):
         peak_lr, created, started, finished, config = r[len(columns):]
-        assert df["lr"].iloc[i] == peak_lr
+        assert df["peak_lr"].iloc[i] == peak_lr and df["lr"].iloc[i] == peak_lr
         assert (df["created_at"].iloc[i], df["started_at"].iloc[i], df["finished_at"].iloc[i]) == \
             (pd.Timestamp(created), pd.Timestamp(started), pd.Timestamp(finished))
         for key, value in config.items():  # the resolved config, field by field
+            key = "peak_lr" if key == "lr" else key
             if key in df.columns and not isinstance(value, (dict, list)):
                 assert df[key].iloc[i] == value, f"trial {i} {key}: {df[key].iloc[i]!r} != {value!r}"
 
@@ -82,15 +84,33 @@ def test_metrics_equal_the_trial_metrics_view(client, finished_sweep, stack, exp
 
 
 def test_grad_norms_equal_the_layer_grad_norms_table(client, finished_sweep, stack, exported):
+    # The stored shape: a row per matrix, as layer_grad_norms holds them.
     df = client.grad_norms(finished_sweep)
-    assert list(df.columns) == ["trial_id", "step", "layer", "w1", "w2"]
-    rows, cols = by_key(stack, "SELECT g.trial_id, g.step, g.layer,"
-                               " max(g.norm) FILTER (WHERE g.matrix = 'ffn.fc1') AS w1,"
-                               " max(g.norm) FILTER (WHERE g.matrix = 'ffn.fc2') AS w2"
+    assert list(df.columns) == ["trial_id", "step", "layer", "matrix", "norm"]
+    rows, cols = by_key(stack, "SELECT g.trial_id, g.step, g.layer, g.matrix, g.norm"
                                " FROM layer_grad_norms g JOIN trials t ON t.id = g.trial_id WHERE t.sweep_id = %s"
-                               " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3", finished_sweep)
+                               ' ORDER BY 1, 2, 3, g.matrix COLLATE "C"', finished_sweep)
     assert len(df) == len(rows) > 0
+    assert set(df["matrix"]) == {"ffn.fc1", "ffn.fc2"}
     assert_rows_equal(df, rows, cols, "grad_norms")
+    assert client.grad_norms(finished_sweep, since=df.attrs["cursor"]).empty
+    # A cursor between the two matrices of one layer (one transaction wrote both: the same
+    # x) ends with the matrix: the export after it starts with the layer's ffn.fc2.
+    [(x, trial_id, step, layer, same_x)] = stack.sql(
+        "SELECT a.export_xid::text, a.trial_id, a.step, a.layer, a.export_xid = b.export_xid"
+        " FROM layer_grad_norms a JOIN layer_grad_norms b USING (trial_id, step, layer)"
+        " JOIN trials t ON t.id = a.trial_id WHERE t.sweep_id = %s AND a.matrix = 'ffn.fc1'"
+        " AND b.matrix = 'ffn.fc2' ORDER BY a.export_xid::text::bigint, 2, 3, 4 LIMIT 1", (finished_sweep,))
+    assert same_x
+    cursor = f"{finished_sweep}.grad_norms.{x}.{trial_id}.{step}.{layer}.ffn.fc1"
+    after = client.grad_norms(finished_sweep, since=cursor)
+    keys = list(zip(after["trial_id"], after["step"], after["layer"], after["matrix"]))
+    assert (trial_id, step, layer, "ffn.fc2") in keys and (trial_id, step, layer, "ffn.fc1") not in keys
+    [(later,)] = stack.sql(
+        "SELECT count(*) FROM layer_grad_norms g JOIN trials t ON t.id = g.trial_id WHERE t.sweep_id = %s"
+        ' AND (g.export_xid::text::bigint, g.trial_id, g.step, g.layer, g.matrix COLLATE "C")'
+        " > (%s::bigint, %s, %s, %s, 'ffn.fc1')", (finished_sweep, x, trial_id, step, layer))
+    assert len(after) == later
 
 
 def test_diagnostics_equal_the_layer_diagnostics_table(client, finished_sweep, stack, exported):

@@ -88,7 +88,7 @@ def test_a_key_sent_again_in_a_later_pass_keeps_its_last_row():
     assert len(merged) == len(last) and (merged["lr"] == merged["lr_last"]).all()
 
 
-@pytest.mark.parametrize("table,names", [("trials", ("trial_id",)), ("grad_norms", ("trial_id", "step", "layer")),
+@pytest.mark.parametrize("table,names", [("trials", ("trial_id",)), ("diagnostics", ("trial_id", "step", "layer")),
                                          ("attempts", ("trial_id", "attempt"))])
 @pytest.mark.parametrize("seed", range(4))
 def test_random_passes_of_every_key_shape(table, names, seed):
@@ -99,6 +99,41 @@ def test_random_passes_of_every_key_shape(table, names, seed):
     keys = [tuple(int(v) for v in row) for row in pool]  # repeats included: a key can come back
     chunks = in_chunks(keys, rng, int(rng.integers(1, 40)), key_names=names)
     check(chunks, table, names)
+
+
+def grad_norm_chunk(keys, rng, cursor=""):
+    """grad_norms' long shape: (trial_id, step, layer, matrix) keys and a norm."""
+    n = len(keys)
+    return chunk(n, [column("trial_id", T.EXPORT_COLUMN_INT64, [k[0] for k in keys]),
+                     column("step", T.EXPORT_COLUMN_INT64, [k[1] for k in keys]),
+                     column("layer", T.EXPORT_COLUMN_INT64, [k[2] for k in keys]),
+                     column("matrix", T.EXPORT_COLUMN_STRING, [k[3] for k in keys]),
+                     column("norm", T.EXPORT_COLUMN_DOUBLE, rng.random(n).tolist())], cursor=cursor)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_grad_norms_are_ordered_by_their_matrix_too(seed):
+    # The matrix (a string) ends the key: the rows of one layer differ only there.
+    # "Z" sorts before "attn" and "ffn.fc1" (code points, the server's byte order).
+    rng = np.random.default_rng(seed)
+    matrices = ["ffn.fc2", "ffn.fc1", "attn.qkv", "Z", "ffn.fc10"]
+    pool = [(int(rng.integers(1, 6)), int(rng.integers(0, 3)) * 100, int(rng.integers(0, 4)),
+             matrices[int(rng.integers(0, len(matrices)))]) for _ in range(150)]
+    size = int(rng.integers(1, 30))
+    chunks = [grad_norm_chunk(pool[i:i + size], rng) for i in range(0, len(pool), size)]
+    want = check(chunks, "grad_norms", ("trial_id", "step", "layer", "matrix"))
+    keys = list(zip(want["trial_id"], want["step"], want["layer"], want["matrix"]))
+    assert keys == sorted(set(pool)) and len(keys) == len(set(pool))
+
+
+def test_grad_norms_in_key_order_are_kept_as_sent():
+    rng = np.random.default_rng(9)
+    keys = [(t, 0, layer, m) for t in (4, 5) for layer in range(3) for m in ("ffn.fc1", "ffn.fc2")]
+    chunks = [grad_norm_chunk(keys[:5], rng), grad_norm_chunk(keys[5:], rng)]
+    got = chunks_to_frame(chunks, "grad_norms")
+    pd.testing.assert_frame_equal(got, chunks_to_frame(chunks))
+    assert list(got.columns) == ["trial_id", "step", "layer", "matrix", "norm"]
+    assert list(zip(got["trial_id"], got["step"], got["layer"], got["matrix"])) == keys
 
 
 def test_sparse_keys_use_a_comparison_sort():
