@@ -56,16 +56,7 @@ class ExportCliTest : public testing::ServedStoreTest {
     v1::SweepSpec spec;
     spec.set_name("export");
     spec.set_max_attempts(1);
-    std::vector<db::NewTrial> trials;
-    for (const char* placement : {"post", "pre"}) {
-      db::NewTrial t;
-      t.index = static_cast<int>(trials.size());
-      t.config.set_placement(placement);
-      t.config.set_lr(1e-3);
-      t.config.set_steps(100);
-      trials.push_back(t);
-    }
-    auto sweep = testing::CreateLeasedSweep(*store_, spec, trials, "export-test", absl::Now());
+    auto sweep = testing::CreateLeasedSweep(*store_, spec, testing::PostPreTrials(), "export-test", absl::Now());
     ASSERT_TRUE(sweep.ok()) << sweep.status();
     sweep_id_ = sweep->sweep_id;
     worker_ = sweep->worker;

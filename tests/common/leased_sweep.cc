@@ -24,4 +24,17 @@ absl::StatusOr<LeasedSweep> CreateLeasedSweep(db::Store& store, const v1::SweepS
   return out;
 }
 
+std::vector<db::NewTrial> PostPreTrials() {
+  std::vector<db::NewTrial> trials;
+  for (const char* placement : {"post", "pre"}) {
+    db::NewTrial t;
+    t.index = static_cast<int>(trials.size());
+    t.config.set_placement(placement);
+    t.config.set_lr(1e-3);
+    t.config.set_steps(100);
+    trials.push_back(t);
+  }
+  return trials;
+}
+
 }  // namespace normsweep::testing

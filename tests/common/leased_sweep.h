@@ -27,6 +27,10 @@ absl::StatusOr<LeasedSweep> CreateLeasedSweep(db::Store& store, const v1::SweepS
                                               const std::vector<db::NewTrial>& trials, const std::string& worker_name,
                                               absl::Time now);
 
+// Two trials, Post-LN then Pre-LN (indexes 0 and 1), lr 1e-3, 100 steps: the
+// small sweep the CLI tests lease and then report into.
+std::vector<db::NewTrial> PostPreTrials();
+
 }  // namespace normsweep::testing
 
 #endif  // NORMSWEEP_TESTS_COMMON_LEASED_SWEEP_H_
