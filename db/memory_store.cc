@@ -129,8 +129,9 @@ absl::StatusOr<std::vector<v1::Sweep>> MemoryStore::ListSweeps(v1::SweepState st
 }
 
 absl::StatusOr<v1::Sweep> MemoryStore::CancelSweep(int64_t sweep_id, absl::Time now,
-                                                   const std::string& cancelled_by) {
+                                                   const std::string& cancelled_by, int* cancelled_trials) {
   absl::MutexLock lock(&mu_);
+  int cancelled = 0;
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return NoSweep(sweep_id);
   v1::Sweep& sweep = it->second.sweep;
@@ -143,9 +144,11 @@ absl::StatusOr<v1::Sweep> MemoryStore::CancelSweep(int64_t sweep_id, absl::Time 
         t.trial.set_state(v1::TRIAL_CANCELLED);
         *t.trial.mutable_finished_at() = ToProto(now);
         Touch(t);
+        ++cancelled;
       }
     }
   }
+  if (cancelled_trials != nullptr) *cancelled_trials = cancelled;
   return SweepWithCounts(sweep);
 }
 

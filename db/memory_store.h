@@ -23,7 +23,7 @@ class MemoryStore : public Store {
   absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(v1::SweepState state, int64_t before_id,
                                                     int limit) override;
   absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id, absl::Time now,
-                                        const std::string& cancelled_by = "") override;
+                                        const std::string& cancelled_by = "", int* cancelled_trials = nullptr) override;
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id, v1::TrialState state,
                                                     int32_t after_index, int limit) override;
   absl::StatusOr<std::vector<std::pair<v1::Trial, int64_t>>> TrialsChangedSince(

@@ -217,19 +217,25 @@ absl::StatusOr<std::vector<v1::Sweep>> PostgresStore::ListSweeps(v1::SweepState 
 }
 
 absl::StatusOr<v1::Sweep> PostgresStore::CancelSweep(int64_t sweep_id, absl::Time now,
-                                                     const std::string& cancelled_by) {
+                                                     const std::string& cancelled_by, int* cancelled_trials) {
+  int cancelled = 0;
   RETURN_IF_ERROR(InTransaction(pool_, [&](PgConnection& conn) -> absl::Status {
+    cancelled = 0;  // a retried transaction counts afresh
     ASSIGN_OR_RETURN(PgResult r, conn.Exec("UPDATE sweeps SET state = 'CANCELLED', finished_at = " NS_TS(2)
                                            ", cancelled_by = $3 WHERE id = $1 AND state = 'RUNNING' RETURNING id",
                                            PgParams().Add(sweep_id).AddMicros(now).Add(cancelled_by)));
     if (r.rows() == 0) return CheckSweepExists(conn, sweep_id);  // finished already: unchanged
-    return conn.Exec("WITH c AS (UPDATE trials SET state = 'CANCELLED', finished_at = " NS_TS(2) ","
-                     " update_seq = nextval('trial_update_seq')"
-                     " WHERE sweep_id = $1 AND state = 'PENDING' RETURNING 1)"
-                     " UPDATE sweeps SET open_trials = open_trials - (SELECT count(*) FROM c) WHERE id = $1",
-                     PgParams().Add(sweep_id).AddMicros(now))
-        .status();
+    ASSIGN_OR_RETURN(PgResult c, conn.Exec(
+        "WITH c AS (UPDATE trials SET state = 'CANCELLED', finished_at = " NS_TS(2) ","
+        " update_seq = nextval('trial_update_seq')"
+        " WHERE sweep_id = $1 AND state = 'PENDING' RETURNING 1),"
+        " s AS (UPDATE sweeps SET open_trials = open_trials - (SELECT count(*) FROM c) WHERE id = $1)"
+        " SELECT count(*) FROM c",
+        PgParams().Add(sweep_id).AddMicros(now)));
+    cancelled = static_cast<int>(c.GetInt64(0, 0));
+    return absl::OkStatus();
   }));
+  if (cancelled_trials != nullptr) *cancelled_trials = cancelled;
   return GetSweep(sweep_id);
 }
 

@@ -115,8 +115,11 @@ class Store {
                                                             int limit) = 0;
   // RUNNING -> CANCELLED, its PENDING trials -> CANCELLED, cancelled_by
   // recorded (Sweep.cancelled_by). A finished sweep is returned unchanged.
+  // *cancelled_trials, when given, is set to the number of PENDING trials
+  // this call cancelled (0 for a finished sweep).
   virtual absl::StatusOr<v1::Sweep> CancelSweep(int64_t sweep_id, absl::Time now,
-                                                const std::string& cancelled_by = "") = 0;
+                                                const std::string& cancelled_by = "",
+                                                int* cancelled_trials = nullptr) = 0;
   // By index; only indexes above after_index. NOT_FOUND for an unknown sweep.
   virtual absl::StatusOr<std::vector<v1::Trial>> ListTrials(int64_t sweep_id, v1::TrialState state,
                                                             int32_t after_index, int limit) = 0;

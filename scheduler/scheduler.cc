@@ -96,7 +96,10 @@ absl::StatusOr<v1::CancelSweepResponse> Scheduler::CancelSweep(const v1::CancelS
                                                                const std::string& cancelled_by) {
   RETURN_IF_ERROR(CheckId("sweep_id", request.sweep_id()));
   v1::CancelSweepResponse response;
-  ASSIGN_OR_RETURN(*response.mutable_sweep(), store_.CancelSweep(request.sweep_id(), clock_.Now(), cancelled_by));
+  int cancelled = 0;
+  ASSIGN_OR_RETURN(*response.mutable_sweep(),
+                   store_.CancelSweep(request.sweep_id(), clock_.Now(), cancelled_by, &cancelled));
+  metrics_.TrialsCancelled(cancelled);
   NotifyChange();
   return response;
 }

@@ -121,8 +121,10 @@ TEST_P(StoreSweepsTest, CancelStopsLeasingAndTellsRunningTrials) {
   v1::Sweep sweep = Create("s", 3);
   int64_t w = Worker();
   v1::Trial running = Lease(w);
-  auto cancelled = store_->CancelSweep(sweep.id(), kT0 + absl::Seconds(1));
+  int taken = -1;
+  auto cancelled = store_->CancelSweep(sweep.id(), kT0 + absl::Seconds(1), "", &taken);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(taken, 2) << "the two pending trials";
   EXPECT_EQ(cancelled->state(), v1::SWEEP_CANCELLED);
   EXPECT_EQ(cancelled->counts().cancelled(), 2);
   EXPECT_EQ(cancelled->counts().running(), 1);
@@ -150,8 +152,9 @@ TEST_P(StoreSweepsTest, CancelStopsLeasingAndTellsRunningTrials) {
   EXPECT_EQ(after->state(), v1::SWEEP_CANCELLED);
   EXPECT_EQ(after->counts().cancelled(), 3);
   // Cancelling again changes nothing.
-  auto again = store_->CancelSweep(sweep.id(), kT0 + absl::Seconds(9));
+  auto again = store_->CancelSweep(sweep.id(), kT0 + absl::Seconds(9), "", &taken);
   ASSERT_TRUE(again.ok());
+  EXPECT_EQ(taken, 0);
   EXPECT_EQ(again->finished_at().seconds(), after->finished_at().seconds());
 }
 

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
+#include "tests/common/metric_value.h"
 #include "tests/common/requests.h"
 #include "tests/common/specs.h"
 #include "tests/common/store_kinds.h"
@@ -32,18 +33,7 @@ using ::testing::IsEmpty;
 
 constexpr absl::Duration kLease = absl::Seconds(60);
 
-double Counter(prometheus::Registry& registry, const std::string& name, const std::string& label = "",
-               const std::string& value = "") {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& m : family.metric) {
-      bool match = label.empty();
-      for (const auto& l : m.label) match = match || (l.name == label && l.value == value);
-      if (match) return m.counter.value;
-    }
-  }
-  return -1;
-}
+using testing::MetricValue;
 
 // Post-LN and Pre-LN (placement is part of the fusion key), lrs and seeds
 // (which are not): the grid's trials of one placement fuse.
@@ -142,7 +132,7 @@ TEST_P(FusedLeaseTest, LeasesOnlyTrialsOfTheFirstTrialsFusionKeyInIndexOrder) {
   EXPECT_EQ(got, expected);
   EXPECT_EQ(Trials(sweep, v1::TRIAL_PENDING).size(), 8u);
   EXPECT_EQ(Trials(other, v1::TRIAL_PENDING).size(), 12u);
-  EXPECT_EQ(Counter(registry_, "normsweep_scheduler_trials_leased_fused_total"), 3);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_leased_fused_total"), 3);
 
   // max_trials 1 and 0: one trial, nothing fused.
   for (int max_trials : {1, 0}) {
@@ -294,7 +284,7 @@ TEST_P(FusedLeaseTest, EachFusedLeaseIsALeaseOfItsOwnAndExpiresOnce) {
   clock_.Advance(kLease + absl::Seconds(1));
   ASSERT_TRUE(scheduler_->RunMaintenance().ok());
   ASSERT_TRUE(scheduler_->RunMaintenance().ok());
-  EXPECT_EQ(Counter(registry_, "normsweep_scheduler_attempts_requeued_total", "reason", "lease_expired"), 3);
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_attempts_requeued_total", {{"reason", "lease_expired"}}), 3);
   for (const v1::Trial& t : leased) {
     v1::GetTrialRequest get;
     get.set_trial_id(t.id());

@@ -16,28 +16,13 @@
 #include "db/memory_store.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
+#include "tests/common/metric_value.h"
 #include "tests/common/requests.h"
 
 namespace normsweep::scheduler {
 namespace {
 
-// The value of family `name`'s series with these labels (among others).
-std::optional<double> Value(prometheus::Registry& registry, const std::string& name,
-                            const std::map<std::string, std::string>& labels) {
-  for (const prometheus::MetricFamily& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const prometheus::ClientMetric& m : family.metric) {
-      int matched = 0;
-      for (const prometheus::ClientMetric::Label& l : m.label) {
-        auto it = labels.find(l.name);
-        matched += it != labels.end() && it->second == l.value;
-      }
-      if (matched != static_cast<int>(labels.size())) continue;
-      return family.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-    }
-  }
-  return std::nullopt;
-}
+using testing::MetricValue;
 
 TEST(SchedulerMetricsNames, EveryFamilyIsTheSchedulers) {
   prometheus::Registry registry;
@@ -54,12 +39,12 @@ TEST(SchedulerMetricsNames, TrialsCancelledAreCompletedAsCancelled) {
   prometheus::Registry registry;
   SchedulerMetrics metrics(registry);
   const std::map<std::string, std::string> cancelled = {{"outcome", "CANCELLED"}};
-  EXPECT_EQ(Value(registry, "normsweep_scheduler_trials_completed_total", cancelled), 0);
+  EXPECT_EQ(MetricValue(registry, "normsweep_scheduler_trials_completed_total", cancelled), 0);
   metrics.TrialsCancelled(3);
   metrics.TrialsCancelled(0);
   metrics.TrialsCompleted(v1::TRIAL_CANCELLED);
-  EXPECT_EQ(Value(registry, "normsweep_scheduler_trials_completed_total", cancelled), 4);
-  EXPECT_EQ(Value(registry, "normsweep_scheduler_trials_completed_total", {{"outcome", "SUCCEEDED"}}), 0);
+  EXPECT_EQ(MetricValue(registry, "normsweep_scheduler_trials_completed_total", cancelled), 4);
+  EXPECT_EQ(MetricValue(registry, "normsweep_scheduler_trials_completed_total", {{"outcome", "SUCCEEDED"}}), 0);
 }
 
 class CancelledCountTest : public ::testing::Test {
@@ -98,10 +83,10 @@ class CancelledCountTest : public ::testing::Test {
   }
 
   double Completed(const char* outcome) {
-    return Value(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", outcome}}).value_or(-1);
+    return MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", outcome}}).value_or(-1);
   }
   double Trials(const char* state) {
-    return Value(registry_, "normsweep_scheduler_trials", {{"state", state}}).value_or(-1);
+    return MetricValue(registry_, "normsweep_scheduler_trials", {{"state", state}}).value_or(-1);
   }
 
   db::MemoryStore store_;

@@ -10,6 +10,7 @@
 #include "db/memory_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/metric_value.h"
 #include "tests/common/requests.h"
 
 namespace normsweep::scheduler {
@@ -19,28 +20,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-double MetricValue(prometheus::Registry& registry, const std::string& name,
-                   const std::map<std::string, std::string>& labels = {}) {
-  for (const auto& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const auto& m : family.metric) {
-      bool match = true;
-      for (const auto& [k, v] : labels) {
-        bool found = false;
-        for (const auto& l : m.label) found = found || (l.name == k && l.value == v);
-        match = match && found;
-      }
-      if (!match) continue;
-      switch (family.type) {
-        case prometheus::MetricType::Counter: return m.counter.value;
-        case prometheus::MetricType::Gauge: return m.gauge.value;
-        case prometheus::MetricType::Histogram: return static_cast<double>(m.histogram.sample_count);
-        default: return -1;
-      }
-    }
-  }
-  return -1;
-}
+using testing::MetricValue;
 
 // The in-memory store, whose maintenance can be made to fail as a database
 // outage does (UNAVAILABLE).
@@ -343,7 +323,8 @@ TEST_F(SchedulerTest, CancelledSweepIsReportedAtTheNextHeartbeat) {
   lease.set_worker_id(w);
   EXPECT_FALSE(scheduler_.LeaseTrial(lease)->leased());
   ASSERT_TRUE(Finish(w, t, v1::TRIAL_CANCELLED).ok());
-  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "CANCELLED"}}), 1);
+  // The two pending trials the cancel took, and the running one that ended cancelled.
+  EXPECT_EQ(MetricValue(registry_, "normsweep_scheduler_trials_completed_total", {{"outcome", "CANCELLED"}}), 3);
 }
 
 TEST_F(SchedulerTest, GetTrialReturnsTheMetricHistory) {
